@@ -1,0 +1,54 @@
+#pragma once
+
+// crihookd's configuration: embedded defaults, overridden by an optional TOML
+// file, overridden by command-line flags. The README lists every key.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace crihook {
+
+struct Config {
+  // [server]
+  std::string listen_path = "/run/crihook/crihook.sock";
+  uint32_t socket_mode = 0660;
+  std::string socket_group;  // empty: the daemon's own group
+  int workers = 2;           // event-loop threads
+  std::chrono::milliseconds shutdown_grace{10000};
+  // gRPC's message limit, applied to every message in both directions.
+  // kubelet's own limit is 16 MiB; never configure less.
+  uint64_t max_message_bytes = 16u << 20;
+
+  // [backend]
+  std::string backend_endpoint = "unix:///run/containerd/containerd.sock";
+  std::chrono::milliseconds backend_connect_timeout{2000};
+
+  // [log]
+  std::string log_level = "info";
+};
+
+// Parses TOML text. `origin` names the file in messages. Errors are
+// INVALID_ARGUMENT and name the origin, the key and the reason, e.g.
+// "config /etc/crihook/config.toml: server.workers: expected an integer in 1..64, got 0".
+// Unknown tables and keys are errors: a typo must not silently fall back to a default.
+absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origin);
+
+// Reads and parses a file. A missing or unreadable file is INVALID_ARGUMENT too:
+// an operator who names a config file means it.
+absl::StatusOr<Config> loadConfigFile(const std::string& path);
+
+// Checks values that flags may also set (endpoint syntax, log level).
+absl::Status validateConfig(const Config& config, std::string_view origin);
+
+// "unix:///run/x.sock" or "/run/x.sock" -> "/run/x.sock". Anything else is
+// INVALID_ARGUMENT: CRI endpoints on Linux are Unix sockets.
+absl::StatusOr<std::string> unixSocketPath(std::string_view endpoint);
+
+// "1500ms", "2s", "1m" -> milliseconds.
+absl::StatusOr<std::chrono::milliseconds> parseDuration(std::string_view text);
+
+}  // namespace crihook

@@ -1,0 +1,145 @@
+#include "grpc_wire.h"
+
+#include <cstring>
+
+#include "absl/status/statusor.h"
+#include "text.h"
+
+namespace crihook::grpcwire {
+
+size_t FrameTracker::feed(const uint8_t* data, size_t len) {
+  if (too_large_) return 0;
+  size_t pos = 0;
+  while (pos < len) {
+    if (remaining_ > 0) {
+      size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, len - pos));
+      remaining_ -= take;
+      pos += take;
+      continue;
+    }
+    const bool started_here = header_have_ == 0;
+    const size_t header_start = pos;
+    size_t take = std::min(kFrameHeaderBytes - header_have_, len - pos);
+    std::memcpy(header_ + header_have_, data + pos, take);
+    header_have_ += take;
+    pos += take;
+    if (header_have_ < kFrameHeaderBytes) break;
+    header_have_ = 0;
+    announced_ = (uint64_t{header_[1]} << 24) | (uint64_t{header_[2]} << 16) |
+                 (uint64_t{header_[3]} << 8) | uint64_t{header_[4]};
+    if (announced_ > max_) {
+      too_large_ = true;
+      // Bytes before this header are whole messages and may go out. A header
+      // split across chunks began in one that has gone out already.
+      split_header_ = !started_here;
+      return started_here ? header_start : 0;
+    }
+    ++messages_;
+    remaining_ = announced_;
+  }
+  return len;
+}
+
+absl::StatusOr<std::string_view> singleMessage(std::string_view body) {
+  if (body.size() < kFrameHeaderBytes) {
+    return absl::InvalidArgumentError(cat("request body of ", body.size(), " bytes holds no gRPC message"));
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(body.data());
+  uint64_t len = (uint64_t{p[1]} << 24) | (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 8) | uint64_t{p[4]};
+  if (p[0] != 0) {
+    return absl::UnimplementedError("compressed messages are not supported on intercepted methods");
+  }
+  if (kFrameHeaderBytes + len != body.size()) {
+    return absl::InvalidArgumentError(cat("expected exactly one gRPC message of ", len,
+                                                   " bytes, got a body of ", body.size(), " bytes"));
+  }
+  return body.substr(kFrameHeaderBytes);
+}
+
+std::string frame(std::string_view message) {
+  std::string out;
+  out.reserve(kFrameHeaderBytes + message.size());
+  const auto n = static_cast<uint32_t>(message.size());
+  out.push_back('\0');
+  out.push_back(static_cast<char>(n >> 24));
+  out.push_back(static_cast<char>(n >> 16));
+  out.push_back(static_cast<char>(n >> 8));
+  out.push_back(static_cast<char>(n));
+  out.append(message);
+  return out;
+}
+
+std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
+  // At most 8 digits and one unit letter (gRPC over HTTP/2 spec).
+  if (v.size() < 2 || v.size() > 9) return std::nullopt;
+  int64_t n = 0;
+  for (char c : v.substr(0, v.size() - 1)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  using namespace std::chrono;
+  switch (v.back()) {
+    case 'H': return hours(n);
+    case 'M': return minutes(n);
+    case 'S': return seconds(n);
+    case 'm': return milliseconds(n);
+    case 'u': return microseconds(n);
+    case 'n': return nanoseconds(n);
+    default: return std::nullopt;
+  }
+}
+
+std::string formatTimeout(std::chrono::nanoseconds t) {
+  // Pick the finest unit that fits in 8 digits, rounding up so a deadline is
+  // never shortened beyond what elapsed.
+  int64_t ns = std::max<int64_t>(t.count(), 1);
+  struct Unit {
+    int64_t ns;
+    char letter;
+  };
+  constexpr Unit units[] = {{1, 'n'}, {1000, 'u'}, {1000000, 'm'}, {1000000000, 'S'},
+                            {60000000000, 'M'}, {3600000000000, 'H'}};
+  for (const Unit& u : units) {
+    int64_t v = (ns + u.ns - 1) / u.ns;
+    if (v < 100000000) return cat(v, std::string(1, u.letter));
+  }
+  return "99999999H";
+}
+
+std::string percentEncode(std::string_view m) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(m.size());
+  for (unsigned char c : m) {
+    if (c >= 0x20 && c <= 0x7e && c != '%') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::string percentDecode(std::string_view m) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(m.size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (m[i] == '%' && i + 2 < m.size() && hex(m[i + 1]) >= 0 && hex(m[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(m[i + 1]) * 16 + hex(m[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(m[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace crihook::grpcwire

@@ -1,0 +1,72 @@
+#pragma once
+
+// The parts of gRPC's HTTP/2 mapping that crihookd needs without the gRPC
+// library: message framing, grpc-timeout, grpc-status/grpc-message trailers.
+// Pure functions and small value types; no I/O, no threads.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace crihook::grpcwire {
+
+inline constexpr size_t kFrameHeaderBytes = 5;  // compressed flag + 32-bit length
+
+// Follows the length-prefixed messages of one direction of a stream as its
+// bytes go by, without copying them, to enforce the message size limit and to
+// know whether the stream stands at a message boundary.
+class FrameTracker {
+ public:
+  explicit FrameTracker(uint64_t max_message_bytes) : max_(max_message_bytes) {}
+
+  // Consumes `len` bytes. Returns how many of them may be forwarded: all of
+  // them, or fewer when a message header announces more than the limit (the
+  // bytes up to that header are whole messages and may still go out).
+  size_t feed(const uint8_t* data, size_t len);
+
+  bool tooLarge() const { return too_large_; }
+  // After tooLarge(): true when everything forwarded ended on a message
+  // boundary, so the stream may still be ended with a status.
+  bool cleanCut() const { return too_large_ && !split_header_; }
+  uint64_t announcedBytes() const { return announced_; }
+  bool atBoundary() const { return header_have_ == 0 && remaining_ == 0; }
+  uint64_t messages() const { return messages_; }
+
+ private:
+  uint64_t max_;
+  uint8_t header_[kFrameHeaderBytes] = {};
+  size_t header_have_ = 0;
+  uint64_t remaining_ = 0;  // payload bytes still to come of the current message
+  uint64_t announced_ = 0;
+  uint64_t messages_ = 0;
+  bool too_large_ = false;
+  bool split_header_ = false;
+};
+
+// One whole message from a buffered unary body. Fails (INVALID_ARGUMENT) on
+// truncation, on more than one message, and (UNIMPLEMENTED) on a compressed
+// message, which crihookd does not decode.
+absl::StatusOr<std::string_view> singleMessage(std::string_view body);
+
+// Prepends the 5-byte gRPC header to a serialized message.
+std::string frame(std::string_view message);
+
+// grpc-timeout header value ("100m", "5S", ...) <-> duration. Parse returns
+// nullopt on a malformed value, which gRPC treats as no deadline.
+std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view value);
+std::string formatTimeout(std::chrono::nanoseconds timeout);
+
+// grpc-message is percent-encoded on the wire.
+std::string percentEncode(std::string_view message);
+std::string percentDecode(std::string_view message);
+
+// grpc-status numbers are absl::StatusCode numbers.
+inline int statusNumber(absl::StatusCode code) { return static_cast<int>(code); }
+
+}  // namespace crihook::grpcwire

@@ -1,0 +1,1164 @@
+#include "relay.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+#include "text.h"
+#include "grpc_wire.h"
+#include "intercepted_methods.h"
+
+namespace crihook {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// HTTP/2 windows. Per stream 1 MiB keeps a single 16 MiB message moving at
+// memory speed while bounding what one stream can park in crihookd; the
+// connection window lets 16 such streams run at once.
+constexpr int32_t kStreamWindow = 1 << 20;
+constexpr int32_t kConnectionWindow = 16 << 20;
+constexpr uint32_t kMaxConcurrentStreams = 1024;
+constexpr size_t kReadBufferBytes = 64 << 10;
+constexpr size_t kWriteBatchBytes = 64 << 10;
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+using Headers = std::vector<Header>;
+
+std::vector<nghttp2_nv> toNv(const Headers& headers) {
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(headers.size());
+  for (const Header& h : headers) {
+    nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(h.name.data())),
+                  reinterpret_cast<uint8_t*>(const_cast<char*>(h.value.data())), h.name.size(),
+                  h.value.size(), NGHTTP2_NV_FLAG_NONE});
+  }
+  return nv;
+}
+
+const std::string* findHeader(const Headers& headers, std::string_view name) {
+  for (const Header& h : headers) {
+    if (h.name == name) return &h.value;
+  }
+  return nullptr;
+}
+
+Headers statusTrailers(const absl::Status& status) {
+  Headers t;
+  t.push_back({"grpc-status", std::to_string(grpcwire::statusNumber(status.code()))});
+  if (!status.message().empty()) t.push_back({"grpc-message", grpcwire::percentEncode(sv(status.message()))});
+  return t;
+}
+
+Headers trailersOnly(const absl::Status& status) {
+  Headers h{{":status", "200"}, {"content-type", "application/grpc"}};
+  for (Header& t : statusTrailers(status)) h.push_back(std::move(t));
+  return h;
+}
+
+// The status a reply's trailers (or trailers-only headers) carry.
+absl::Status statusFrom(const Headers& trailers) {
+  const std::string* code = findHeader(trailers, "grpc-status");
+  if (code == nullptr) return absl::UnknownError("reply without grpc-status");
+  int n = std::atoi(code->c_str());
+  const std::string* message = findHeader(trailers, "grpc-message");
+  return absl::Status(static_cast<absl::StatusCode>(n), message ? grpcwire::percentDecode(*message) : "");
+}
+
+// How a gRPC client reads an RST_STREAM (gRPC's HTTP/2 error mapping).
+absl::StatusCode codeOfReset(uint32_t error_code) {
+  switch (error_code) {
+    case NGHTTP2_REFUSED_STREAM: return absl::StatusCode::kUnavailable;
+    case NGHTTP2_CANCEL: return absl::StatusCode::kCancelled;
+    case NGHTTP2_ENHANCE_YOUR_CALM: return absl::StatusCode::kResourceExhausted;
+    case NGHTTP2_INADEQUATE_SECURITY: return absl::StatusCode::kPermissionDenied;
+    default: return absl::StatusCode::kInternal;
+  }
+}
+
+// Bytes waiting to go out on one side of a stream.
+class ByteQueue {
+ public:
+  void append(const uint8_t* data, size_t len) {
+    if (head_ > 0 && head_ == buf_.size()) {
+      buf_.clear();
+      head_ = 0;
+    }
+    buf_.append(reinterpret_cast<const char*>(data), len);
+  }
+  void assign(std::string bytes) {
+    buf_ = std::move(bytes);
+    head_ = 0;
+  }
+  size_t read(uint8_t* out, size_t max) {
+    size_t n = std::min(max, buf_.size() - head_);
+    std::memcpy(out, buf_.data() + head_, n);
+    head_ += n;
+    if (head_ == buf_.size()) {
+      buf_.clear();
+      head_ = 0;
+    } else if (head_ > (1u << 20) && head_ > buf_.size() / 2) {
+      buf_.erase(0, head_);
+      head_ = 0;
+    }
+    return n;
+  }
+  std::string_view view() const { return std::string_view(buf_).substr(head_); }
+  size_t size() const { return buf_.size() - head_; }
+  bool empty() const { return size() == 0; }
+  void clear() {
+    buf_.clear();
+    head_ = 0;
+  }
+
+ private:
+  std::string buf_;
+  size_t head_ = 0;
+};
+
+std::string shortId(const std::string& id) { return id.substr(0, 12); }
+
+}  // namespace
+
+class Upstream;
+
+// One relayed stream: a kubelet stream and, once forwarded, its runtime stream.
+struct Call {
+  int32_t down_id = 0;
+  Clock::time_point start = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();
+  std::string path;
+  const InterceptedMethod* intercepted = nullptr;
+
+  // Request: kubelet -> runtime.
+  Headers req_headers;
+  ByteQueue req_body;
+  bool req_end = false;
+  grpcwire::FrameTracker req_frames;
+
+  // Upstream side. `up` is cleared when the upstream stream closes.
+  std::shared_ptr<Upstream> up;
+  int32_t up_id = 0;
+  bool forwarded = false;  // submitted upstream
+  bool retried = false;    // refused once by a draining backend and resubmitted
+
+  // Response: runtime -> kubelet.
+  Headers resp_headers;
+  Headers resp_trailers;
+  ByteQueue resp_body;
+  bool resp_end = false;
+  bool resp_trailers_only = false;
+  grpcwire::FrameTracker resp_frames;
+  bool resp_submitted = false;  // response HEADERS handed to nghttp2
+  bool answered = false;        // crihookd produced the final status itself
+  absl::Status final_status;    // for the log line
+
+  // Intercepted calls only: the stages' view, and the framed request as
+  // forwarded (kept whole so a refused stream can be sent again).
+  std::shared_ptr<InterceptedCall> ic;
+  std::string forward_body;
+
+  explicit Call(uint64_t max_bytes) : req_frames(max_bytes), resp_frames(max_bytes) {}
+  bool passThrough() const { return intercepted == nullptr; }
+};
+
+// Shared I/O of both sides: an nghttp2 session driven over a Unix socket.
+class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
+ public:
+  using Socket = asio::local::stream_protocol::socket;
+
+  explicit H2Endpoint(Socket socket) : socket_(std::move(socket)) {}
+  virtual ~H2Endpoint() {
+    if (session_) nghttp2_session_del(session_);
+  }
+
+  nghttp2_session* session() const { return session_; }
+  bool closed() const { return closed_; }
+  asio::any_io_executor executor() { return socket_.get_executor(); }
+
+  // Queues a flush of whatever nghttp2 has to send; several requests in one
+  // turn of the event loop become one write.
+  void scheduleFlush() {
+    if (flush_scheduled_ || closed_) return;
+    flush_scheduled_ = true;
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      self->flush_scheduled_ = false;
+      self->flush();
+    });
+  }
+
+  void flush() {
+    if (closed_ || writing_ || session_ == nullptr) return;
+    out_.clear();
+    for (;;) {
+      const uint8_t* data = nullptr;
+      ssize_t n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) {
+        fail(cat("HTTP/2 send failed: ", nghttp2_strerror(static_cast<int>(n))));
+        return;
+      }
+      if (n == 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+      if (out_.size() >= kWriteBatchBytes) break;
+    }
+    if (out_.empty()) {
+      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+        fail("HTTP/2 session finished");
+      }
+      return;
+    }
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                        self->writing_ = false;
+                        if (ec) {
+                          self->fail(cat("write: ", ec.message()));
+                          return;
+                        }
+                        self->flush();
+                      });
+  }
+
+  void startReading() {
+    read_buf_.resize(kReadBufferBytes);
+    readMore();
+  }
+
+  // Closes the socket and reports why, once.
+  void fail(const std::string& why) {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    onClosed(why);
+  }
+
+ protected:
+  virtual void onClosed(const std::string& why) = 0;
+  virtual void afterInput() {}
+
+  Socket socket_;
+  nghttp2_session* session_ = nullptr;
+
+ private:
+  void readMore() {
+    socket_.async_read_some(asio::buffer(read_buf_),
+                            [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+                              if (self->closed_) return;
+                              if (ec) {
+                                self->fail(ec == asio::error::eof ? "peer closed the connection"
+                                                                  : cat("read: ", ec.message()));
+                                return;
+                              }
+                              ssize_t rv = nghttp2_session_mem_recv(self->session_, self->read_buf_.data(), n);
+                              if (rv < 0) {
+                                self->fail(cat("HTTP/2 protocol error: ",
+                                                        nghttp2_strerror(static_cast<int>(rv))));
+                                return;
+                              }
+                              self->afterInput();
+                              self->flush();
+                              if (!self->closed_) self->readMore();
+                            });
+  }
+
+  std::vector<uint8_t> read_buf_;
+  std::string out_;
+  bool writing_ = false;
+  bool flush_scheduled_ = false;
+  bool closed_ = false;
+};
+
+class Downstream;
+
+// The runtime side: an HTTP/2 client connection to the backend socket.
+class Upstream final : public H2Endpoint {
+ public:
+  Upstream(Socket socket, Downstream* owner) : H2Endpoint(std::move(socket)), owner_(owner) {}
+
+  // Connects (bounded by the context's connect timeout); `done` runs on the
+  // executor with the outcome.
+  void connect(const std::string& path, std::chrono::milliseconds timeout,
+               std::function<void(const std::string& error)> done);
+
+  // Forwards `call` (its headers and whatever body is queued). False when the
+  // session cannot take another stream.
+  bool submit(Call& call);
+
+  // The call relayed on upstream stream `id`, if it is still alive.
+  Call* callFor(int32_t id);
+
+  void detach() { owner_ = nullptr; }
+  bool draining() const { return draining_; }
+  bool idle() const { return streams_.empty(); }
+  void forget(int32_t up_id) { streams_.erase(up_id); }
+  const std::map<int32_t, int32_t>& streams() const { return streams_; }
+
+ private:
+  void onClosed(const std::string& why) override;
+  void afterInput() override;
+  void setupSession();
+
+  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                      const uint8_t* value, size_t valuelen, uint8_t, void* user);
+  static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+                         void* user);
+  static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
+  static ssize_t readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
+                                 uint32_t* flags, nghttp2_data_source*, void* user);
+
+  Downstream* owner_;
+  std::map<int32_t, int32_t> streams_;  // upstream stream id -> downstream stream id
+  bool draining_ = false;
+  std::unique_ptr<asio::steady_timer> connect_timer_;
+  friend class Downstream;
+};
+
+// The kubelet side: an HTTP/2 server connection, owner of its calls.
+class Downstream : public H2Endpoint {
+ public:
+  Downstream(Socket socket, RelayContext& ctx) : H2Endpoint(std::move(socket)), ctx_(ctx) {}
+  ~Downstream() override { dropAllCalls(); }
+
+  void start();
+  void shutdown();
+  void closeAll(const std::string& why);
+
+  Call* find(int32_t id) {
+    auto it = calls_.find(id);
+    return it == calls_.end() ? nullptr : it->second.get();
+  }
+
+  // Upstream events, delegated here because calls live here.
+  void onResponseHeaders(Call& call);
+  void onResponseData(Call& call, const uint8_t* data, size_t len);
+  void onResponseEnd(Call& call);
+  void onUpstreamStreamClosed(Call& call, uint32_t error_code);
+  void onUpstreamLost(Upstream& up, const std::string& why);
+  void onUpstreamGoaway(Upstream& up);
+  void consumeRequestBytes(Call& call, size_t n);
+
+  RelayContext& ctx() { return ctx_; }
+
+ private:
+  void onClosed(const std::string& why) override;
+  void setupSession();
+
+  // Request path.
+  void onRequestHeaders(Call& call);
+  void onRequestData(Call& call, const uint8_t* data, size_t len);
+  void onRequestEnd(Call& call);
+  void forward(Call& call);
+  std::shared_ptr<Upstream> currentUpstream();
+  void onUpstreamConnected(const std::shared_ptr<Upstream>& up, const std::string& error);
+
+  // Intercepted path.
+  void startPreStage(Call& call);
+  void onPreStageDone(int32_t id, absl::Status status);
+  void startPostStage(Call& call);
+  void onPostStageDone(int32_t id);
+
+  // Response path.
+  void submitResponse(Call& call);
+  void answer(Call& call, const absl::Status& status);
+  void resetBoth(Call& call, uint32_t down_error);
+  void cancelUpstream(Call& call);
+  void logCall(const Call& call);
+  void eraseCall(int32_t id);
+  void dropAllCalls();
+
+  static int onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                      const uint8_t* value, size_t valuelen, uint8_t, void* user);
+  static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user);
+  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+                         void* user);
+  static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
+  static ssize_t readResponseBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
+                                  uint32_t* flags, nghttp2_data_source*, void* user);
+
+  RelayContext& ctx_;
+  std::unordered_map<int32_t, std::unique_ptr<Call>> calls_;
+  std::shared_ptr<Upstream> upstream_;                // takes new streams
+  std::vector<std::shared_ptr<Upstream>> draining_;   // finishing old streams
+  std::vector<int32_t> waiting_;                      // calls waiting for the connect
+  bool connecting_ = false;
+  bool shutting_down_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Upstream
+
+void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
+                       std::function<void(const std::string&)> done) {
+  auto self = std::static_pointer_cast<Upstream>(shared_from_this());
+  connect_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), timeout);
+  auto finished = std::make_shared<bool>(false);
+  connect_timer_->async_wait([self, finished, done, timeout](const boost::system::error_code& ec) {
+    if (ec || *finished) return;
+    *finished = true;
+    boost::system::error_code ignored;
+    self->socket_.close(ignored);
+    done(cat("connect timed out after ", timeout.count(), "ms"));
+  });
+  socket_.async_connect(asio::local::stream_protocol::endpoint(path),
+                        [self, finished, done](const boost::system::error_code& ec) {
+                          if (*finished) return;
+                          *finished = true;
+                          self->connect_timer_->cancel();
+                          if (ec) {
+                            done(ec.message());
+                            return;
+                          }
+                          self->setupSession();
+                          self->startReading();
+                          done("");
+                        });
+}
+
+void Upstream::setupSession() {
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, onHeader);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, onFrameRecv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, onDataChunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, onStreamClose);
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
+  nghttp2_session_client_new2(&session_, cbs, this, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}};
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
+}
+
+bool Upstream::submit(Call& call) {
+  std::vector<nghttp2_nv> nv = toNv(call.req_headers);
+  nghttp2_data_provider body{};
+  body.read_callback = readRequestBody;
+  const bool has_body = !(call.req_end && call.req_body.empty());
+  int32_t id = nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), has_body ? &body : nullptr, nullptr);
+  if (id < 0) return false;
+  streams_[id] = call.down_id;
+  call.up = std::static_pointer_cast<Upstream>(shared_from_this());
+  call.up_id = id;
+  call.forwarded = true;
+  scheduleFlush();
+  return true;
+}
+
+Call* Upstream::callFor(int32_t id) {
+  if (owner_ == nullptr) return nullptr;
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : owner_->find(it->second);
+}
+
+void Upstream::afterInput() {
+  // Window updates for the kubelet side may have been queued while the
+  // runtime's frames were handled.
+  if (owner_) owner_->scheduleFlush();
+}
+
+void Upstream::onClosed(const std::string& why) {
+  if (connect_timer_) connect_timer_->cancel();
+  if (owner_) owner_->onUpstreamLost(*this, why);
+  streams_.clear();
+}
+
+int Upstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                       const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+  auto* up = static_cast<Upstream*>(user);
+  Call* call = up->callFor(frame->hd.stream_id);
+  if (call == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;
+  Header h{std::string(reinterpret_cast<const char*>(name), namelen),
+           std::string(reinterpret_cast<const char*>(value), valuelen)};
+  if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+    call->resp_headers.push_back(std::move(h));
+  } else if (frame->headers.cat == NGHTTP2_HCAT_HEADERS) {
+    call->resp_trailers.push_back(std::move(h));
+  }
+  return 0;
+}
+
+int Upstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto* up = static_cast<Upstream*>(user);
+  if (frame->hd.type == NGHTTP2_GOAWAY) {
+    up->draining_ = true;
+    if (up->owner_) up->owner_->onUpstreamGoaway(*up);
+    return 0;
+  }
+  Call* call = up->callFor(frame->hd.stream_id);
+  if (call == nullptr) return 0;
+  Downstream* owner = up->owner_;
+  const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+      const std::string* status = findHeader(call->resp_headers, ":status");
+      if (status && !status->empty() && (*status)[0] == '1') {  // informational: not the response
+        call->resp_headers.clear();
+        return 0;
+      }
+      if (end) {
+        // Trailers-only: the status is in these headers.
+        call->resp_trailers_only = true;
+        owner->onResponseEnd(*call);
+      } else {
+        owner->onResponseHeaders(*call);
+      }
+    } else if (frame->headers.cat == NGHTTP2_HCAT_HEADERS && end) {
+      owner->onResponseEnd(*call);
+    }
+  } else if (frame->hd.type == NGHTTP2_DATA && end) {
+    owner->onResponseEnd(*call);
+  }
+  return 0;
+}
+
+int Upstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+                          void* user) {
+  auto* up = static_cast<Upstream*>(user);
+  Call* call = up->callFor(stream_id);
+  if (call == nullptr) {
+    nghttp2_session_consume(session, stream_id, len);
+    return 0;
+  }
+  up->owner_->onResponseData(*call, data, len);
+  return 0;
+}
+
+int Upstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+  auto* up = static_cast<Upstream*>(user);
+  Call* call = up->callFor(stream_id);
+  up->streams_.erase(stream_id);
+  if (call != nullptr) {
+    call->up.reset();
+    call->up_id = 0;
+    up->owner_->onUpstreamStreamClosed(*call, error_code);
+  }
+  if (up->draining_ && up->streams_.empty() && up->owner_) {
+    // The last stream of a connection the backend is retiring.
+    boost::asio::post(up->executor(), [self = up->shared_from_this()] { self->fail("drained after GOAWAY"); });
+  }
+  return 0;
+}
+
+ssize_t Upstream::readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags,
+                                  nghttp2_data_source*, void* user) {
+  auto* up = static_cast<Upstream*>(user);
+  Call* call = up->callFor(stream_id);
+  if (call == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t n = call->req_body.read(buf, length);
+  if (n > 0 && call->passThrough()) up->owner_->consumeRequestBytes(*call, n);
+  if (call->req_body.empty() && call->req_end) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+  return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+}
+
+// ---------------------------------------------------------------------------
+// Downstream: session and request path
+
+void Downstream::setupSession() {
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, onBeginHeaders);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, onHeader);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, onFrameRecv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, onDataChunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, onStreamClose);
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_session_server_new2(&session_, cbs, this, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cbs);
+  nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
+                                       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}};
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
+}
+
+void Downstream::start() {
+  setupSession();
+  startReading();
+  flush();
+}
+
+void Downstream::shutdown() {
+  if (closed() || shutting_down_) return;
+  shutting_down_ = true;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
+                        NGHTTP2_NO_ERROR, nullptr, 0);
+  flush();
+}
+
+void Downstream::closeAll(const std::string& why) { fail(why); }
+
+void Downstream::onClosed(const std::string& why) {
+  ctx_.log->debug("client connection closed: {}", why);
+  dropAllCalls();
+}
+
+void Downstream::dropAllCalls() {
+  // The runtime cancels every stream of a connection that closes.
+  for (auto& up : draining_) {
+    up->detach();
+    up->fail("client connection closed");
+  }
+  draining_.clear();
+  if (upstream_) {
+    upstream_->detach();
+    upstream_->fail("client connection closed");
+    upstream_.reset();
+  }
+  for (auto& [id, call] : calls_) {
+    if (!call->answered) ctx_.active_calls.fetch_sub(1);
+  }
+  calls_.clear();
+  waiting_.clear();
+}
+
+int Downstream::onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto* self = static_cast<Downstream*>(user);
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    self->calls_.emplace(frame->hd.stream_id, std::make_unique<Call>(self->ctx_.max_message_bytes));
+    self->calls_[frame->hd.stream_id]->down_id = frame->hd.stream_id;
+    self->ctx_.active_calls.fetch_add(1);
+  }
+  return 0;
+}
+
+int Downstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                         const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+  auto* self = static_cast<Downstream*>(user);
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  Call* call = self->find(frame->hd.stream_id);
+  if (call == nullptr) return 0;
+  call->req_headers.push_back({std::string(reinterpret_cast<const char*>(name), namelen),
+                               std::string(reinterpret_cast<const char*>(value), valuelen)});
+  return 0;
+}
+
+int Downstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  auto* self = static_cast<Downstream*>(user);
+  Call* call = self->find(frame->hd.stream_id);
+  if (call == nullptr) return 0;
+  const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    self->onRequestHeaders(*call);
+    // The call may have been answered (and erased) already.
+    call = self->find(frame->hd.stream_id);
+  }
+  if (call != nullptr && end && (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)) {
+    self->onRequestEnd(*call);
+  }
+  return 0;
+}
+
+int Downstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
+                            void* user) {
+  auto* self = static_cast<Downstream*>(user);
+  Call* call = self->find(stream_id);
+  if (call == nullptr || call->answered) {
+    nghttp2_session_consume(session, stream_id, len);
+    return 0;
+  }
+  self->onRequestData(*call, data, len);
+  return 0;
+}
+
+int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+  auto* self = static_cast<Downstream*>(user);
+  Call* call = self->find(stream_id);
+  if (call == nullptr) return 0;
+  if (!call->answered && !(call->resp_end && call->resp_submitted)) {
+    // kubelet cancelled (RST_STREAM) or its deadline passed: cancel the
+    // runtime's stream too, so the runtime stops working on it.
+    if (call->final_status.ok()) {
+      call->final_status = absl::CancelledError(
+          error_code == NGHTTP2_NO_ERROR ? "closed by the client" : cat("reset by the client, HTTP/2 error ", error_code));
+    }
+  }
+  self->cancelUpstream(*call);
+  if (call->intercepted) self->logCall(*call);
+  self->eraseCall(stream_id);
+  return 0;
+}
+
+void Downstream::eraseCall(int32_t id) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  if (!it->second->answered) ctx_.active_calls.fetch_sub(1);
+  calls_.erase(it);
+}
+
+void Downstream::cancelUpstream(Call& call) {
+  if (call.up && call.up_id != 0) {
+    if (!call.up->closed()) {
+      nghttp2_submit_rst_stream(call.up->session(), NGHTTP2_FLAG_NONE, call.up_id, NGHTTP2_CANCEL);
+      call.up->scheduleFlush();
+    }
+    call.up->forget(call.up_id);
+  }
+  call.up.reset();
+  call.up_id = 0;
+}
+
+void Downstream::onRequestHeaders(Call& call) {
+  if (const std::string* path = findHeader(call.req_headers, ":path")) call.path = *path;
+  if (const std::string* t = findHeader(call.req_headers, "grpc-timeout")) {
+    if (auto d = grpcwire::parseTimeout(*t)) call.deadline = call.start + std::chrono::duration_cast<Clock::duration>(*d);
+  }
+  call.intercepted = findInterceptedMethod(call.path);
+  if (call.passThrough()) forward(call);
+}
+
+void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
+  size_t ok = call.req_frames.feed(data, len);
+  if (call.req_frames.tooLarge()) {
+    nghttp2_session_consume(session_, call.down_id, len);
+    answer(call, absl::ResourceExhaustedError(cat(
+                     "crihookd: request message of ", call.req_frames.announcedBytes(),
+                     " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
+    cancelUpstream(call);
+    return;
+  }
+  call.req_body.append(data, ok);
+  if (!call.passThrough()) {
+    // Intercepted calls are decoded whole: take the bytes now.
+    nghttp2_session_consume(session_, call.down_id, len);
+    return;
+  }
+  if (call.up && call.up_id != 0) {
+    nghttp2_session_resume_data(call.up->session(), call.up_id);
+    call.up->scheduleFlush();
+  }
+}
+
+void Downstream::consumeRequestBytes(Call& call, size_t n) {
+  nghttp2_session_consume(session_, call.down_id, n);
+  scheduleFlush();
+}
+
+void Downstream::onRequestEnd(Call& call) {
+  call.req_end = true;
+  if (!call.passThrough()) {
+    startPreStage(call);
+    return;
+  }
+  if (call.up && call.up_id != 0) {
+    nghttp2_session_resume_data(call.up->session(), call.up_id);
+    call.up->scheduleFlush();
+  }
+}
+
+std::shared_ptr<Upstream> Downstream::currentUpstream() {
+  if (upstream_ && (upstream_->closed() || upstream_->draining())) {
+    if (!upstream_->closed()) draining_.push_back(upstream_);
+    upstream_.reset();
+  }
+  return upstream_;
+}
+
+void Downstream::forward(Call& call) {
+  if (!call.passThrough()) call.req_body.assign(call.forward_body);
+  if (std::shared_ptr<Upstream> up = currentUpstream(); up && !connecting_) {
+    if (up->submit(call)) return;
+    // The session has no stream ids left: retire it, open another.
+    draining_.push_back(up);
+    upstream_.reset();
+  }
+  waiting_.push_back(call.down_id);
+  if (connecting_) return;
+  connecting_ = true;
+  auto up = std::make_shared<Upstream>(Socket(executor()), this);
+  upstream_ = up;
+  auto self = std::static_pointer_cast<Downstream>(shared_from_this());
+  up->connect(ctx_.backend_path, ctx_.connect_timeout,
+              [self, up](const std::string& error) { self->onUpstreamConnected(up, error); });
+}
+
+void Downstream::onUpstreamConnected(const std::shared_ptr<Upstream>& up, const std::string& error) {
+  connecting_ = false;
+  if (closed() || up != upstream_) {
+    up->detach();
+    up->fail("no longer needed");
+    return;
+  }
+  std::vector<int32_t> waiting;
+  waiting.swap(waiting_);
+  if (!error.empty()) {
+    // Fail fast: kubelet retries, and the next call tries to connect again.
+    upstream_.reset();
+    up->detach();
+    ctx_.log->warn("backend {} unavailable: {}", ctx_.backend_endpoint, error);
+    for (int32_t id : waiting) {
+      if (Call* call = find(id)) {
+        answer(*call, absl::UnavailableError(cat("crihookd: backend ", ctx_.backend_endpoint,
+                                                          " unavailable: ", error)));
+      }
+    }
+    scheduleFlush();
+    return;
+  }
+  for (int32_t id : waiting) {
+    if (Call* call = find(id); call && !call->answered) forward(*call);
+  }
+}
+
+void Downstream::onUpstreamGoaway(Upstream& up) {
+  if (upstream_.get() == &up) {
+    draining_.push_back(upstream_);
+    upstream_.reset();
+  }
+}
+
+void Downstream::onUpstreamLost(Upstream& up, const std::string& why) {
+  ctx_.log->debug("backend connection closed: {}", why);
+  std::vector<int32_t> affected;
+  for (const auto& [up_id, down_id] : up.streams()) affected.push_back(down_id);
+  up.streams_.clear();
+  for (int32_t id : affected) {
+    Call* call = find(id);
+    if (call == nullptr) continue;
+    call->up.reset();
+    call->up_id = 0;
+    if (call->resp_end) continue;
+    if (!call->passThrough() && !call->resp_submitted) {
+      call->resp_headers.clear();
+      call->resp_trailers = trailersOnly(absl::UnavailableError(cat("crihookd: backend connection lost: ", why)));
+      call->resp_trailers_only = true;
+      call->resp_body.clear();
+      onResponseEnd(*call);
+    } else {
+      answer(*call, absl::UnavailableError(cat("crihookd: backend connection lost: ", why)));
+    }
+  }
+  std::erase_if(draining_, [&](const auto& p) { return p.get() == &up; });
+  if (upstream_.get() == &up) upstream_.reset();
+  scheduleFlush();
+}
+
+// ---------------------------------------------------------------------------
+// Intercepted calls
+
+void Downstream::startPreStage(Call& call) {
+  auto message = grpcwire::singleMessage(call.req_body.view());
+  if (!message.ok()) {
+    answer(call, absl::Status(message.status().code(),
+                              cat("crihookd: ", call.path, ": ", sv(message.status().message()))));
+    return;
+  }
+  auto ic = std::make_shared<InterceptedCall>();
+  ic->method = call.intercepted->method;
+  ic->api = call.intercepted->api;
+  ic->deadline = call.deadline;
+  ic->request = call.intercepted->newRequest();
+  if (!ic->request->ParseFromArray(message->data(), static_cast<int>(message->size()))) {
+    answer(call, absl::InvalidArgumentError(cat("crihookd: ", call.path, ": cannot decode ",
+                                                         ic->request->GetTypeName())));
+    return;
+  }
+  ic->identity = identityOf(ic->method, *ic->request, *ctx_.pods);
+  call.ic = ic;
+  auto self = std::static_pointer_cast<Downstream>(shared_from_this());
+  const int32_t id = call.down_id;
+  ctx_.interceptor->pre(ic, [self, id](absl::Status status) {
+    asio::dispatch(self->executor(), [self, id, status = std::move(status)]() mutable {
+      self->onPreStageDone(id, std::move(status));
+      self->scheduleFlush();
+    });
+  });
+}
+
+void Downstream::onPreStageDone(int32_t id, absl::Status status) {
+  Call* call = find(id);
+  if (call == nullptr || closed()) return;  // kubelet gave up meanwhile
+  if (!status.ok()) {
+    answer(*call, status);
+    return;
+  }
+  InterceptedCall& ic = *call->ic;
+  if (ic.request_changed) {
+    std::string bytes;
+    ic.request->SerializeToString(&bytes);
+    if (bytes.size() > ctx_.max_message_bytes) {
+      answer(*call, absl::ResourceExhaustedError(cat("crihookd: adjusted request of ", bytes.size(),
+                                                              " bytes is larger than the message limit")));
+      return;
+    }
+    call->forward_body = grpcwire::frame(bytes);
+  } else {
+    call->forward_body = std::string(call->req_body.view());
+  }
+  if (call->deadline != Clock::time_point::max()) {
+    auto left = call->deadline - Clock::now();
+    if (left <= Clock::duration::zero()) {
+      answer(*call, absl::DeadlineExceededError("crihookd: deadline exceeded in the pre-stage hooks"));
+      return;
+    }
+    // The runtime gets what is left of the caller's deadline.
+    for (Header& h : call->req_headers) {
+      if (h.name == "grpc-timeout") h.value = grpcwire::formatTimeout(left);
+    }
+  }
+  forward(*call);
+}
+
+void Downstream::startPostStage(Call& call) {
+  InterceptedCall& ic = *call.ic;
+  ic.backend_status = statusFrom(call.resp_trailers_only ? call.resp_headers.empty() ? call.resp_trailers
+                                                                                     : call.resp_headers
+                                                         : call.resp_trailers);
+  if (ic.backend_status.ok()) {
+    auto message = grpcwire::singleMessage(call.resp_body.view());
+    if (message.ok()) {
+      ic.response = call.intercepted->newResponse();
+      if (!ic.response->ParseFromArray(message->data(), static_cast<int>(message->size()))) ic.response.reset();
+    }
+    if (ic.response) recordOutcome(ic.method, ic.identity, *ic.response, *ctx_.pods);
+  }
+  auto self = std::static_pointer_cast<Downstream>(shared_from_this());
+  const int32_t id = call.down_id;
+  ctx_.interceptor->post(call.ic, [self, id] {
+    asio::dispatch(self->executor(), [self, id] {
+      self->onPostStageDone(id);
+      self->scheduleFlush();
+    });
+  });
+}
+
+void Downstream::onPostStageDone(int32_t id) {
+  Call* call = find(id);
+  if (call == nullptr || closed()) return;
+  call->final_status = call->ic->backend_status;
+  submitResponse(*call);
+}
+
+// ---------------------------------------------------------------------------
+// Response path
+
+void Downstream::onResponseHeaders(Call& call) {
+  if (call.passThrough()) submitResponse(call);
+}
+
+void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
+  size_t ok = call.resp_frames.feed(data, len);
+  if (call.resp_frames.tooLarge()) {
+    if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len);
+    cancelUpstream(call);
+    auto status = absl::ResourceExhaustedError(
+        cat("crihookd: response message of ", call.resp_frames.announcedBytes(),
+                     " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes"));
+    if (call.resp_frames.cleanCut()) {
+      call.resp_body.append(data, ok);
+      answer(call, status);
+    } else {
+      call.final_status = status;
+      resetBoth(call, NGHTTP2_INTERNAL_ERROR);
+    }
+    return;
+  }
+  call.resp_body.append(data, ok);
+  if (!call.passThrough()) {
+    nghttp2_session_consume(call.up->session(), call.up_id, len);
+    return;
+  }
+  if (call.resp_submitted) {
+    nghttp2_session_resume_data(session_, call.down_id);
+    scheduleFlush();
+  }
+}
+
+void Downstream::onResponseEnd(Call& call) {
+  call.resp_end = true;
+  if (!call.passThrough()) {
+    startPostStage(call);
+    return;
+  }
+  if (call.resp_trailers_only || !call.resp_submitted) {
+    call.final_status = statusFrom(call.resp_headers);
+    submitResponse(call);
+  } else {
+    call.final_status = statusFrom(call.resp_trailers);
+    nghttp2_session_resume_data(session_, call.down_id);
+    scheduleFlush();
+  }
+}
+
+void Downstream::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
+  if (call.resp_end || call.answered) return;
+  if (error_code == NGHTTP2_REFUSED_STREAM && !call.retried && !call.passThrough()) {
+    // A backend that is going away refused the stream before processing it;
+    // the whole request is still buffered, so send it to a fresh connection.
+    call.retried = true;
+    call.resp_headers.clear();
+    forward(call);
+    return;
+  }
+  auto status = absl::Status(codeOfReset(error_code),
+                             cat("crihookd: backend reset the stream, HTTP/2 error ", error_code));
+  if (!call.passThrough()) {
+    call.resp_headers.clear();
+    call.resp_trailers = trailersOnly(status);
+    call.resp_trailers_only = true;
+    call.resp_body.clear();
+    onResponseEnd(call);
+    return;
+  }
+  // Pass the reset on: the client maps its code to a status exactly as it
+  // would had it talked to the runtime directly.
+  call.final_status = status;
+  resetBoth(call, error_code == NGHTTP2_NO_ERROR ? uint32_t{NGHTTP2_INTERNAL_ERROR} : error_code);
+}
+
+void Downstream::submitResponse(Call& call) {
+  if (call.resp_submitted || closed()) return;
+  call.resp_submitted = true;
+  if (call.resp_trailers_only) {
+    // Headers with END_STREAM carry the status; the runtime may have put it
+    // in resp_trailers when crihookd synthesised it.
+    const Headers& h = call.resp_headers.empty() ? call.resp_trailers : call.resp_headers;
+    std::vector<nghttp2_nv> nv = toNv(h);
+    nghttp2_submit_response(session_, call.down_id, nv.data(), nv.size(), nullptr);
+  } else {
+    std::vector<nghttp2_nv> nv = toNv(call.resp_headers);
+    nghttp2_data_provider body{};
+    body.read_callback = readResponseBody;
+    nghttp2_submit_response(session_, call.down_id, nv.data(), nv.size(), &body);
+  }
+  if (!call.answered && call.resp_end) {
+    call.answered = true;
+    ctx_.active_calls.fetch_sub(1);
+  }
+  scheduleFlush();
+}
+
+ssize_t Downstream::readResponseBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
+                                     uint32_t* flags, nghttp2_data_source*, void* user) {
+  auto* self = static_cast<Downstream*>(user);
+  Call* call = self->find(stream_id);
+  if (call == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t n = call->resp_body.read(buf, length);
+  if (n > 0 && call->passThrough() && call->up && call->up_id != 0) {
+    // The runtime may send as much more as kubelet has now taken.
+    nghttp2_session_consume(call->up->session(), call->up_id, n);
+    call->up->scheduleFlush();
+  }
+  if (!call->resp_body.empty() || !call->resp_end) {
+    return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+  }
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (!call->resp_trailers.empty()) {
+    *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    std::vector<nghttp2_nv> nv = toNv(call->resp_trailers);
+    nghttp2_submit_trailer(session, stream_id, nv.data(), nv.size());
+  }
+  if (!call->answered) {
+    call->answered = true;
+    self->ctx_.active_calls.fetch_sub(1);
+  }
+  return static_cast<ssize_t>(n);
+}
+
+void Downstream::answer(Call& call, const absl::Status& status) {
+  if (call.answered) return;
+  call.final_status = status;
+  cancelUpstream(call);
+  if (!call.resp_submitted) {
+    call.resp_headers.clear();
+    call.resp_trailers = trailersOnly(status);
+    call.resp_trailers_only = true;
+    call.resp_end = true;
+    submitResponse(call);
+  } else if (call.resp_frames.atBoundary() || call.resp_frames.cleanCut()) {
+    call.resp_trailers = statusTrailers(status);
+    call.resp_end = true;
+    nghttp2_session_resume_data(session_, call.down_id);
+  } else {
+    resetBoth(call, NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  scheduleFlush();
+}
+
+void Downstream::resetBoth(Call& call, uint32_t down_error) {
+  cancelUpstream(call);
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, call.down_id, down_error);
+  if (!call.answered) {
+    call.answered = true;
+    ctx_.active_calls.fetch_sub(1);
+  }
+  scheduleFlush();
+}
+
+void Downstream::logCall(const Call& call) {
+  if (call.intercepted == nullptr) return;
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - call.start).count();
+  CallIdentity id;
+  if (call.ic) id = call.ic->identity;
+  const absl::Status& s = call.final_status;
+  const auto level = s.ok() ? spdlog::level::info : spdlog::level::warn;
+  if (!ctx_.log->should_log(level)) return;
+  ctx_.log->log(level, "{} api={} pod={}/{} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
+                methodName(call.intercepted->method), apiName(call.intercepted->api),
+                id.pod_namespace.empty() ? "-" : id.pod_namespace, id.pod_name.empty() ? "-" : id.pod_name,
+                id.sandbox_id.empty() ? "-" : shortId(id.sandbox_id),
+                id.container_id.empty() ? "-" : shortId(id.container_id), micros / 1000, micros % 1000,
+                absl::StatusCodeToString(s.code()), s.ok() ? "" : " message=", s.ok() ? "" : std::string(s.message()));
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+
+struct Connection::Impl final : public Downstream {
+  using Downstream::Downstream;
+};
+
+Connection::Connection(Socket socket, RelayContext& ctx)
+    : starting_(std::make_shared<Impl>(std::move(socket), ctx)), weak_(starting_) {}
+
+Connection::~Connection() = default;
+
+void Connection::start() {
+  // Runs on the connection's own loop; from then on its I/O handlers keep it
+  // alive.
+  std::shared_ptr<Impl> impl = std::move(starting_);
+  asio::post(impl->executor(), [impl] { impl->start(); });
+}
+
+void Connection::shutdown() {
+  if (auto impl = weak_.lock()) asio::post(impl->executor(), [impl] { impl->shutdown(); });
+}
+
+void Connection::close() {
+  if (auto impl = weak_.lock()) asio::post(impl->executor(), [impl] { impl->closeAll("closed by crihookd"); });
+}
+
+bool Connection::alive() const { return !weak_.expired(); }
+
+}  // namespace crihook

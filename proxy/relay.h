@@ -1,0 +1,75 @@
+#pragma once
+
+// The data path: one kubelet-side HTTP/2 connection relayed to the runtime.
+//
+// Each accepted connection gets its own upstream HTTP/2 connection to the
+// backend socket (opened on the first call, replaced after the backend sends
+// GOAWAY or goes away). Both live on one io_context thread, so a call's two
+// streams are never touched by two threads and need no lock. Streams of
+// methods that are not intercepted are relayed frame by frame: headers,
+// message bytes and trailers pass through undecoded, with HTTP/2 flow
+// control carried end to end (the runtime's window opens only as kubelet
+// reads, and the other way round). Intercepted methods are buffered whole,
+// decoded, run through the Interceptor's stages, and answered.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <spdlog/logger.h>
+
+#include "interceptor.h"
+#include "pod_directory.h"
+
+namespace crihook {
+
+// What every connection of one server shares. Outlives all connections.
+struct RelayContext {
+  std::string backend_path;  // Unix socket of the CRI runtime
+  std::string backend_endpoint;  // as configured, for messages
+  uint64_t max_message_bytes = 16u << 20;
+  std::chrono::milliseconds connect_timeout{2000};
+  Interceptor* interceptor = nullptr;  // never null once serving
+  PodDirectory* pods = nullptr;
+  std::shared_ptr<spdlog::logger> log;
+  std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
+};
+
+class Connection {
+ public:
+  using Socket = boost::asio::local::stream_protocol::socket;
+
+  // `socket` is connected and bound to an io_context; everything the
+  // connection does runs on that io_context.
+  Connection(Socket socket, RelayContext& ctx);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends the server preface and starts reading, on the connection's
+  // io_context. Call once, from any thread.
+  void start();
+
+  // Graceful: GOAWAY to the client (no new streams), in-flight calls finish.
+  // Thread-safe (posts to the connection's io_context).
+  void shutdown();
+
+  // Abrupt: closes both sides now. Thread-safe.
+  void close();
+
+  // False once the connection has closed and released everything.
+  // Thread-safe.
+  bool alive() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> starting_;  // held only until start()
+  std::weak_ptr<Impl> weak_;
+};
+
+}  // namespace crihook

@@ -1,0 +1,167 @@
+#include "server.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "text.h"
+
+namespace crihook {
+
+namespace asio = boost::asio;
+using Stream = asio::local::stream_protocol;
+
+namespace {
+
+// True when something accepts connections on `path` right now.
+bool socketIsLive(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return live;
+}
+
+}  // namespace
+
+Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<spdlog::logger> log)
+    : config_(config) {
+  ctx_.backend_endpoint = config.backend_endpoint;
+  ctx_.backend_path = unixSocketPath(config.backend_endpoint).value_or(config.backend_endpoint);
+  ctx_.max_message_bytes = config.max_message_bytes;
+  ctx_.connect_timeout = config.backend_connect_timeout;
+  ctx_.interceptor = &interceptor;
+  ctx_.pods = &pods_;
+  ctx_.log = std::move(log);
+}
+
+Server::~Server() {
+  if (running_) shutdown(std::chrono::milliseconds(0));
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+absl::Status Server::start() {
+  const std::string& path = config_.listen_path;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(cat("listen path ", path, ": longer than a Unix socket path may be"));
+  }
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::FailedPreconditionError(cat("listen directory ", dir.string(), ": ", ec.message()));
+
+  // The lock serialises two crihookds starting at once; the connect check
+  // catches one that serves the path without the lock.
+  const std::string lock_path = path + ".lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) {
+    return absl::FailedPreconditionError(cat("lock file ", lock_path, ": ", std::strerror(errno)));
+  }
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0 || socketIsLive(path)) {
+    return absl::FailedPreconditionError(
+        cat("another crihookd is serving ", path, "; refusing to start a second one"));
+  }
+  if (::unlink(path.c_str()) == 0) ctx_.log->info("removed stale socket {}", path);
+
+  const int workers = std::max(1, config_.workers);
+  for (int i = 0; i < workers; ++i) loops_.push_back(std::make_unique<asio::io_context>(1));
+
+  acceptor_ = std::make_unique<Stream::acceptor>(*loops_[0]);
+  boost::system::error_code bec;
+  acceptor_->open(Stream(), bec);
+  if (!bec) acceptor_->bind(Stream::endpoint(path), bec);
+  if (!bec) acceptor_->listen(asio::socket_base::max_listen_connections, bec);
+  if (bec) return absl::FailedPreconditionError(cat("listen on ", path, ": ", bec.message()));
+  if (::chmod(path.c_str(), config_.socket_mode) != 0) {
+    return absl::FailedPreconditionError(cat("chmod ", path, ": ", std::strerror(errno)));
+  }
+  if (!config_.socket_group.empty()) {
+    struct group* g = ::getgrnam(config_.socket_group.c_str());
+    if (g == nullptr) return absl::InvalidArgumentError(cat("socket group ", config_.socket_group, ": no such group"));
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+      return absl::FailedPreconditionError(cat("chown ", path, ": ", std::strerror(errno)));
+    }
+  }
+
+  accept();
+  for (auto& loop : loops_) {
+    guards_.emplace_back(asio::make_work_guard(*loop));
+    threads_.emplace_back([l = loop.get()] { l->run(); });
+  }
+  running_ = true;
+  ctx_.log->info("listening on {}, relaying to {} ({} event loops)", path, config_.backend_endpoint, workers);
+  return absl::OkStatus();
+}
+
+void Server::accept() {
+  asio::io_context& loop = *loops_[next_loop_++ % loops_.size()];
+  acceptor_->async_accept(loop, [this](const boost::system::error_code& ec, Stream::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
+    if (!ec) {
+      std::lock_guard lock(connections_mu_);
+      connections_.remove_if([](const Connection& c) { return !c.alive(); });
+      connections_.emplace_back(std::move(socket), ctx_).start();
+    } else {
+      ctx_.log->warn("accept: {}", ec.message());
+    }
+    accept();
+  });
+}
+
+int64_t Server::shutdown(std::chrono::milliseconds grace) {
+  if (!running_) return 0;
+  running_ = false;
+  asio::post(*loops_[0], [this] {
+    boost::system::error_code ignored;
+    acceptor_->close(ignored);
+  });
+  {
+    std::lock_guard lock(connections_mu_);
+    for (Connection& c : connections_) c.shutdown();
+  }
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (ctx_.active_calls.load() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int64_t cut = ctx_.active_calls.load();
+  {
+    std::lock_guard lock(connections_mu_);
+    for (Connection& c : connections_) c.close();
+  }
+  // Let the closes and their handlers run out, then stop whatever is left.
+  guards_.clear();
+  const auto stop_by = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (auto& loop : loops_) {
+    while (!loop->stopped() && std::chrono::steady_clock::now() < stop_by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    loop->stop();
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  {
+    std::lock_guard lock(connections_mu_);
+    connections_.clear();
+  }
+  acceptor_.reset();
+  loops_.clear();
+  ::unlink(config_.listen_path.c_str());
+  return cut;
+}
+
+}  // namespace crihook

@@ -1,0 +1,63 @@
+#pragma once
+
+// crihookd's listener: the Unix socket kubelet connects to, the event-loop
+// threads, and graceful shutdown. One Server per process.
+
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+
+#include "absl/status/status.h"
+#include "config.h"
+#include "interceptor.h"
+#include "pod_directory.h"
+#include "relay.h"
+
+namespace crihook {
+
+class Server {
+ public:
+  // `interceptor` must outlive the server.
+  Server(const Config& config, Interceptor& interceptor, std::shared_ptr<spdlog::logger> log);
+  ~Server();  // shuts down with no grace if still running
+
+  // Creates the socket directory, refuses to start while another live
+  // crihookd serves the same path (FAILED_PRECONDITION), removes a stale
+  // socket, binds with the configured mode and group, and starts the
+  // event-loop threads. Does not need the backend to be up.
+  absl::Status start();
+
+  // Stops accepting, sends GOAWAY on every connection, lets in-flight calls
+  // finish for up to `grace`, then closes everything and joins the threads.
+  // Blocks. Returns the number of calls cut off when the grace ran out.
+  int64_t shutdown(std::chrono::milliseconds grace);
+
+  int64_t activeCalls() const { return ctx_.active_calls.load(); }
+  const std::string& listenPath() const { return config_.listen_path; }
+
+ private:
+  void accept();
+
+  Config config_;
+  RelayContext ctx_;
+  PodDirectory pods_;
+  std::vector<std::unique_ptr<boost::asio::io_context>> loops_;
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guards_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<boost::asio::local::stream_protocol::acceptor> acceptor_;
+  size_t next_loop_ = 0;
+  int lock_fd_ = -1;
+  std::mutex connections_mu_;
+  std::list<Connection> connections_;
+  bool running_ = false;
+};
+
+}  // namespace crihook

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package crihook needs to build, test and run its demo.
+# Idempotent: packages already present are not fetched again, and apt-get update
+# runs only when something is missing.
+set -euo pipefail
+
+build_pkgs=(
+  build-essential pkg-config meson ninja-build
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev
+  libnghttp2-dev libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
+  libabsl-dev libgtest-dev libgmock-dev
+)
+# The end-to-end tests and the demo run a real containerd and runc and build a
+# busybox image locally; iproute2/iptables are what containerd's CNI-less sandbox needs.
+runtime_pkgs=(containerd runc busybox-static)
+
+missing=()
+for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: must run as root to install packages" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # containerd's unit must not start a system containerd on its own: the
+  # tests start a private one, and the demo uses whatever the operator runs.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
