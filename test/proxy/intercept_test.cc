@@ -1,0 +1,294 @@
+// The seam the hook framework plugs into: intercepted lifecycle calls are
+// decoded, passed through the pre-stage (which may edit or reject them),
+// forwarded, passed through the post-stage, and answered.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "proxy_fixture.h"
+#include "runtime_v1.grpc.pb.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kCreate = "/runtime.v1.RuntimeService/CreateContainer";
+constexpr const char* kCreateV1alpha2 = "/runtime.v1alpha2.RuntimeService/CreateContainer";
+
+// A stand-in for the hook chain: records what it saw, and does what the test
+// tells it to.
+class RecordingInterceptor : public Interceptor {
+ public:
+  std::function<absl::Status(InterceptedCall&)> on_pre = [](InterceptedCall&) { return absl::OkStatus(); };
+  std::chrono::milliseconds pre_delay{0};  // >0: answer later, from another thread
+
+  void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
+    {
+      std::lock_guard lock(mu_);
+      pre_calls.push_back({call->method, call->api, call->identity, call->deadline});
+    }
+    if (pre_delay.count() == 0) {
+      done(on_pre(*call));
+      return;
+    }
+    std::thread([this, call, done, delay = pre_delay] {
+      std::this_thread::sleep_for(delay);
+      done(on_pre(*call));
+    }).detach();
+  }
+
+  void post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) override {
+    {
+      std::lock_guard lock(mu_);
+      post_calls.push_back({call->method, call->backend_status, call->identity,
+                            call->response ? call->response->SerializeAsString() : std::string()});
+    }
+    done();
+  }
+
+  struct Pre {
+    LifecycleMethod method;
+    CriApi api;
+    CallIdentity identity;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  struct Post {
+    LifecycleMethod method;
+    absl::Status status;
+    CallIdentity identity;
+    std::string response;
+  };
+  std::mutex mu_;
+  std::vector<Pre> pre_calls;
+  std::vector<Post> post_calls;
+};
+
+v1::CreateContainerRequest createRequest() {
+  v1::CreateContainerRequest req;
+  req.set_pod_sandbox_id("sandbox-0123456789abcdef");
+  req.mutable_sandbox_config()->mutable_metadata()->set_namespace_("ml");
+  req.mutable_sandbox_config()->mutable_metadata()->set_name("train-0");
+  req.mutable_config()->mutable_metadata()->set_name("trainer");
+  auto* env = req.mutable_config()->add_envs();
+  env->set_key("A");
+  env->set_value("1");
+  return req;
+}
+
+void serveCreate(FakeCriServer& backend, const std::string& method, std::string container_id) {
+  backend.onUnary(method, [container_id](FakeCall&, std::string* out) {
+    v1::CreateContainerResponse resp;
+    resp.set_container_id(container_id);
+    *out = resp.SerializeAsString();
+    return grpc::Status::OK;
+  });
+}
+
+v1::CreateContainerRequest lastCreateSeenByRuntime(const FakeCriServer& backend, const std::string& method) {
+  v1::CreateContainerRequest seen;
+  for (const FakeCall& c : backend.calls()) {
+    if (c.method == method) seen.ParseFromString(c.request);
+  }
+  return seen;
+}
+
+class InterceptTest : public ProxyFixture {
+ protected:
+  RecordingInterceptor hooks_;
+};
+
+TEST_F(InterceptTest, UnchangedRequestReachesTheRuntimeAsSentAndBothStagesRun) {
+  serveCreate(backend_, kCreate, "ctr-1");
+  backend_.start();
+  startProxy(&hooks_);
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  v1::CreateContainerResponse resp;
+  v1::CreateContainerRequest req = createRequest();
+  ASSERT_TRUE(stub->CreateContainer(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.container_id(), "ctr-1");
+
+  ASSERT_EQ(backend_.callCount(kCreate), 1u);
+  EXPECT_EQ(backend_.calls()[0].request, req.SerializeAsString()) << "no edit: the caller's exact bytes";
+  ASSERT_EQ(hooks_.pre_calls.size(), 1u);
+  EXPECT_EQ(hooks_.pre_calls[0].method, LifecycleMethod::kCreateContainer);
+  EXPECT_EQ(hooks_.pre_calls[0].api, CriApi::kV1);
+  EXPECT_EQ(hooks_.pre_calls[0].identity.pod_namespace, "ml");
+  EXPECT_EQ(hooks_.pre_calls[0].identity.pod_name, "train-0");
+  EXPECT_EQ(hooks_.pre_calls[0].identity.container_name, "trainer");
+  EXPECT_NE(hooks_.pre_calls[0].deadline, std::chrono::steady_clock::time_point::max());
+  ASSERT_EQ(hooks_.post_calls.size(), 1u);
+  EXPECT_TRUE(hooks_.post_calls[0].status.ok());
+  EXPECT_EQ(hooks_.post_calls[0].response, resp.SerializeAsString());
+  EXPECT_EQ(hooks_.post_calls[0].identity.container_id, "ctr-1");
+}
+
+TEST_F(InterceptTest, PreStageEditReachesTheRuntimeWithEnvOrderKept) {
+  serveCreate(backend_, kCreate, "ctr-2");
+  backend_.start();
+  hooks_.on_pre = [](InterceptedCall& call) {
+    auto& req = static_cast<v1::CreateContainerRequest&>(*call.request);
+    auto* env = req.mutable_config()->add_envs();
+    env->set_key("NVIDIA_VISIBLE_DEVICES");
+    env->set_value("0,1");
+    call.request_changed = true;
+    return absl::OkStatus();
+  };
+  startProxy(&hooks_);
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  v1::CreateContainerResponse resp;
+  ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  v1::CreateContainerRequest seen = lastCreateSeenByRuntime(backend_, kCreate);
+  ASSERT_EQ(seen.config().envs_size(), 2);
+  EXPECT_EQ(seen.config().envs(0).key(), "A");
+  EXPECT_EQ(seen.config().envs(1).key(), "NVIDIA_VISIBLE_DEVICES");
+  EXPECT_EQ(seen.config().envs(1).value(), "0,1");
+}
+
+TEST_F(InterceptTest, RejectionAnswersTheCallerAndTheRuntimeNeverSeesIt) {
+  serveCreate(backend_, kCreate, "never");
+  backend_.start();
+  hooks_.on_pre = [](InterceptedCall&) {
+    return absl::FailedPreconditionError("hook gpu: GPU minor 3 is not on this node");
+  };
+  startProxy(&hooks_);
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  v1::CreateContainerResponse resp;
+  grpc::Status s = stub->CreateContainer(&ctx, createRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "hook gpu: GPU minor 3 is not on this node");
+  EXPECT_EQ(backend_.callCount(kCreate), 0u);
+  EXPECT_TRUE(hooks_.post_calls.empty());
+}
+
+TEST_F(InterceptTest, RuntimeErrorReachesCallerAndPostStageSeesIt) {
+  backend_.onUnary(kCreate, [](FakeCall&, std::string*) {
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, "name \"trainer\" is reserved");
+  });
+  backend_.start();
+  startProxy(&hooks_);
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  v1::CreateContainerResponse resp;
+  grpc::Status s = stub->CreateContainer(&ctx, createRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(s.error_message(), "name \"trainer\" is reserved");
+  ASSERT_EQ(hooks_.post_calls.size(), 1u);
+  EXPECT_EQ(hooks_.post_calls[0].status.code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(InterceptTest, V1alpha2CallIsInterceptedAndForwardedOnItsOwnPath) {
+  serveCreate(backend_, kCreateV1alpha2, "ctr-old");
+  backend_.start();
+  hooks_.on_pre = [](InterceptedCall& call) {
+    auto& req = static_cast<v1::CreateContainerRequest&>(*call.request);
+    auto* d = req.mutable_config()->add_devices();
+    d->set_host_path("/dev/nvidia0");
+    d->set_container_path("/dev/nvidia0");
+    d->set_permissions("rw");
+    call.request_changed = true;
+    return absl::OkStatus();
+  };
+  startProxy(&hooks_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  std::string reply;
+  grpc::Status s = genericUnary(proxyChannel(), &ctx, kCreateV1alpha2, createRequest().SerializeAsString(), &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  v1::CreateContainerResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(reply));
+  EXPECT_EQ(resp.container_id(), "ctr-old");
+  ASSERT_EQ(hooks_.pre_calls.size(), 1u);
+  EXPECT_EQ(hooks_.pre_calls[0].api, CriApi::kV1alpha2);
+  v1::CreateContainerRequest seen = lastCreateSeenByRuntime(backend_, kCreateV1alpha2);
+  ASSERT_EQ(seen.config().devices_size(), 1);
+  EXPECT_EQ(seen.config().devices(0).host_path(), "/dev/nvidia0");
+}
+
+TEST_F(InterceptTest, SlowStageDoesNotHoldUpOtherCalls) {
+  serveCreate(backend_, kCreate, "ctr-slow");
+  backend_.onUnary("/runtime.v1.RuntimeService/Version", [](FakeCall&, std::string* out) {
+    *out = "";
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  hooks_.pre_delay = 400ms;
+  startProxy(&hooks_);
+  auto channel = proxyChannel();  // one kubelet connection for both calls
+  auto slow = std::async(std::launch::async, [&] {
+    auto stub = v1::RuntimeService::NewStub(channel);
+    grpc::ClientContext ctx;
+    v1::CreateContainerResponse resp;
+    return stub->CreateContainer(&ctx, createRequest(), &resp);
+  });
+  std::this_thread::sleep_for(50ms);
+  auto stub = v1::RuntimeService::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::VersionResponse v;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(stub->Version(&ctx, v1::VersionRequest(), &v).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 300ms) << "a waiting hook must not block the event loop";
+  EXPECT_TRUE(slow.get().ok());
+}
+
+TEST_F(InterceptTest, DeadlineSpentInThePreStageIsNotGivenToTheRuntime) {
+  serveCreate(backend_, kCreate, "late");
+  backend_.start();
+  hooks_.pre_delay = 500ms;
+  startProxy(&hooks_);
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 200ms);
+  v1::CreateContainerResponse resp;
+  grpc::Status s = stub->CreateContainer(&ctx, createRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  std::this_thread::sleep_for(500ms);  // the stage finishes after the caller left
+  EXPECT_EQ(backend_.callCount(kCreate), 0u) << "a call nobody waits for must not be forwarded";
+}
+
+TEST_F(InterceptTest, RemainingDeadlineIsForwarded) {
+  std::promise<std::chrono::system_clock::time_point> runtime_deadline;
+  backend_.onUnary(kCreate, [&](FakeCall& call, std::string* out) {
+    runtime_deadline.set_value(call.deadline);
+    *out = "";
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  hooks_.pre_delay = 200ms;
+  startProxy(&hooks_);
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  const auto deadline = std::chrono::system_clock::now() + 3s;
+  ctx.set_deadline(deadline);
+  v1::CreateContainerResponse resp;
+  ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  auto d = runtime_deadline.get_future().get();
+  EXPECT_LE(d, deadline + 20ms);
+  EXPECT_GE(d, deadline - 500ms);
+}
+
+TEST_F(InterceptTest, MalformedRequestIsRejectedNamingTheMethod) {
+  serveCreate(backend_, kCreate, "x");
+  backend_.start();
+  startProxy(&hooks_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  std::string reply;
+  grpc::Status s = genericUnary(proxyChannel(), &ctx, kCreate, std::string("\x0a\xff\xff\xff", 4), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("CreateContainer"));
+  EXPECT_THAT(s.error_message(), HasSubstr("cannot decode runtime.v1.CreateContainerRequest"));
+  EXPECT_EQ(backend_.callCount(kCreate), 0u);
+}
+
+}  // namespace
+}  // namespace crihook::testing

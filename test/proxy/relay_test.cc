@@ -1,0 +1,439 @@
+// The data path, end to end through crihookd's Server, against an in-process
+// fake runtime: pass-through of any method, streaming, deadlines,
+// cancellation, status details, large messages, backend outages, GOAWAY.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "proxy_fixture.h"
+#include "runtime_v1.grpc.pb.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kVersion = "/runtime.v1.RuntimeService/Version";
+constexpr const char* kListContainers = "/runtime.v1.RuntimeService/ListContainers";
+constexpr const char* kEvents = "/runtime.v1.RuntimeService/GetContainerEvents";
+
+std::chrono::system_clock::time_point in(std::chrono::milliseconds d) { return std::chrono::system_clock::now() + d; }
+
+void serveVersion(FakeCriServer& backend) {
+  backend.onUnary(kVersion, [](FakeCall& call, std::string* out) {
+    v1::VersionRequest req;
+    req.ParseFromString(call.request);
+    v1::VersionResponse resp;
+    resp.set_version(req.version());
+    resp.set_runtime_name("fake");
+    resp.set_runtime_version("1.0.0");
+    resp.set_runtime_api_version("v1");
+    *out = resp.SerializeAsString();
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status callVersion(const std::shared_ptr<grpc::Channel>& ch, v1::VersionResponse* resp,
+                         std::chrono::milliseconds timeout = 5000ms) {
+  auto stub = v1::RuntimeService::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(timeout));
+  v1::VersionRequest req;
+  req.set_version("0.1.0");
+  return stub->Version(&ctx, req, resp);
+}
+
+using RelayTest = ProxyFixture;
+
+TEST_F(RelayTest, UnaryCallIsAnsweredAsTheRuntimeAnswersIt) {
+  serveVersion(backend_);
+  backend_.start();
+  startProxy();
+  v1::VersionResponse direct, proxied;
+  ASSERT_TRUE(callVersion(directChannel(), &direct).ok());
+  grpc::Status s = callVersion(proxyChannel(), &proxied);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(direct.SerializeAsString(), proxied.SerializeAsString());
+  EXPECT_EQ(proxied.runtime_name(), "fake");
+}
+
+TEST_F(RelayTest, MethodUnknownToCrihooksProtoPassesThroughByteForByte) {
+  const std::string method = "/runtime.v1.RuntimeService/SomethingFromKubernetes2030";
+  backend_.onUnary(method, [](FakeCall& call, std::string* out) {
+    *out = "echo:" + call.request;
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  std::string payload("\x00\x01\xff binary \x7f", 13);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(5000ms));
+  std::string reply;
+  grpc::Status s = genericUnary(proxyChannel(), &ctx, method, payload, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(reply, "echo:" + payload);
+  // Not Unimplemented, and a service crihook has never heard of works too.
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(in(5000ms));
+  backend_.onUnary("/vendor.Other/Call", [](FakeCall&, std::string* out) {
+    *out = "ok";
+    return grpc::Status::OK;
+  });
+  ASSERT_TRUE(genericUnary(proxyChannel(), &ctx2, "/vendor.Other/Call", "x", &reply).ok());
+  EXPECT_EQ(reply, "ok");
+}
+
+TEST_F(RelayTest, ServerStreamingCallDeliversEveryEventAsItHappens) {
+  backend_.onStream(kEvents, [](FakeCall&, const std::function<bool(const std::string&)>& write) {
+    for (int i = 0; i < 3; ++i) {
+      v1::ContainerEventResponse ev;
+      ev.set_container_id("c" + std::to_string(i));
+      ev.set_container_event_type(static_cast<v1::ContainerEventType>(i));
+      if (!write(ev.SerializeAsString())) return grpc::Status::CANCELLED;
+      std::this_thread::sleep_for(50ms);
+    }
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(5000ms));
+  auto reader = stub->GetContainerEvents(&ctx, v1::GetEventsRequest());
+  v1::ContainerEventResponse ev;
+  std::vector<std::string> ids;
+  while (reader->Read(&ev)) ids.push_back(ev.container_id());
+  grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_THAT(ids, ::testing::ElementsAre("c0", "c1", "c2"));
+}
+
+TEST_F(RelayTest, CallersDeadlineReachesTheRuntime) {
+  std::promise<std::chrono::system_clock::time_point> seen;
+  backend_.onUnary(kVersion, [&](FakeCall& call, std::string* out) {
+    seen.set_value(call.deadline);
+    *out = "";
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  const auto deadline = in(3000ms);
+  ctx.set_deadline(deadline);
+  v1::VersionResponse resp;
+  ASSERT_TRUE(stub->Version(&ctx, v1::VersionRequest(), &resp).ok());
+  auto runtime_deadline = seen.get_future().get();
+  EXPECT_LE(runtime_deadline, deadline + 5ms);
+  EXPECT_GE(runtime_deadline, deadline - 500ms);
+}
+
+TEST_F(RelayTest, DeadlinePassingCancelsTheRuntimesWork) {
+  std::promise<void> cancelled;
+  backend_.onUnary(kVersion, [&](FakeCall& call, std::string*) {
+    for (int i = 0; i < 500 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+    if (call.cancelled()) cancelled.set_value();
+    return grpc::Status::CANCELLED;
+  });
+  backend_.start();
+  startProxy();
+  v1::VersionResponse resp;
+  const auto t0 = std::chrono::steady_clock::now();
+  grpc::Status s = callVersion(proxyChannel(), &resp, 300ms);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(cancelled.get_future().wait_for(3s), std::future_status::ready)
+      << "the runtime kept working on a call whose caller gave up";
+}
+
+TEST_F(RelayTest, ClientCancellationReachesTheRuntime) {
+  std::promise<void> started, cancelled;
+  backend_.onStream(kEvents, [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+    write(v1::ContainerEventResponse().SerializeAsString());
+    started.set_value();
+    for (int i = 0; i < 500 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+    if (call.cancelled()) cancelled.set_value();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  auto reader = stub->GetContainerEvents(&ctx, v1::GetEventsRequest());
+  v1::ContainerEventResponse ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  started.get_future().wait();
+  ctx.TryCancel();
+  EXPECT_EQ(cancelled.get_future().wait_for(3s), std::future_status::ready);
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(RelayTest, StatusCodeMessageDetailsAndMetadataPassBothWays) {
+  std::promise<std::multimap<std::string, std::string>> metadata;
+  backend_.onUnary(kVersion, [&](FakeCall& call, std::string*) {
+    metadata.set_value(call.metadata);
+    call.trailing.emplace("x-runtime-note", "from the runtime");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "container \"c1\" not found: 100% gone\nreally",
+                        std::string("\x08\x05\x12\x03" "abc", 7));
+  });
+  backend_.start();
+  startProxy();
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-kubelet-trace", "trace-123");
+  ctx.AddMetadata("x-blob-bin", std::string("\x00\xff\x10", 3));
+  v1::VersionResponse resp;
+  grpc::Status s = stub->Version(&ctx, v1::VersionRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "container \"c1\" not found: 100% gone\nreally");
+  EXPECT_EQ(s.error_details(), std::string("\x08\x05\x12\x03" "abc", 7));
+  auto trailing = ctx.GetServerTrailingMetadata();
+  auto note = trailing.find("x-runtime-note");
+  ASSERT_NE(note, trailing.end());
+  EXPECT_EQ(std::string(note->second.data(), note->second.size()), "from the runtime");
+  auto md = metadata.get_future().get();
+  ASSERT_EQ(md.count("x-kubelet-trace"), 1u);
+  EXPECT_EQ(md.find("x-kubelet-trace")->second, "trace-123");
+  ASSERT_EQ(md.count("x-blob-bin"), 1u);
+  EXPECT_EQ(md.find("x-blob-bin")->second, std::string("\x00\xff\x10", 3));
+}
+
+v1::ListContainersResponse manyContainers(int n, size_t label_bytes) {
+  v1::ListContainersResponse resp;
+  for (int i = 0; i < n; ++i) {
+    auto* c = resp.add_containers();
+    c->set_id(std::string(64, static_cast<char>('a' + i % 26)));
+    c->set_pod_sandbox_id("sandbox-" + std::to_string(i));
+    c->mutable_metadata()->set_name("container-" + std::to_string(i));
+    (*c->mutable_labels())["blob"] = std::string(label_bytes, 'x');
+  }
+  return resp;
+}
+
+TEST_F(RelayTest, SixteenMebibyteMessagesCrossBothWays) {
+  // Well past the 1 MiB stream window: the relay must keep both windows moving.
+  const v1::ListContainersResponse big = manyContainers(16, (16 << 20) / 16 - 512);
+  ASSERT_LT(big.ByteSizeLong(), 16u << 20);
+  ASSERT_GT(big.ByteSizeLong(), 15u << 20);
+  backend_.onUnary(kListContainers, [&](FakeCall& call, std::string* out) {
+    *out = big.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
+    *out = call.request;
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(20000ms));
+  v1::ListContainersResponse resp;
+  grpc::Status s = stub->ListContainers(&ctx, v1::ListContainersRequest(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.SerializeAsString(), big.SerializeAsString());
+
+  std::string request((16 << 20) - 64, '\0');
+  for (size_t i = 0; i < request.size(); ++i) request[i] = static_cast<char>(i * 131);
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(in(20000ms));
+  std::string reply;
+  s = genericUnary(proxyChannel(), &ctx2, echo, request, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(reply == request);
+}
+
+TEST_F(RelayTest, MessageOverTheLimitIsRefusedWithResourceExhausted) {
+  const v1::ListContainersResponse big = manyContainers(17, 1 << 20);
+  ASSERT_GT(big.ByteSizeLong(), 16u << 20);
+  backend_.onUnary(kListContainers, [&](FakeCall&, std::string* out) {
+    *out = big.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  // The client itself would take 64 MiB: the refusal is crihookd's.
+  auto stub = v1::RuntimeService::NewStub(proxyChannel(64 << 20));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(20000ms));
+  v1::ListContainersResponse resp;
+  grpc::Status s = stub->ListContainers(&ctx, v1::ListContainersRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("larger than the limit"));
+  // And the proxy keeps serving.
+  serveVersion(backend_);
+  v1::VersionResponse v;
+  EXPECT_TRUE(callVersion(proxyChannel(), &v).ok());
+}
+
+TEST_F(RelayTest, BackendDownFailsFastWithUnavailableThenRecoversByItself) {
+  startProxy();  // no backend yet: starting must not need it
+  auto channel = proxyChannel();
+  v1::VersionResponse resp;
+  const auto t0 = std::chrono::steady_clock::now();
+  grpc::Status s = callVersion(channel, &resp, 10000ms);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("backend"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "must fail fast, not at the caller's deadline";
+
+  serveVersion(backend_);
+  backend_.start();
+  s = callVersion(channel, &resp);  // same kubelet connection
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.runtime_name(), "fake");
+}
+
+TEST_F(RelayTest, BackendRestartMidStreamEndsTheStreamAndLaterCallsWork) {
+  std::promise<void> streaming;
+  backend_.onStream(kEvents, [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+    write(v1::ContainerEventResponse().SerializeAsString());
+    streaming.set_value();
+    while (!call.cancelled()) std::this_thread::sleep_for(10ms);
+    return grpc::Status::CANCELLED;
+  });
+  serveVersion(backend_);
+  backend_.start();
+  startProxy();
+  auto channel = proxyChannel();
+  auto stub = v1::RuntimeService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(10000ms));
+  auto reader = stub->GetContainerEvents(&ctx, v1::GetEventsRequest());
+  v1::ContainerEventResponse ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  streaming.get_future().wait();
+  backend_.stop(0ms);  // the runtime goes away with the stream open
+  while (reader->Read(&ev)) {
+  }
+  grpc::Status s = reader->Finish();
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED)
+      << s.error_code() << " " << s.error_message();
+
+  backend_.start();
+  v1::VersionResponse resp;
+  s = callVersion(channel, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(RelayTest, ManyConcurrentStreamsEachGetTheirOwnAnswer) {
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(call.request.size() % 7));
+    *out = call.request;
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto channel = proxyChannel();
+  constexpr int kCalls = 200;
+  std::vector<std::future<bool>> results;
+  for (int i = 0; i < kCalls; ++i) {
+    results.push_back(std::async(std::launch::async, [&, i] {
+      std::string payload(static_cast<size_t>(i * 997 % 70000), static_cast<char>('A' + i % 26));
+      grpc::ClientContext ctx;
+      ctx.set_deadline(in(20000ms));
+      std::string reply;
+      return genericUnary(channel, &ctx, echo, payload, &reply).ok() && reply == payload;
+    }));
+  }
+  int ok = 0;
+  for (auto& r : results) ok += r.get();
+  EXPECT_EQ(ok, kCalls);
+}
+
+TEST_F(RelayTest, BackendGoawayLetsInFlightCallsFinishAndNewCallsUseAFreshConnection) {
+  std::promise<void> in_flight;
+  backend_.onUnary(kVersion, [&](FakeCall& call, std::string* out) {
+    if (call.metadata.count("x-slow")) {
+      in_flight.set_value();
+      std::this_thread::sleep_for(300ms);
+    }
+    v1::VersionResponse r;
+    r.set_runtime_name("fake");
+    *out = r.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto channel = proxyChannel();
+  auto slow = std::async(std::launch::async, [&] {
+    auto stub = v1::RuntimeService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-slow", "1");
+    ctx.set_deadline(in(5000ms));
+    v1::VersionResponse r;
+    return stub->Version(&ctx, v1::VersionRequest(), &r);
+  });
+  in_flight.get_future().wait();
+  // Graceful shutdown sends GOAWAY and waits up to 2 s for the slow call.
+  backend_.stop(2000ms);
+  grpc::Status s = slow.get();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  backend_.start();
+  v1::VersionResponse resp;
+  s = callVersion(channel, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(RelayTest, ShutdownLetsInFlightCallsFinishAndStopsListening) {
+  std::promise<void> in_flight;
+  backend_.onUnary(kVersion, [&](FakeCall&, std::string* out) {
+    in_flight.set_value();
+    std::this_thread::sleep_for(300ms);
+    *out = "";
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  auto slow = std::async(std::launch::async, [&] {
+    v1::VersionResponse r;
+    return callVersion(proxyChannel(), &r);
+  });
+  in_flight.get_future().wait();
+  EXPECT_EQ(stopProxy(5000ms), 0) << "no call should have been cut off";
+  grpc::Status s = slow.get();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  v1::VersionResponse r;
+  EXPECT_EQ(callVersion(proxyChannel(), &r, 1000ms).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(RelayTest, SecondInstanceOnTheSameSocketIsRefusedAndAStaleSocketIsReplaced) {
+  serveVersion(backend_);
+  backend_.start();
+  startProxy();
+  Server second(proxyConfig(), pass_, logger("proxy"));
+  absl::Status s = second.start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("another crihookd"));
+  v1::VersionResponse r;
+  EXPECT_TRUE(callVersion(proxyChannel(), &r).ok()) << "the first instance must keep serving";
+  stopProxy();
+
+  // A socket file left by a crashed crihookd is no obstacle.
+  const std::string path = proxyConfig().listen_path;
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(fd);  // the file stays, nobody listens
+  ASSERT_TRUE(std::filesystem::exists(path));
+  startProxy();
+  EXPECT_TRUE(callVersion(proxyChannel(), &r).ok());
+}
+
+}  // namespace
+}  // namespace crihook::testing

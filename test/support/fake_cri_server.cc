@@ -1,0 +1,238 @@
+#include "fake_cri_server.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace crihook::testing {
+
+static std::string toString(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  (void)buffer.Dump(&slices);
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+static grpc::ByteBuffer toBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+class FakeCriServer::Reactor : public grpc::ServerGenericBidiReactor {
+ public:
+  Reactor(FakeCriServer* server, grpc::GenericCallbackServerContext* ctx) : server_(server), ctx_(ctx) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INTERNAL, "fake: no request message"));
+      return;
+    }
+    std::thread([this] { run(); }).detach();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mu_);
+    write_done_ = true;
+    write_ok_ = ok;
+    cv_.notify_all();
+  }
+
+  void OnCancel() override {
+    server_->cancellations.fetch_add(1);
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+
+  void OnDone() override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return finished_thread_; });
+    lock.unlock();
+    delete this;
+  }
+
+ private:
+  void run() {
+    FakeCall call;
+    call.method = ctx_->method();
+    for (const auto& [k, v] : ctx_->client_metadata()) {
+      call.metadata.emplace(std::string(k.data(), k.size()), std::string(v.data(), v.size()));
+    }
+    call.deadline = ctx_->deadline();
+    call.request = toString(request_);
+    call.cancelled = [this] {
+      std::lock_guard lock(mu_);
+      return cancelled_;
+    };
+    UnaryHandler unary;
+    StreamHandler stream;
+    {
+      std::lock_guard lock(server_->mu_);
+      FakeCall recorded = call;
+      recorded.cancelled = nullptr;
+      server_->calls_.push_back(std::move(recorded));
+      if (auto it = server_->handlers_.unary.find(call.method); it != server_->handlers_.unary.end()) unary = it->second;
+      if (auto it = server_->handlers_.stream.find(call.method); it != server_->handlers_.stream.end()) stream = it->second;
+    }
+    grpc::Status status;
+    if (unary) {
+      std::string response;
+      status = unary(call, &response);
+      addTrailing(call);
+      if (status.ok()) {
+        response_ = toBuffer(response);
+        StartWriteAndFinish(&response_, grpc::WriteOptions(), status);
+        done();
+        return;
+      }
+    } else if (stream) {
+      status = stream(call, [this](const std::string& message) {
+        std::unique_lock lock(mu_);
+        if (cancelled_) return false;
+        write_done_ = false;
+        response_ = toBuffer(message);
+        lock.unlock();
+        StartWrite(&response_);
+        lock.lock();
+        cv_.wait(lock, [this] { return write_done_; });
+        return write_done_ && write_ok_;
+      });
+      addTrailing(call);
+    } else {
+      status = grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "fake: no handler for " + call.method);
+    }
+    Finish(status);
+    done();
+  }
+
+  void addTrailing(const FakeCall& call) {
+    for (const auto& [k, v] : call.trailing) ctx_->AddTrailingMetadata(k, v);
+  }
+
+  void done() {
+    std::lock_guard lock(mu_);
+    finished_thread_ = true;
+    cv_.notify_all();
+  }
+
+  FakeCriServer* server_;
+  grpc::GenericCallbackServerContext* ctx_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool write_done_ = false;
+  bool write_ok_ = false;
+  bool cancelled_ = false;
+  bool finished_thread_ = false;
+};
+
+FakeCriServer::FakeCriServer(std::string socket_path) : path_(std::move(socket_path)) {}
+
+FakeCriServer::~FakeCriServer() { stop(); }
+
+void FakeCriServer::onUnary(const std::string& method, UnaryHandler handler) {
+  std::lock_guard lock(mu_);
+  handlers_.unary[method] = std::move(handler);
+}
+
+void FakeCriServer::onStream(const std::string& method, StreamHandler handler) {
+  std::lock_guard lock(mu_);
+  handlers_.stream[method] = std::move(handler);
+}
+
+void FakeCriServer::start() {
+  class Service : public grpc::CallbackGenericService {
+   public:
+    explicit Service(FakeCriServer* s) : s_(s) {}
+    grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+      return new Reactor(s_, ctx);
+    }
+
+   private:
+    FakeCriServer* s_;
+  };
+  ::unlink(path_.c_str());
+  service_ = std::make_unique<Service>(this);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + path_, grpc::InsecureServerCredentials());
+  builder.RegisterCallbackGenericService(service_.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxSendMessageSize(64 << 20);
+  server_ = builder.BuildAndStart();
+  if (!server_) throw std::runtime_error("fake CRI server: cannot listen on " + path_);
+}
+
+void FakeCriServer::stop(std::chrono::milliseconds grace) {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+  server_.reset();
+  service_.reset();
+  ::unlink(path_.c_str());
+}
+
+std::vector<FakeCall> FakeCriServer::calls() const {
+  std::lock_guard lock(mu_);
+  return calls_;
+}
+
+size_t FakeCriServer::callCount(const std::string& method) const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& c : calls_) n += c.method == method;
+  return n;
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/crihook-test-XXXXXX";
+  char* p = ::mkdtemp(tmpl);
+  if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::shared_ptr<grpc::Channel> unixChannel(const std::string& path, int max_message_bytes) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(max_message_bytes);
+  args.SetMaxSendMessageSize(max_message_bytes);
+  // Each test channel is its own connection, as kubelet's would be.
+  args.SetInt("grpc.use_local_subchannel_pool", 1);
+  return grpc::CreateCustomChannel("unix://" + path, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace crihook::testing
+
+namespace crihook::testing {
+
+grpc::Status genericUnary(const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
+                          const std::string& method, const std::string& request, std::string* response) {
+  grpc::GenericStub stub(channel);
+  grpc::ByteBuffer req = toBuffer(request);
+  grpc::ByteBuffer resp;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(ctx, method, grpc::StubOptions(), &req, &resp, [&](grpc::Status s) {
+    std::lock_guard lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (status.ok() && response) *response = toString(resp);
+  return status;
+}
+
+}  // namespace crihook::testing

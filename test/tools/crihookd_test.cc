@@ -1,0 +1,175 @@
+// crihookd as an operator runs it: flags, config file, readiness, signals.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fake_cri_server.h"
+#include "runtime_v1.grpc.pb.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+class Daemon {
+ public:
+  Daemon(const std::vector<std::string>& args, const std::string& log, const std::string& notify_socket = "") {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      if (!notify_socket.empty()) ::setenv("NOTIFY_SOCKET", notify_socket.c_str(), 1);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(CRIHOOKD_BINARY));
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(CRIHOOKD_BINARY, argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Daemon() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The exit code, or -1 if still running after `timeout`.
+  int wait(std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool waitForSocket(const std::string& path, std::chrono::milliseconds timeout = 5000ms) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (std::filesystem::exists(path)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+class CrihookdTest : public ::testing::Test {
+ protected:
+  CrihookdTest() : backend_(dir_.file("backend.sock")) {
+    backend_.onUnary("/runtime.v1.RuntimeService/Version", [](FakeCall&, std::string* out) {
+      v1::VersionResponse r;
+      r.set_runtime_name("fake");
+      *out = r.SerializeAsString();
+      return grpc::Status::OK;
+    });
+  }
+  grpc::Status version(const std::string& socket) {
+    auto stub = v1::RuntimeService::NewStub(unixChannel(socket));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::VersionResponse r;
+    return stub->Version(&ctx, v1::VersionRequest(), &r);
+  }
+  TempDir dir_;
+  FakeCriServer backend_;
+};
+
+TEST_F(CrihookdTest, UnknownConfigKeyStopsStartupNamingFileAndKey) {
+  std::ofstream(dir_.file("c.toml")) << "[backend]\nendpiont = \"unix:///x\"\n";
+  Daemon d({"--config", dir_.file("c.toml")}, dir_.file("log"));
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("config " + dir_.file("c.toml") + ": backend.endpiont: unknown key"));
+}
+
+TEST_F(CrihookdTest, BadFlagValueIsRefused) {
+  Daemon d({"--listen", dir_.file("s.sock"), "--log-level", "chatty"}, dir_.file("log"));
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("log level: expected one of"));
+  Daemon d2({"--listen"}, dir_.file("log2"));
+  EXPECT_EQ(d2.wait(5s), 2);
+  EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("flag --listen needs a value"));
+}
+
+TEST_F(CrihookdTest, FlagsOverrideTheConfigFileAndSigtermExitsZero) {
+  backend_.start();
+  std::ofstream(dir_.file("c.toml")) << "[server]\nlisten = \"" << dir_.file("from-file.sock")
+                                     << "\"\n[backend]\nendpoint = \"unix://" << dir_.file("backend.sock")
+                                     << "\"\n[log]\nlevel = \"error\"\n";
+  // A systemd-style notification socket, to see READY=1.
+  int notify = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string notify_path = dir_.file("notify");
+  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("from-flag.sock"), "--log-level", "info"},
+           dir_.file("log"), notify_path);
+  ASSERT_TRUE(waitForSocket(dir_.file("from-flag.sock"))) << slurp(dir_.file("log"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("from-file.sock")));
+  grpc::Status s = version(dir_.file("from-flag.sock"));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  char buf[256] = {};
+  timeval tv{5, 0};
+  setsockopt(notify, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ssize_t n = ::recv(notify, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_THAT(std::string(buf, static_cast<size_t>(n)), HasSubstr("READY=1"));
+  ::close(notify);
+
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("from-flag.sock")));
+  const std::string log = slurp(dir_.file("log"));
+  EXPECT_THAT(log, HasSubstr("Terminated: stopping"));
+  EXPECT_THAT(log, HasSubstr("stopped"));
+}
+
+TEST_F(CrihookdTest, SecondDaemonOnTheSameSocketIsRefused) {
+  backend_.start();
+  const std::string sock = dir_.file("one.sock");
+  const std::string backend = "unix://" + dir_.file("backend.sock");
+  Daemon first({"--listen", sock, "--backend", backend}, dir_.file("log1"));
+  ASSERT_TRUE(waitForSocket(sock));
+  Daemon second({"--listen", sock, "--backend", backend}, dir_.file("log2"));
+  EXPECT_EQ(second.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("another crihookd is serving " + sock));
+  EXPECT_TRUE(version(sock).ok()) << "the first keeps serving";
+  first.signal(SIGTERM);
+  EXPECT_EQ(first.wait(10s), 0);
+}
+
+}  // namespace
+}  // namespace crihook::testing
