@@ -1,10 +1,8 @@
 // crihookd as an operator runs it: flags, config file, readiness, signals.
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -15,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "child_process.h"
 #include "fake_cri_server.h"
 #include "runtime_v1.grpc.pb.h"
 
@@ -25,64 +24,18 @@ namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-class Daemon {
+// crihookd with `args`, its output in `log`.
+class Daemon : public ChildProcess {
  public:
-  Daemon(const std::vector<std::string>& args, const std::string& log, const std::string& notify_socket = "") {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      if (!notify_socket.empty()) ::setenv("NOTIFY_SOCKET", notify_socket.c_str(), 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(CRIHOOKD_BINARY));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(CRIHOOKD_BINARY, argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Daemon() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  // The exit code, or -1 if still running after `timeout`.
-  int wait(std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-  void signal(int sig) { ::kill(pid_, sig); }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
+  Daemon(const std::vector<std::string>& args, const std::string& log, const std::string& notify_socket = "")
+      : ChildProcess(CRIHOOKD_BINARY, args, log,
+                     notify_socket.empty() ? std::map<std::string, std::string>{}
+                                           : std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_socket}}) {}
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string slurp(const std::string& path) { return readFile(path); }
 
-bool waitForSocket(const std::string& path, std::chrono::milliseconds timeout = 5000ms) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (std::filesystem::exists(path)) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
+bool waitForSocket(const std::string& path) { return waitForFile(path, 5000ms); }
 
 class CrihookdTest : public ::testing::Test {
  protected:

@@ -1,0 +1,317 @@
+// End to end: the real containerd and runc from Debian behind the real
+// crihookd binary. A whole pod lifecycle goes through crihookd and every
+// answer is compared with what containerd gives directly.
+//
+// Needs root, containerd, runc and busybox-static (scripts/install-deps.sh
+// installs them). Without them the suite is skipped, unless
+// CRIHOOK_E2E_REQUIRED=1 (set by scripts/test.sh and CI), where it fails.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "child_process.h"
+#include "fake_cri_server.h"
+#include "runtime_v1.grpc.pb.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using google::protobuf::util::MessageDifferencer;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kImage = "docker.io/library/busybox:crihook";
+
+bool haveCommand(const std::string& name) {
+  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int rc = ::pclose(p);
+  if (rc != 0) throw std::runtime_error(cmd + " failed (" + std::to_string(rc) + "): " + out);
+  return out;
+}
+
+struct Env {
+  std::string dir;
+  pid_t containerd = -1;
+  std::unique_ptr<ChildProcess> crihookd;
+  std::shared_ptr<grpc::Channel> direct, proxied;
+};
+Env* env = nullptr;
+
+class ContainerdE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const bool required = std::getenv("CRIHOOK_E2E_REQUIRED") && std::string(std::getenv("CRIHOOK_E2E_REQUIRED")) == "1";
+    std::string missing;
+    if (::geteuid() != 0) missing += " root";
+    for (const char* c : {"containerd", "runc", "ctr", "busybox"}) {
+      if (!haveCommand(c)) missing += std::string(" ") + c;
+    }
+    if (!missing.empty()) {
+      skip_reason_ = "needs" + missing;
+      if (required) fatal_ = "CRIHOOK_E2E_REQUIRED=1 but this machine lacks:" + missing;
+      return;
+    }
+    env = new Env;
+    char tmpl[] = "/tmp/crihook-e2e-XXXXXX";
+    env->dir = ::mkdtemp(tmpl);
+    const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
+    try {
+      run(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage + " 2>&1");
+      env->containerd = std::stoi(run(scripts + "containerd-private.sh " + env->dir + "/ctd " + kImage + " " +
+                                      env->dir + "/busybox.tar"));
+    } catch (const std::exception& e) {
+      fatal_ = e.what();
+      return;
+    }
+    env->crihookd = std::make_unique<ChildProcess>(
+        CRIHOOKD_BINARY,
+        std::vector<std::string>{"--listen", env->dir + "/crihook.sock", "--backend",
+                                 "unix://" + env->dir + "/ctd/containerd.sock", "--log-level", "info"},
+        env->dir + "/crihookd.log");
+    if (!waitForFile(env->dir + "/crihook.sock", 10s)) fatal_ = "crihookd did not start: " + readFile(env->dir + "/crihookd.log");
+    env->direct = unixChannel(env->dir + "/ctd/containerd.sock");
+    env->proxied = unixChannel(env->dir + "/crihook.sock");
+  }
+
+  static void TearDownTestSuite() {
+    if (env == nullptr) return;
+    if (env->direct) {
+      // Leave nothing running: remove whatever pods a failed test left.
+      auto stub = v1::RuntimeService::NewStub(env->direct);
+      grpc::ClientContext ctx;
+      v1::ListPodSandboxResponse pods;
+      if (stub->ListPodSandbox(&ctx, v1::ListPodSandboxRequest(), &pods).ok()) {
+        for (const auto& p : pods.items()) {
+          grpc::ClientContext c1, c2;
+          v1::StopPodSandboxRequest stop;
+          stop.set_pod_sandbox_id(p.id());
+          v1::StopPodSandboxResponse r1;
+          stub->StopPodSandbox(&c1, stop, &r1);
+          v1::RemovePodSandboxRequest rm;
+          rm.set_pod_sandbox_id(p.id());
+          v1::RemovePodSandboxResponse r2;
+          stub->RemovePodSandbox(&c2, rm, &r2);
+        }
+      }
+    }
+    if (env->crihookd) {
+      env->crihookd->signal(SIGTERM);
+      env->crihookd->wait(10s);
+    }
+    if (env->containerd > 0) {
+      ::kill(env->containerd, SIGTERM);
+      for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i) std::this_thread::sleep_for(10ms);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(env->dir, ec);
+    delete env;
+    env = nullptr;
+  }
+
+  void SetUp() override {
+    if (!fatal_.empty()) FAIL() << fatal_;
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  }
+
+  static std::unique_ptr<v1::RuntimeService::Stub> runtime(const std::shared_ptr<grpc::Channel>& ch) {
+    return v1::RuntimeService::NewStub(ch);
+  }
+  static std::unique_ptr<v1::ImageService::Stub> images(const std::shared_ptr<grpc::Channel>& ch) {
+    return v1::ImageService::NewStub(ch);
+  }
+
+  // Calls `method` on both endpoints and expects equal answers.
+  template <typename Stub, typename Req, typename Resp>
+  static Resp same(std::unique_ptr<Stub> (*make)(const std::shared_ptr<grpc::Channel>&),
+                   grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*), const Req& req) {
+    Resp direct, proxied;
+    grpc::ClientContext c1, c2;
+    c1.set_deadline(std::chrono::system_clock::now() + 30s);
+    c2.set_deadline(std::chrono::system_clock::now() + 30s);
+    grpc::Status s1 = (make(env->direct).get()->*method)(&c1, req, &direct);
+    grpc::Status s2 = (make(env->proxied).get()->*method)(&c2, req, &proxied);
+    EXPECT_EQ(s1.error_code(), s2.error_code()) << s1.error_message() << " vs " << s2.error_message();
+    EXPECT_EQ(s1.error_message(), s2.error_message());
+    std::string diff;
+    MessageDifferencer d;
+    d.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(d.Compare(direct, proxied)) << req.GetTypeName() << ": " << diff;
+    return proxied;
+  }
+
+  template <typename Req, typename Resp>
+  static Resp viaProxy(grpc::Status (v1::RuntimeService::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+                       const Req& req) {
+    Resp resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    grpc::Status s = (runtime(env->proxied).get()->*method)(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << req.GetTypeName() << ": " << s.error_message();
+    return resp;
+  }
+
+  static inline std::string skip_reason_;
+  static inline std::string fatal_;
+};
+
+v1::PodSandboxConfig podConfig(const std::string& name) {
+  v1::PodSandboxConfig c;
+  c.mutable_metadata()->set_name(name);
+  c.mutable_metadata()->set_namespace_("default");
+  c.mutable_metadata()->set_uid(name + "-uid");
+  c.set_log_directory(env->dir + "/logs/" + name);
+  // No CNI on these machines: the pod uses the node's network.
+  c.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+  (*c.mutable_annotations())["crihook.test/e2e"] = "true";
+  return c;
+}
+
+TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
+  using RS = v1::RuntimeService::Stub;
+  using IS = v1::ImageService::Stub;
+  v1::VersionRequest vreq;
+  vreq.set_version("v1");
+  v1::VersionResponse version = same(&runtime, &RS::Version, vreq);
+  EXPECT_EQ(version.runtime_name(), "containerd");
+
+  // RunPodSandbox
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-pod");
+  const std::string pod = viaProxy(&RS::RunPodSandbox, run).pod_sandbox_id();
+  ASSERT_FALSE(pod.empty());
+  v1::PodSandboxStatusRequest pstat;
+  pstat.set_pod_sandbox_id(pod);
+  v1::PodSandboxStatusResponse ps = same(&runtime, &RS::PodSandboxStatus, pstat);
+  EXPECT_EQ(ps.status().state(), v1::SANDBOX_READY);
+  EXPECT_EQ(ps.status().metadata().name(), "e2e-pod");
+
+  // CreateContainer + StartContainer
+  v1::CreateContainerRequest create;
+  create.set_pod_sandbox_id(pod);
+  *create.mutable_sandbox_config() = run.config();
+  auto* cfg = create.mutable_config();
+  cfg->mutable_metadata()->set_name("box");
+  cfg->mutable_image()->set_image(kImage);
+  cfg->add_command("/bin/sleep");
+  cfg->add_args("3600");
+  auto* e = cfg->add_envs();
+  e->set_key("GREETING");
+  e->set_value("through-crihook");
+  cfg->set_log_path("box.log");
+  const std::string ctr = viaProxy(&RS::CreateContainer, create).container_id();
+  ASSERT_FALSE(ctr.empty());
+  v1::StartContainerRequest start;
+  start.set_container_id(ctr);
+  viaProxy(&RS::StartContainer, start);
+
+  // ExecSync: the same command through crihookd and directly.
+  v1::ExecSyncRequest exec;
+  exec.set_container_id(ctr);
+  exec.add_cmd("sh");
+  exec.add_cmd("-c");
+  exec.add_cmd("echo $GREETING; ps -o args | grep -c '^/bin/sleep 3600$'; exit 7");
+  exec.set_timeout(20);
+  v1::ExecSyncResponse out = same(&runtime, &RS::ExecSync, exec);
+  EXPECT_EQ(out.stdout(), "through-crihook\n1\n");
+  EXPECT_EQ(out.exit_code(), 7);
+
+  // ContainerStatus, ListContainers
+  v1::ContainerStatusRequest cstat;
+  cstat.set_container_id(ctr);
+  v1::ContainerStatusResponse cs = same(&runtime, &RS::ContainerStatus, cstat);
+  EXPECT_EQ(cs.status().state(), v1::CONTAINER_RUNNING);
+  v1::ListContainersRequest list;
+  list.mutable_filter()->set_pod_sandbox_id(pod);
+  v1::ListContainersResponse lc = same(&runtime, &RS::ListContainers, list);
+  ASSERT_EQ(lc.containers_size(), 1);
+  EXPECT_EQ(lc.containers(0).id(), ctr);
+
+  // StopContainer, RemoveContainer
+  v1::StopContainerRequest stop;
+  stop.set_container_id(ctr);
+  stop.set_timeout(2);
+  viaProxy(&RS::StopContainer, stop);
+  cs = same(&runtime, &RS::ContainerStatus, cstat);
+  EXPECT_EQ(cs.status().state(), v1::CONTAINER_EXITED);
+  v1::RemoveContainerRequest rm;
+  rm.set_container_id(ctr);
+  viaProxy(&RS::RemoveContainer, rm);
+  lc = same(&runtime, &RS::ListContainers, list);
+  EXPECT_EQ(lc.containers_size(), 0);
+  same(&runtime, &RS::ContainerStatus, cstat);  // NotFound, the same way
+
+  // StopPodSandbox, RemovePodSandbox
+  v1::StopPodSandboxRequest stopp;
+  stopp.set_pod_sandbox_id(pod);
+  viaProxy(&RS::StopPodSandbox, stopp);
+  ps = same(&runtime, &RS::PodSandboxStatus, pstat);
+  EXPECT_EQ(ps.status().state(), v1::SANDBOX_NOTREADY);
+  v1::RemovePodSandboxRequest rmp;
+  rmp.set_pod_sandbox_id(pod);
+  viaProxy(&RS::RemovePodSandbox, rmp);
+  v1::ListPodSandboxResponse pods = same(&runtime, &RS::ListPodSandbox, v1::ListPodSandboxRequest());
+  for (const auto& p : pods.items()) EXPECT_NE(p.id(), pod);
+
+  // Images
+  v1::ListImagesResponse imgs = same(&images, &IS::ListImages, v1::ListImagesRequest());
+  bool found = false;
+  for (const auto& i : imgs.images()) {
+    for (const auto& t : i.repo_tags()) found = found || t == kImage;
+  }
+  EXPECT_TRUE(found);
+  v1::ImageStatusRequest istat;
+  istat.mutable_image()->set_image(kImage);
+  v1::ImageStatusResponse is = same(&images, &IS::ImageStatus, istat);
+  EXPECT_FALSE(is.image().id().empty());
+
+  // One log line per intercepted call, naming the pod.
+  std::this_thread::sleep_for(100ms);
+  const std::string log = readFile(env->dir + "/crihookd.log");
+  for (const char* m : {"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer",
+                        "StopPodSandbox", "RemovePodSandbox"}) {
+    EXPECT_THAT(log, HasSubstr(std::string(m) + " api=v1 pod=default/e2e-pod sandbox=" + pod.substr(0, 12)));
+  }
+}
+
+TEST_F(ContainerdE2E, V1alpha2CallsReachContainerdUnchanged) {
+  // containerd 1.6 still serves runtime.v1alpha2 for old kubelets.
+  v1::VersionRequest req;
+  req.set_version("0.1.0");
+  std::string direct, proxied;
+  grpc::ClientContext c1, c2;
+  grpc::Status s1 = genericUnary(env->direct, &c1, "/runtime.v1alpha2.RuntimeService/Version", req.SerializeAsString(), &direct);
+  grpc::Status s2 = genericUnary(env->proxied, &c2, "/runtime.v1alpha2.RuntimeService/Version", req.SerializeAsString(), &proxied);
+  EXPECT_EQ(s1.error_code(), s2.error_code()) << s2.error_message();
+  EXPECT_EQ(direct, proxied);
+  // And an intercepted v1alpha2 call: a StopContainer of an unknown id is
+  // answered by containerd exactly as directly (NotFound).
+  v1::StopContainerRequest stop;
+  stop.set_container_id("does-not-exist");
+  grpc::ClientContext c3, c4;
+  s1 = genericUnary(env->direct, &c3, "/runtime.v1alpha2.RuntimeService/StopContainer", stop.SerializeAsString(), &direct);
+  s2 = genericUnary(env->proxied, &c4, "/runtime.v1alpha2.RuntimeService/StopContainer", stop.SerializeAsString(), &proxied);
+  EXPECT_EQ(s1.error_code(), s2.error_code());
+  EXPECT_EQ(s1.error_message(), s2.error_message());
+}
+
+}  // namespace
+}  // namespace crihook::testing
