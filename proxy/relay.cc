@@ -154,9 +154,13 @@ struct Call {
   bool req_end = false;
   grpcwire::FrameTracker req_frames;
 
-  // Upstream side. `up` is cleared when the upstream stream closes.
+  // Upstream side. `up` is cleared when the upstream stream closes;
+  // `window_up` stays until the call ends: reply bytes still buffered here
+  // must be handed back to that connection's window as kubelet takes them.
   std::shared_ptr<Upstream> up;
   int32_t up_id = 0;
+  std::shared_ptr<Upstream> window_up;
+  int32_t window_up_id = 0;
   bool forwarded = false;  // submitted upstream
   bool retried = false;    // refused once by a draining backend and resubmitted
 
@@ -356,6 +360,9 @@ class Downstream : public H2Endpoint {
   void onUpstreamLost(Upstream& up, const std::string& why);
   void onUpstreamGoaway(Upstream& up);
   void consumeRequestBytes(Call& call, size_t n);
+  // The runtime may send as many more bytes as kubelet has now taken; also
+  // after the runtime's stream closed (the connection window still counts them).
+  void returnWindow(Call& call, size_t n);
 
   RelayContext& ctx() { return ctx_; }
 
@@ -465,6 +472,8 @@ bool Upstream::submit(Call& call) {
   streams_[id] = call.down_id;
   call.up = std::static_pointer_cast<Upstream>(shared_from_this());
   call.up_id = id;
+  call.window_up = call.up;
+  call.window_up_id = id;
   call.forwarded = true;
   scheduleFlush();
   return true;
@@ -712,7 +721,14 @@ int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t erro
 void Downstream::eraseCall(int32_t id) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
-  if (!it->second->answered) ctx_.active_calls.fetch_sub(1);
+  Call& call = *it->second;
+  if (!call.answered) ctx_.active_calls.fetch_sub(1);
+  // Bytes buffered but never relayed still count against both connections'
+  // windows: hand them back, or a few abandoned calls stall the connection.
+  if (call.passThrough()) {
+    if (!call.resp_body.empty()) returnWindow(call, call.resp_body.size());
+    if (!call.req_body.empty() && !closed()) nghttp2_session_consume(session_, id, call.req_body.size());
+  }
   calls_.erase(it);
 }
 
@@ -756,6 +772,13 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
   if (call.up && call.up_id != 0) {
     nghttp2_session_resume_data(call.up->session(), call.up_id);
     call.up->scheduleFlush();
+  }
+}
+
+void Downstream::returnWindow(Call& call, size_t n) {
+  if (call.window_up && !call.window_up->closed()) {
+    nghttp2_session_consume(call.window_up->session(), call.window_up_id, n);
+    call.window_up->scheduleFlush();
   }
 }
 
@@ -969,7 +992,9 @@ void Downstream::onResponseHeaders(Call& call) {
 void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
   size_t ok = call.resp_frames.feed(data, len);
   if (call.resp_frames.tooLarge()) {
-    if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len);
+    // The bytes past the cut are dropped here; those before it are handed
+    // back as kubelet reads them.
+    if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len - (call.resp_frames.cleanCut() ? ok : 0));
     cancelUpstream(call);
     auto status = absl::ResourceExhaustedError(
         cat("crihookd: response message of ", call.resp_frames.announcedBytes(),
@@ -1064,11 +1089,7 @@ ssize_t Downstream::readResponseBody(nghttp2_session* session, int32_t stream_id
   Call* call = self->find(stream_id);
   if (call == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   size_t n = call->resp_body.read(buf, length);
-  if (n > 0 && call->passThrough() && call->up && call->up_id != 0) {
-    // The runtime may send as much more as kubelet has now taken.
-    nghttp2_session_consume(call->up->session(), call->up_id, n);
-    call->up->scheduleFlush();
-  }
+  if (n > 0 && call->passThrough()) self->returnWindow(*call, n);
   if (!call->resp_body.empty() || !call->resp_end) {
     return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
   }

@@ -437,3 +437,38 @@ TEST_F(RelayTest, SecondInstanceOnTheSameSocketIsRefusedAndAStaleSocketIsReplace
 
 }  // namespace
 }  // namespace crihook::testing
+
+namespace crihook::testing {
+namespace {
+
+TEST_F(RelayTest, LargeRepliesBackToBackOnSeveralConnections) {
+  // Each reply is bigger than the stream window; connections run them in a
+  // row and side by side, as kubelet's relists do.
+  // 2 MiB each, 30 on one connection: far past the 16 MiB connection window,
+  // so every byte must be handed back to the runtime's window.
+  const v1::ListContainersResponse big = manyContainers(500, 4000);
+  backend_.onUnary(kListContainers, [&](FakeCall&, std::string* out) {
+    *out = big.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  startProxy();
+  std::vector<std::future<int>> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.push_back(std::async(std::launch::async, [&] {
+      auto stub = v1::RuntimeService::NewStub(proxyChannel());
+      int ok = 0;
+      for (int i = 0; i < 30; ++i) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(in(10000ms));
+        v1::ListContainersResponse resp;
+        ok += stub->ListContainers(&ctx, v1::ListContainersRequest(), &resp).ok() && resp.containers_size() == 500;
+      }
+      return ok;
+    }));
+  }
+  for (auto& c : clients) EXPECT_EQ(c.get(), 30);
+}
+
+}  // namespace
+}  // namespace crihook::testing

@@ -1,0 +1,303 @@
+// crihook_bench: the same CRI calls, direct to a backend and through a real
+// crihookd process, side by side in one run (the machine is shared and noisy:
+// only ratios measured together mean anything).
+//
+//   crihook_bench --crihookd build/tools/crihookd [--containerd /path/containerd.sock]
+//                 [--iterations N] [--clients N] [--rounds N]
+//
+// Backends: an in-process gRPC CRI server (always), and a real containerd when
+// its socket is given (bench/run.sh starts a private one).
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime_v1.grpc.pb.h"
+
+namespace {
+
+namespace v1 = ::runtime::v1;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// The fake runtime: answers from memory at gRPC's own speed.
+class FakeRuntime final : public v1::RuntimeService::CallbackService {
+ public:
+  FakeRuntime() {
+    for (int i = 0; i < 5000; ++i) {
+      auto* c = containers_.add_containers();
+      c->set_id(std::string(64, static_cast<char>('a' + i % 26)));
+      c->set_pod_sandbox_id(std::string(64, static_cast<char>('A' + i % 26)));
+      c->mutable_metadata()->set_name("container-" + std::to_string(i));
+      c->mutable_image()->set_image("registry.example/team/image:v" + std::to_string(i % 7));
+      c->set_image_ref("sha256:" + std::string(64, '0'));
+      c->set_state(v1::CONTAINER_RUNNING);
+      c->set_created_at(1700000000000000000 + i);
+      (*c->mutable_labels())["io.kubernetes.pod.name"] = "pod-" + std::to_string(i / 2);
+      (*c->mutable_labels())["io.kubernetes.pod.namespace"] = "default";
+      (*c->mutable_annotations())["io.kubernetes.container.hash"] = std::to_string(i * 7919);
+    }
+  }
+  grpc::ServerUnaryReactor* Version(grpc::CallbackServerContext* ctx, const v1::VersionRequest*,
+                                    v1::VersionResponse* resp) override {
+    resp->set_version("0.1.0");
+    resp->set_runtime_name("fake");
+    resp->set_runtime_version("1.0.0");
+    resp->set_runtime_api_version("v1");
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* ListContainers(grpc::CallbackServerContext* ctx, const v1::ListContainersRequest*,
+                                           v1::ListContainersResponse* resp) override {
+    *resp = containers_;
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  grpc::ServerUnaryReactor* CreateContainer(grpc::CallbackServerContext* ctx, const v1::CreateContainerRequest* req,
+                                            v1::CreateContainerResponse* resp) override {
+    resp->set_container_id("ctr-" + req->config().metadata().name());
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  size_t listBytes() const { return containers_.ByteSizeLong(); }
+
+ private:
+  v1::ListContainersResponse containers_;
+};
+
+std::shared_ptr<grpc::Channel> channel(const std::string& path, int id) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt("grpc.use_local_subchannel_pool", 1);
+  args.SetInt("crihook.bench.client", id);  // a distinct connection per client
+  return grpc::CreateCustomChannel("unix://" + path, grpc::InsecureChannelCredentials(), args);
+}
+
+struct Stats {
+  double p50_us = 0, p99_us = 0, per_s = 0;
+};
+
+double pct(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+using Call = std::function<bool(v1::RuntimeService::Stub&, int /*client*/, int /*i*/)>;
+
+// Latency with one client; throughput with `clients` clients for `window`.
+struct Runner {
+  std::string path;
+  int iterations;
+  int clients;
+
+  std::vector<double> latency(const Call& call, int n) {
+    auto stub = v1::RuntimeService::NewStub(channel(path, 0));
+    for (int i = 0; i < std::min(50, n); ++i) call(*stub, 0, i);  // warm the connection
+    std::vector<double> us;
+    us.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      auto t0 = Clock::now();
+      if (!call(*stub, 0, i)) {
+        std::fprintf(stderr, "call failed on %s\n", path.c_str());
+        std::exit(1);
+      }
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    return us;
+  }
+
+  double throughput(const Call& call, int per_client) {
+    std::vector<std::unique_ptr<v1::RuntimeService::Stub>> stubs;
+    for (int c = 0; c < clients; ++c) {
+      stubs.push_back(v1::RuntimeService::NewStub(channel(path, c + 1)));
+      call(*stubs.back(), c, 0);
+    }
+    std::atomic<int> failures{0};
+    auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&, c] {
+        for (int i = 0; i < per_client; ++i) failures += !call(*stubs[static_cast<size_t>(c)], c, i);
+      });
+    }
+    for (auto& t : threads) t.join();
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failures > 0) std::fprintf(stderr, "%d calls failed on %s\n", failures.load(), path.c_str());
+    return clients * per_client / secs;
+  }
+};
+
+void report(const char* scenario, const char* backend, std::vector<double> d, std::vector<double> p, double thr_d,
+            double thr_p) {
+  double d50 = pct(d, 0.5), p50 = pct(p, 0.5), d99 = pct(d, 0.99), p99 = pct(p, 0.99);
+  std::printf("%-34s %-10s %9.1f %9.1f %6.2f %+8.1f %9.1f %9.1f %9.0f %9.0f %6.2f\n", scenario, backend, d50, p50,
+              p50 / d50, p50 - d50, d99, p99, thr_d, thr_p, thr_p / thr_d);
+  std::fflush(stdout);
+}
+
+// Runs `call` direct and proxied in alternating rounds and reports both.
+void compare(const char* scenario, const char* backend, const std::string& direct, const std::string& proxied,
+             const Call& call, int iterations, int clients, int rounds) {
+  Runner rd{direct, iterations, clients}, rp{proxied, iterations, clients};
+  std::vector<double> ld, lp;
+  std::vector<double> td, tp;
+  for (int r = 0; r < rounds; ++r) {
+    auto a = rd.latency(call, iterations / rounds);
+    auto b = rp.latency(call, iterations / rounds);
+    ld.insert(ld.end(), a.begin(), a.end());
+    lp.insert(lp.end(), b.begin(), b.end());
+    td.push_back(rd.throughput(call, iterations / rounds / clients + 1));
+    tp.push_back(rp.throughput(call, iterations / rounds / clients + 1));
+  }
+  report(scenario, backend, ld, lp, pct(td, 0.5), pct(tp, 0.5));
+}
+
+long rssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+pid_t spawnCrihookd(const std::string& binary, const std::string& listen, const std::string& backend) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string b = "unix://" + backend;
+    ::execl(binary.c_str(), binary.c_str(), "--listen", listen.c_str(), "--backend", b.c_str(), "--log-level",
+            "warn", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 500 && !std::filesystem::exists(listen); ++i) std::this_thread::sleep_for(10ms);
+  return pid;
+}
+
+void stop(pid_t pid) {
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+}
+
+v1::CreateContainerRequest createRequest(const std::string& sandbox, int client, int i) {
+  v1::CreateContainerRequest req;
+  req.set_pod_sandbox_id(sandbox);
+  auto* cfg = req.mutable_config();
+  cfg->mutable_metadata()->set_name("bench-" + std::to_string(client) + "-" + std::to_string(i));
+  cfg->mutable_image()->set_image("docker.io/library/busybox:crihook");
+  cfg->add_command("/bin/sleep");
+  cfg->add_args("3600");
+  for (int e = 0; e < 20; ++e) {
+    auto* env = cfg->add_envs();
+    env->set_key("ENV_" + std::to_string(e));
+    env->set_value("value-" + std::to_string(e));
+  }
+  cfg->set_log_path("bench.log");
+  auto* sb = req.mutable_sandbox_config();
+  sb->mutable_metadata()->set_name("bench-pod");
+  sb->mutable_metadata()->set_namespace_("default");
+  sb->mutable_metadata()->set_uid("bench-pod-uid");
+  (*sb->mutable_annotations())["scheduling.koordinator.sh/device-allocated"] =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100"}}]})";
+  return req;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string crihookd, containerd;
+  int iterations = 4000, clients = 4, rounds = 4;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--crihookd") crihookd = next();
+    else if (a == "--containerd") containerd = next();
+    else if (a == "--iterations") iterations = std::stoi(next());
+    else if (a == "--clients") clients = std::stoi(next());
+    else if (a == "--rounds") rounds = std::stoi(next());
+    else {
+      std::fprintf(stderr, "usage: crihook_bench --crihookd BIN [--containerd SOCK] [--iterations N] [--clients N] [--rounds N]\n");
+      return 2;
+    }
+  }
+  if (crihookd.empty()) {
+    std::fprintf(stderr, "crihook_bench: --crihookd is required\n");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  char tmpl[] = "/tmp/crihook-bench-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+
+  FakeRuntime fake;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + dir + "/fake.sock", grpc::InsecureServerCredentials());
+  builder.RegisterService(&fake);
+  builder.SetMaxSendMessageSize(64 << 20);
+  auto server = builder.BuildAndStart();
+
+  std::printf("crihook_bench: %d iterations per measurement in %d alternating rounds, %d clients for throughput\n",
+              iterations, rounds, clients);
+  std::printf("latency in microseconds (p50, p99); throughput in calls/s; ratio = through crihookd / direct\n\n");
+  std::printf("%-34s %-10s %9s %9s %6s %8s %9s %9s %9s %9s %6s\n", "scenario", "backend", "dir p50", "via p50",
+              "ratio", "added", "dir p99", "via p99", "dir thr", "via thr", "thr r");
+
+  const pid_t proxy = spawnCrihookd(crihookd, dir + "/crihook-fake.sock", dir + "/fake.sock");
+  std::this_thread::sleep_for(200ms);
+  const long idle_rss = rssKiB(proxy);
+
+  Call version = [](v1::RuntimeService::Stub& s, int, int) {
+    grpc::ClientContext ctx;
+    v1::VersionResponse r;
+    return s.Version(&ctx, v1::VersionRequest(), &r).ok();
+  };
+  Call list = [](v1::RuntimeService::Stub& s, int, int) {
+    grpc::ClientContext ctx;
+    v1::ListContainersResponse r;
+    return s.ListContainers(&ctx, v1::ListContainersRequest(), &r).ok() && r.containers_size() > 0;
+  };
+  Call create_fake = [](v1::RuntimeService::Stub& s, int c, int i) {
+    grpc::ClientContext ctx;
+    v1::CreateContainerResponse r;
+    return s.CreateContainer(&ctx, createRequest("sandbox", c, i), &r).ok();
+  };
+
+  compare("Version (tiny unary)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", version, iterations, clients,
+          rounds);
+  char label[64];
+  std::snprintf(label, sizeof(label), "ListContainers 5000 (%zu KiB)", fake.listBytes() / 1024);
+  compare(label, "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", list, std::max(rounds * 10, iterations / 20),
+          clients, rounds);
+  compare("CreateContainer (intercepted)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", create_fake,
+          iterations, clients, rounds);
+  const long loaded_rss = rssKiB(proxy);
+  stop(proxy);
+
+  if (!containerd.empty()) {
+    const pid_t p2 = spawnCrihookd(crihookd, dir + "/crihook-ctd.sock", containerd);
+    compare("Version (tiny unary)", "containerd", containerd, dir + "/crihook-ctd.sock", version, iterations, clients,
+            rounds);
+    compare("ListContainers", "containerd", containerd, dir + "/crihook-ctd.sock", list, iterations / 4, clients,
+            rounds);
+    stop(p2);
+  }
+  std::printf("\ncrihookd resident memory: %ld KiB idle, %ld KiB after the fake-backend runs\n", idle_rss, loaded_rss);
+  server->Shutdown();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
