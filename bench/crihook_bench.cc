@@ -21,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -153,7 +155,8 @@ void report(const char* scenario, const char* backend, std::vector<double> d, st
 }
 
 // Runs `call` direct and proxied in alternating rounds and reports both.
-void compare(const char* scenario, const char* backend, const std::string& direct, const std::string& proxied,
+// Returns how many calls went through crihookd.
+long compare(const char* scenario, const char* backend, const std::string& direct, const std::string& proxied,
              const Call& call, int iterations, int clients, int rounds) {
   Runner rd{direct, iterations, clients}, rp{proxied, iterations, clients};
   std::vector<double> ld, lp;
@@ -167,6 +170,21 @@ void compare(const char* scenario, const char* backend, const std::string& direc
     tp.push_back(rp.throughput(call, iterations / rounds / clients + 1));
   }
   report(scenario, backend, ld, lp, pct(td, 0.5), pct(tp, 0.5));
+  const int per_round = iterations / rounds;
+  return static_cast<long>(rounds) * (std::min(50, per_round) + per_round + clients * (per_round / clients + 2));
+}
+
+// CPU time (user + system) a process has used, in microseconds.
+double cpuMicros(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(f);
+  }
+  return ticks * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 long rssKiB(pid_t pid) {
@@ -223,6 +241,7 @@ v1::CreateContainerRequest createRequest(const std::string& sandbox, int client,
 int main(int argc, char** argv) {
   std::string crihookd, containerd;
   int iterations = 4000, clients = 4, rounds = 4;
+  std::string only;  // run one scenario: version, list or create
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -231,6 +250,7 @@ int main(int argc, char** argv) {
     else if (a == "--iterations") iterations = std::stoi(next());
     else if (a == "--clients") clients = std::stoi(next());
     else if (a == "--rounds") rounds = std::stoi(next());
+    else if (a == "--only") only = next();
     else {
       std::fprintf(stderr, "usage: crihook_bench --crihookd BIN [--containerd SOCK] [--iterations N] [--clients N] [--rounds N]\n");
       return 2;
@@ -269,7 +289,7 @@ int main(int argc, char** argv) {
   Call list = [](v1::RuntimeService::Stub& s, int, int) {
     grpc::ClientContext ctx;
     v1::ListContainersResponse r;
-    return s.ListContainers(&ctx, v1::ListContainersRequest(), &r).ok() && r.containers_size() > 0;
+    return s.ListContainers(&ctx, v1::ListContainersRequest(), &r).ok();
   };
   Call create_fake = [](v1::RuntimeService::Stub& s, int c, int i) {
     grpc::ClientContext ctx;
@@ -277,18 +297,28 @@ int main(int argc, char** argv) {
     return s.CreateContainer(&ctx, createRequest("sandbox", c, i), &r).ok();
   };
 
-  compare("Version (tiny unary)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", version, iterations, clients,
-          rounds);
+  auto want = [&](const char* name) { return only.empty() || only == name; };
+  long relayed = 0;
+  const double cpu0 = cpuMicros(proxy);
+  if (want("version")) {
+    relayed += compare("Version (tiny unary)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", version,
+                       iterations, clients, rounds);
+  }
   char label[64];
   std::snprintf(label, sizeof(label), "ListContainers 5000 (%zu KiB)", fake.listBytes() / 1024);
-  compare(label, "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", list, std::max(rounds * 10, iterations / 20),
-          clients, rounds);
-  compare("CreateContainer (intercepted)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", create_fake,
-          iterations, clients, rounds);
+  if (want("list")) {
+    relayed += compare(label, "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", list,
+                       std::max(rounds * 10, iterations / 20), clients, rounds);
+  }
+  if (want("create")) {
+    relayed += compare("CreateContainer (intercepted)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock",
+                       create_fake, iterations, clients, rounds);
+  }
   const long loaded_rss = rssKiB(proxy);
+  const double cpu_per_call = (cpuMicros(proxy) - cpu0) / static_cast<double>(std::max(1L, relayed));
   stop(proxy);
 
-  if (!containerd.empty()) {
+  if (!containerd.empty() && (want("version") || want("list"))) {
     const pid_t p2 = spawnCrihookd(crihookd, dir + "/crihook-ctd.sock", containerd);
     compare("Version (tiny unary)", "containerd", containerd, dir + "/crihook-ctd.sock", version, iterations, clients,
             rounds);
@@ -297,6 +327,7 @@ int main(int argc, char** argv) {
     stop(p2);
   }
   std::printf("\ncrihookd resident memory: %ld KiB idle, %ld KiB after the fake-backend runs\n", idle_rss, loaded_rss);
+  std::printf("crihookd CPU time: %.1f us per relayed call (fake-backend runs, %ld calls)\n", cpu_per_call, relayed);
   server->Shutdown();
   std::filesystem::remove_all(dir);
   return 0;

@@ -198,10 +198,22 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
   bool closed() const { return closed_; }
   asio::any_io_executor executor() { return socket_.get_executor(); }
 
-  // Queues a flush of whatever nghttp2 has to send; several requests in one
-  // turn of the event loop become one write.
+  // Queues a flush of whatever nghttp2 has to send. Inside an input handler
+  // of this connection group (a kubelet connection and its upstreams) the
+  // flush runs when the handler ends, so a call's bytes go out in the same
+  // turn of the event loop; elsewhere it is posted. Either way several
+  // requests become one write.
   void scheduleFlush() {
-    if (flush_scheduled_ || closed_) return;
+    if (closed_) return;
+    H2Endpoint* g = group_ ? group_ : this;
+    if (g->batching_) {
+      if (!queued_) {
+        queued_ = true;
+        g->dirty_.push_back(shared_from_this());
+      }
+      return;
+    }
+    if (flush_scheduled_) return;
     flush_scheduled_ = true;
     asio::post(socket_.get_executor(), [self = shared_from_this()] {
       self->flush_scheduled_ = false;
@@ -209,41 +221,62 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
     });
   }
 
+  // Writes what nghttp2 has to send. Writes go out at once while the socket
+  // takes them (no completion to wait for: the common case costs one send);
+  // only a full socket buffer defers the rest to an async write.
   void flush() {
     if (closed_ || writing_ || session_ == nullptr) return;
-    out_.clear();
     for (;;) {
-      const uint8_t* data = nullptr;
-      ssize_t n = nghttp2_session_mem_send(session_, &data);
-      if (n < 0) {
-        fail(cat("HTTP/2 send failed: ", nghttp2_strerror(static_cast<int>(n))));
+      out_.clear();
+      for (;;) {
+        const uint8_t* data = nullptr;
+        ssize_t n = nghttp2_session_mem_send(session_, &data);
+        if (n < 0) {
+          fail(cat("HTTP/2 send failed: ", nghttp2_strerror(static_cast<int>(n))));
+          return;
+        }
+        if (n == 0) break;
+        out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+        if (out_.size() >= kWriteBatchBytes) break;
+      }
+      if (out_.empty()) {
+        if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+          fail("HTTP/2 session finished");
+        }
         return;
       }
-      if (n == 0) break;
-      out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-      if (out_.size() >= kWriteBatchBytes) break;
-    }
-    if (out_.empty()) {
-      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
-        fail("HTTP/2 session finished");
+      size_t off = 0;
+      boost::system::error_code ec;
+      while (off < out_.size()) {
+        off += socket_.write_some(asio::buffer(out_.data() + off, out_.size() - off), ec);
+        if (ec) break;
       }
-      return;
+      if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+        fail(cat("write: ", ec.message()));
+        return;
+      }
+      if (off < out_.size()) {
+        out_.erase(0, off);
+        writing_ = true;
+        asio::async_write(socket_, asio::buffer(out_),
+                          [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                            self->writing_ = false;
+                            if (ec) {
+                              self->fail(cat("write: ", ec.message()));
+                              return;
+                            }
+                            self->flush();
+                          });
+        return;
+      }
     }
-    writing_ = true;
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-                        self->writing_ = false;
-                        if (ec) {
-                          self->fail(cat("write: ", ec.message()));
-                          return;
-                        }
-                        self->flush();
-                      });
   }
 
   void startReading() {
     read_buf_.resize(kReadBufferBytes);
-    readMore();
+    boost::system::error_code ec;
+    socket_.non_blocking(true, ec);
+    readAvailable();
   }
 
   // Closes the socket and reports why, once.
@@ -263,32 +296,76 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
   nghttp2_session* session_ = nullptr;
 
  private:
-  void readMore() {
-    socket_.async_read_some(asio::buffer(read_buf_),
-                            [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
-                              if (self->closed_) return;
-                              if (ec) {
-                                self->fail(ec == asio::error::eof ? "peer closed the connection"
-                                                                  : cat("read: ", ec.message()));
-                                return;
-                              }
-                              ssize_t rv = nghttp2_session_mem_recv(self->session_, self->read_buf_.data(), n);
-                              if (rv < 0) {
-                                self->fail(cat("HTTP/2 protocol error: ",
-                                                        nghttp2_strerror(static_cast<int>(rv))));
-                                return;
-                              }
-                              self->afterInput();
-                              self->flush();
-                              if (!self->closed_) self->readMore();
-                            });
+  // Reads what the socket holds, then waits for more. A read that did not
+  // fill the buffer drained the socket, so the next read waits for
+  // readiness instead of trying (and failing) once more: one read per
+  // wake-up. Safe because each io_context runs on one thread: data arriving
+  // after the read is reported by the loop's next epoll_wait.
+  void readAvailable() {
+    for (int i = 0; i < 16; ++i) {
+      boost::system::error_code ec;
+      size_t n = socket_.read_some(asio::buffer(read_buf_), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+      if (ec) {
+        fail(ec == asio::error::eof ? "peer closed the connection" : cat("read: ", ec.message()));
+        return;
+      }
+      handleInput(n);
+      if (closed_) return;
+      if (n < read_buf_.size()) break;
+      if (i == 15) {
+        // A peer that keeps the socket full: let other connections run.
+        asio::post(socket_.get_executor(), [self = shared_from_this()] {
+          if (!self->closed_) self->readAvailable();
+        });
+        return;
+      }
+    }
+    socket_.async_wait(Socket::wait_read, [self = shared_from_this()](const boost::system::error_code& ec) {
+      if (self->closed_) return;
+      if (ec) {
+        self->fail(cat("wait: ", ec.message()));
+        return;
+      }
+      self->readAvailable();
+    });
+  }
+
+  void handleInput(size_t n) {
+    H2Endpoint* g = group_ ? group_ : this;
+    const bool outer = !g->batching_;
+    g->batching_ = true;
+    ssize_t rv = nghttp2_session_mem_recv(session_, read_buf_.data(), n);
+    if (rv >= 0) afterInput();
+    if (outer) {
+      g->batching_ = false;
+      std::vector<std::shared_ptr<H2Endpoint>> dirty;
+      dirty.swap(g->dirty_);
+      for (auto& e : dirty) {
+        e->queued_ = false;
+        e->flush();
+      }
+    }
+    if (rv < 0) {
+      fail(cat("HTTP/2 protocol error: ", nghttp2_strerror(static_cast<int>(rv))));
+      return;
+    }
+    flush();
   }
 
   std::vector<uint8_t> read_buf_;
   std::string out_;
   bool writing_ = false;
   bool flush_scheduled_ = false;
+  bool queued_ = false;  // in the group's dirty_ list
   bool closed_ = false;
+  // Batching of flushes while a handler of the group runs; on the group's
+  // leader (the kubelet-side connection) only.
+  bool batching_ = false;
+  std::vector<std::shared_ptr<H2Endpoint>> dirty_;
+
+ protected:
+  H2Endpoint* group_ = nullptr;  // the leader; null on the leader itself
 };
 
 class Downstream;
@@ -296,7 +373,7 @@ class Downstream;
 // The runtime side: an HTTP/2 client connection to the backend socket.
 class Upstream final : public H2Endpoint {
  public:
-  Upstream(Socket socket, Downstream* owner) : H2Endpoint(std::move(socket)), owner_(owner) {}
+  Upstream(Socket socket, Downstream* owner);
 
   // Connects (bounded by the context's connect timeout); `done` runs on the
   // executor with the outcome.
@@ -310,7 +387,10 @@ class Upstream final : public H2Endpoint {
   // The call relayed on upstream stream `id`, if it is still alive.
   Call* callFor(int32_t id);
 
-  void detach() { owner_ = nullptr; }
+  void detach() {
+    owner_ = nullptr;
+    group_ = nullptr;
+  }
   bool draining() const { return draining_; }
   bool idle() const { return streams_.empty(); }
   void forget(int32_t up_id) { streams_.erase(up_id); }
@@ -414,6 +494,10 @@ class Downstream : public H2Endpoint {
 
 // ---------------------------------------------------------------------------
 // Upstream
+
+Upstream::Upstream(Socket socket, Downstream* owner) : H2Endpoint(std::move(socket)), owner_(owner) {
+  group_ = owner;
+}
 
 void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
                        std::function<void(const std::string&)> done) {
