@@ -1,0 +1,158 @@
+#include "raw_h2_backend.h"
+
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+namespace crihook::testing {
+namespace {
+
+struct Stream {
+  std::string path;
+  std::string body;
+  size_t sent = 0;
+};
+
+struct Session {
+  RawH2Backend* owner;
+  std::atomic<int>* streams;
+  std::map<int32_t, Stream> by_id;
+  nghttp2_session* h2 = nullptr;
+};
+
+nghttp2_nv nv(const char* name, const std::string& value) {
+  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
+          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), std::strlen(name), value.size(),
+          NGHTTP2_NV_FLAG_NONE};
+}
+
+ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint32_t* flags, nghttp2_data_source*,
+                 void* user) {
+  auto* s = static_cast<Session*>(user);
+  Stream& st = s->by_id[id];
+  size_t n = std::min(len, st.body.size() - st.sent);
+  std::memcpy(buf, st.body.data() + st.sent, n);
+  st.sent += n;
+  if (st.sent == st.body.size()) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    static const std::string ok = "0";
+    nghttp2_nv trailers[] = {nv("grpc-status", ok)};
+    nghttp2_submit_trailer(h2, id, trailers, 1);
+  }
+  return static_cast<ssize_t>(n);
+}
+
+void respond(Session& s, int32_t id) {
+  Stream& st = s.by_id[id];
+  const std::string verb = st.path.substr(st.path.rfind('/') + 1);
+  static const std::string status200 = "200", grpc = "application/grpc", denied = "7",
+                           denied_msg = "denied by raw backend";
+  if (verb == "ResetCancel") {
+    nghttp2_submit_rst_stream(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+  } else if (verb == "ResetInternal") {
+    nghttp2_submit_rst_stream(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+  } else if (verb == "TrailersOnly") {
+    nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc), nv("grpc-status", denied),
+                      nv("grpc-message", denied_msg)};
+    nghttp2_submit_response(s.h2, id, h, 4, nullptr);
+  } else {
+    if (verb == "GoawayEcho") nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
+    nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
+    nghttp2_data_provider body{};
+    body.read_callback = readBody;
+    nghttp2_submit_response(s.h2, id, h, 2, &body);
+  }
+}
+
+}  // namespace
+
+RawH2Backend::RawH2Backend(std::string socket_path) : path_(std::move(socket_path)) {
+  ::unlink(path_.c_str());
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 8) != 0) {
+    throw std::runtime_error("raw backend: cannot listen on " + path_);
+  }
+  thread_ = std::thread([this] { serve(); });
+}
+
+RawH2Backend::~RawH2Backend() {
+  stopping_ = true;
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  thread_.join();
+  ::close(listen_fd_);
+  ::unlink(path_.c_str());
+}
+
+void RawH2Backend::serve() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    connections_++;
+    serveConnection(fd);
+    ::close(fd);
+  }
+}
+
+void RawH2Backend::serveConnection(int fd) {
+  Session s{this, &streams_, {}, nullptr};
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_header_callback(
+      cbs, [](nghttp2_session*, const nghttp2_frame* f, const uint8_t* name, size_t namelen, const uint8_t* value,
+              size_t valuelen, uint8_t, void* user) -> int {
+        auto* s = static_cast<Session*>(user);
+        if (std::string(reinterpret_cast<const char*>(name), namelen) == ":path") {
+          s->by_id[f->hd.stream_id].path.assign(reinterpret_cast<const char*>(value), valuelen);
+        }
+        return 0;
+      });
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+      cbs, [](nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) -> int {
+        static_cast<Session*>(user)->by_id[id].body.append(reinterpret_cast<const char*>(data), len);
+        return 0;
+      });
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, [](nghttp2_session*, const nghttp2_frame* f,
+                                                               void* user) -> int {
+    auto* s = static_cast<Session*>(user);
+    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+      (*s->streams)++;
+      respond(*s, f->hd.stream_id);
+    }
+    return 0;
+  });
+  nghttp2_session_server_new(&s.h2, cbs, &s);
+  nghttp2_session_callbacks_del(cbs);
+  nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, nullptr, 0);
+
+  std::vector<uint8_t> buf(1 << 16);
+  while (!stopping_) {
+    for (;;) {
+      const uint8_t* out = nullptr;
+      ssize_t n = nghttp2_session_mem_send(s.h2, &out);
+      if (n <= 0) break;
+      if (::send(fd, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) goto done;
+    }
+    if (!nghttp2_session_want_read(s.h2) && !nghttp2_session_want_write(s.h2)) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    if (nghttp2_session_mem_recv(s.h2, buf.data(), static_cast<size_t>(n)) < 0) break;
+  }
+done:
+  nghttp2_session_del(s.h2);
+}
+
+}  // namespace crihook::testing

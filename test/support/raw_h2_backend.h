@@ -1,0 +1,41 @@
+#pragma once
+
+// A runtime stand-in that speaks HTTP/2 directly (nghttp2), for the edge
+// cases a gRPC server library will not produce on demand: RST_STREAM with a
+// chosen code, a trailers-only reply, GOAWAY refusing a stream.
+//
+// Behaviour by request path (the last path segment):
+//   .../ResetCancel     RST_STREAM(CANCEL) once the request is in
+//   .../ResetInternal   RST_STREAM(INTERNAL_ERROR)
+//   .../TrailersOnly    HEADERS+END_STREAM with grpc-status 7 "denied by raw backend"
+//   .../Echo            the request message back, grpc-status 0
+//   .../GoawayEcho      GOAWAY (last stream id = this one) then Echo
+// One connection at a time, served on its own thread.
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace crihook::testing {
+
+class RawH2Backend {
+ public:
+  explicit RawH2Backend(std::string socket_path);
+  ~RawH2Backend();
+
+  int connections() const { return connections_.load(); }
+  int streams() const { return streams_.load(); }
+
+ private:
+  void serve();
+  void serveConnection(int fd);
+
+  std::string path_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+  std::atomic<int> streams_{0};
+  std::thread thread_;
+};
+
+}  // namespace crihook::testing
