@@ -288,9 +288,44 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
     onClosed(why);
   }
 
+  struct SessionCallbacks {
+    nghttp2_on_begin_headers_callback begin_headers = nullptr;
+    nghttp2_on_header_callback header;
+    nghttp2_on_frame_recv_callback frame_recv;
+    nghttp2_on_data_chunk_recv_callback data_chunk;
+    nghttp2_on_stream_close_callback stream_close;
+  };
+
  protected:
   virtual void onClosed(const std::string& why) = 0;
   virtual void afterInput() {}
+
+  // Both sides take window updates into their own hands (no automatic
+  // WINDOW_UPDATE): bytes count as consumed once the other side has taken
+  // them, which carries flow control end to end. Sends the initial SETTINGS
+  // and opens the connection window.
+  void createSession(bool server, const SessionCallbacks& cb, std::initializer_list<nghttp2_settings_entry> settings) {
+    nghttp2_session_callbacks* cbs = nullptr;
+    nghttp2_session_callbacks_new(&cbs);
+    if (cb.begin_headers) nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb.begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, cb.header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb.frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb.data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb.stream_close);
+    nghttp2_option* opt = nullptr;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    if (server) {
+      nghttp2_session_server_new2(&session_, cbs, this, opt);
+    } else {
+      nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
+      nghttp2_session_client_new2(&session_, cbs, this, opt);
+    }
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cbs);
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.begin(), settings.size());
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
+  }
 
   Socket socket_;
   nghttp2_session* session_ = nullptr;
@@ -527,23 +562,8 @@ void Upstream::connect(const std::string& path, std::chrono::milliseconds timeou
 }
 
 void Upstream::setupSession() {
-  nghttp2_session_callbacks* cbs = nullptr;
-  nghttp2_session_callbacks_new(&cbs);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, onHeader);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, onFrameRecv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, onDataChunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, onStreamClose);
-  nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
-  nghttp2_session_client_new2(&session_, cbs, this, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-                                       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}};
-  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
-  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
+  createSession(false, {nullptr, onHeader, onFrameRecv, onDataChunk, onStreamClose},
+                {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}, {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}});
 }
 
 bool Upstream::submit(Call& call) {
@@ -676,23 +696,9 @@ ssize_t Upstream::readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* 
 // Downstream: session and request path
 
 void Downstream::setupSession() {
-  nghttp2_session_callbacks* cbs = nullptr;
-  nghttp2_session_callbacks_new(&cbs);
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, onBeginHeaders);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, onHeader);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, onFrameRecv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, onDataChunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, onStreamClose);
-  nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  nghttp2_session_server_new2(&session_, cbs, this, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
-                                       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}};
-  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
-  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
+  createSession(true, {onBeginHeaders, onHeader, onFrameRecv, onDataChunk, onStreamClose},
+                {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
+                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}});
 }
 
 void Downstream::start() {
