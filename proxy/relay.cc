@@ -855,8 +855,14 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
   }
   call.req_body.append(data, ok);
   if (!call.passThrough()) {
-    // Intercepted calls are decoded whole: take the bytes now.
+    // Intercepted calls are decoded whole: take the bytes now, but never
+    // more than one message's worth (a client streaming many small
+    // messages into a unary method must not grow the buffer forever).
     nghttp2_session_consume(session_, call.down_id, len);
+    if (call.req_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
+      answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path, ": request of more than ",
+                                                    ctx_.max_message_bytes, " bytes for a unary method")));
+    }
     return;
   }
   if (call.up && call.up_id != 0) {
@@ -1101,6 +1107,10 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
   call.resp_body.append(data, ok);
   if (!call.passThrough()) {
     nghttp2_session_consume(call.up->session(), call.up_id, len);
+    if (call.resp_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
+      answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path, ": reply of more than ",
+                                                    ctx_.max_message_bytes, " bytes for a unary method")));
+    }
     return;
   }
   if (call.resp_submitted) {
