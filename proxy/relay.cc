@@ -1245,9 +1245,10 @@ void Downstream::logCall(const Call& call) {
   const absl::Status& s = call.final_status;
   const auto level = s.ok() ? spdlog::level::info : spdlog::level::warn;
   if (!ctx_.log->should_log(level)) return;
-  ctx_.log->log(level, "{} api={} pod={}/{} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
-                methodName(call.intercepted->method), apiName(call.intercepted->api),
-                id.pod_namespace.empty() ? "-" : id.pod_namespace, id.pod_name.empty() ? "-" : id.pod_name,
+  // An id crihookd has not seen created (before a restart) has no pod name.
+  const std::string pod = id.pod_name.empty() ? "-" : cat(id.pod_namespace, "/", id.pod_name);
+  ctx_.log->log(level, "{} api={} pod={} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
+                methodName(call.intercepted->method), apiName(call.intercepted->api), pod,
                 id.sandbox_id.empty() ? "-" : shortId(id.sandbox_id),
                 id.container_id.empty() ? "-" : shortId(id.container_id), micros / 1000, micros % 1000,
                 absl::StatusCodeToString(s.code()), s.ok() ? "" : " message=", s.ok() ? "" : std::string(s.message()));
