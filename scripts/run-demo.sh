@@ -26,12 +26,22 @@ trap cleanup EXIT
 
 test/e2e/make-busybox-image.sh "$demo/busybox.tar" "$image"
 system_sock=/run/containerd/containerd.sock
+backend=""
 if ctr --address "$system_sock" version >/dev/null 2>&1; then
-  echo "== using the running containerd at $system_sock"
-  backend=$system_sock
-  ctr --address "$backend" -n k8s.io images import "$demo/busybox.tar" >/dev/null
-else
-  echo "== no containerd running: starting a private one under $demo/ctd"
+  # The demo pod needs the runtime's sandbox (pause) image, and no registry
+  # may be reachable: use the running containerd only if it has that image.
+  sandbox_image=$(build/tools/crihookctl/crihookctl -r "unix://$system_sock" info 2>/dev/null \
+    | sed -n 's/.*\\"sandboxImage\\": *\\"\([^\\]*\)\\".*/\1/p' | head -n1)
+  if [[ -n "$sandbox_image" ]] && ctr --address "$system_sock" -n k8s.io images ls -q | grep -qxF "$sandbox_image"; then
+    echo "== using the running containerd at $system_sock"
+    backend=$system_sock
+    ctr --address "$backend" -n k8s.io images import "$demo/busybox.tar" >/dev/null
+  else
+    echo "== the running containerd lacks its sandbox image (${sandbox_image:-unknown}); using a private one"
+  fi
+fi
+if [[ -z "$backend" ]]; then
+  echo "== starting a private containerd under $demo/ctd"
   rm -rf "$demo/ctd"
   pids+=("$(test/e2e/containerd-private.sh "$demo/ctd" "$image" "$demo/busybox.tar")")
   backend=$demo/ctd/containerd.sock

@@ -201,6 +201,7 @@ int cmdVersion(Client& c, const Options& o, const Args&, std::ostream& out) {
 
 int cmdInfo(Client& c, const Options&, const Args&, std::ostream& out) {
   v1::StatusRequest req;
+  req.set_verbose(true);  // the runtime's configuration too, as crictl info shows it
   auto r = c.call(c.runtime(), &v1::RuntimeService::Stub::Status, req, "Status");
   out << toJson(r);
   return 0;
