@@ -46,7 +46,8 @@ TEST(FrameTracker, OversizedHeaderSplitAcrossChunksIsNotACleanCut) {
 }
 
 TEST(SingleMessage, AcceptsExactlyOneUncompressedMessage) {
-  auto m = singleMessage(header(3) + "abc");
+  const std::string body = header(3) + "abc";  // the view points into it
+  auto m = singleMessage(body);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(std::string(*m), "abc");
   EXPECT_EQ(singleMessage(header(3) + "ab").status().code(), absl::StatusCode::kInvalidArgument);

@@ -4,9 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
-
 #include "proxy_fixture.h"
 #include "raw_h2_backend.h"
 #include "runtime_v1.pb.h"
@@ -80,82 +77,27 @@ TEST_F(H2EdgeTest, InterceptedCallsWorkAgainstAPlainHttp2Peer) {
 namespace crihook::testing {
 namespace {
 
-// Streams `messages` into one call of `method` and returns the final status.
-grpc::Status streamInto(const std::shared_ptr<grpc::Channel>& ch, const std::string& method,
-                        const std::vector<std::string>& messages) {
-  struct Outcome {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-  };
-  // Owns itself: gRPC may touch a reactor until OnDone returns.
-  class Writer : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
-   public:
-    Writer(std::vector<std::string> m, std::shared_ptr<Outcome> o) : messages_(std::move(m)), outcome_(std::move(o)) {
-      ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-    }
-    void start() {
-      StartCall();
-      StartRead(&in_);
-      next();
-    }
-    void OnWriteDone(bool ok) override {
-      if (ok) next();
-    }
-    void OnReadDone(bool ok) override {
-      if (ok) StartRead(&in_);
-    }
-    void OnDone(const grpc::Status& s) override {
-      {
-        std::lock_guard lock(outcome_->mu);
-        outcome_->status = s;
-        outcome_->done = true;
-      }
-      outcome_->cv.notify_all();
-      delete this;
-    }
-    grpc::ClientContext ctx;
-
-   private:
-    void next() {
-      if (i_ == messages_.size()) {
-        StartWritesDone();
-        return;
-      }
-      grpc::Slice slice(messages_[i_++]);
-      out_ = grpc::ByteBuffer(&slice, 1);
-      StartWrite(&out_);
-    }
-    std::vector<std::string> messages_;
-    size_t i_ = 0;
-    grpc::ByteBuffer out_, in_;
-    std::shared_ptr<Outcome> outcome_;
-  };
-  auto outcome = std::make_shared<Outcome>();
-  grpc::GenericStub stub(ch);
-  auto* w = new Writer(messages, outcome);
-  stub.PrepareBidiStreamingCall(&w->ctx, method, grpc::StubOptions(), w);
-  w->start();
-  std::unique_lock lock(outcome->mu);
-  outcome->cv.wait(lock, [&] { return outcome->done; });
-  return outcome->status;
+std::string frame(const std::string& message) {
+  const auto n = static_cast<uint32_t>(message.size());
+  std::string out{'\0', static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                  static_cast<char>(n)};
+  return out + message;
 }
 
 TEST_F(H2EdgeTest, SeveralMessagesIntoAUnaryMethodAreRefusedAndNeverBufferedPastTheLimit) {
   RawH2Backend raw(dir_.file("backend.sock"));
   startProxy();
-  const std::string kCreate = "/runtime.v1.RuntimeService/CreateContainer";
+  const std::string create = "/runtime.v1.RuntimeService/CreateContainer";
   runtime::v1::CreateContainerRequest req;
   req.set_pod_sandbox_id("sb");
-  grpc::Status two = streamInto(proxyChannel(), kCreate, {req.SerializeAsString(), "second"});
-  EXPECT_EQ(two.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(two.error_message(), HasSubstr("expected exactly one gRPC message"));
+  RawH2Reply two = rawH2Call(dir_.file("crihook.sock"), create, frame(req.SerializeAsString()) + frame("second"));
+  EXPECT_EQ(two.grpc_status, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(two.grpc_message, HasSubstr("expected exactly one gRPC message"));
   // Three 6 MiB messages: each under the 16 MiB limit, together over it.
-  std::string chunk(6 << 20, 'x');
-  grpc::Status big = streamInto(proxyChannel(), kCreate, {chunk, chunk, chunk});
-  EXPECT_EQ(big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(big.error_message(), HasSubstr("for a unary method"));
+  const std::string chunk = frame(std::string(6 << 20, 'x'));
+  RawH2Reply big = rawH2Call(dir_.file("crihook.sock"), create, chunk + chunk + chunk);
+  EXPECT_EQ(big.grpc_status, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_THAT(big.grpc_message, HasSubstr("for a unary method"));
   EXPECT_EQ(raw.streams(), 0) << "nothing reached the runtime";
 }
 

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -153,6 +154,91 @@ void RawH2Backend::serveConnection(int fd) {
   }
 done:
   nghttp2_session_del(s.h2);
+}
+
+namespace {
+
+struct ClientState {
+  const std::string* body;
+  size_t sent = 0;
+  RawH2Reply reply;
+  bool closed = false;
+};
+
+}  // namespace
+
+RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path, const std::string& body) {
+  ClientState st{&body};
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    throw std::runtime_error("raw client: cannot connect to " + socket_path);
+  }
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_session_callbacks_new(&cbs);
+  nghttp2_session_callbacks_set_on_header_callback(
+      cbs, [](nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen, const uint8_t* value,
+              size_t valuelen, uint8_t, void* user) -> int {
+        auto* st = static_cast<ClientState*>(user);
+        std::string n(reinterpret_cast<const char*>(name), namelen);
+        std::string v(reinterpret_cast<const char*>(value), valuelen);
+        if (n == "grpc-status") st->reply.grpc_status = std::stoi(v);
+        if (n == "grpc-message") st->reply.grpc_message = v;
+        return 0;
+      });
+  nghttp2_session_callbacks_set_on_stream_close_callback(
+      cbs, [](nghttp2_session*, int32_t, uint32_t code, void* user) -> int {
+        auto* st = static_cast<ClientState*>(user);
+        st->closed = true;
+        if (code != NGHTTP2_NO_ERROR) {
+          st->reply.reset = true;
+          st->reply.reset_code = code;
+        }
+        return 0;
+      });
+  nghttp2_session* h2 = nullptr;
+  nghttp2_session_client_new(&h2, cbs, &st);
+  nghttp2_session_callbacks_del(cbs);
+  nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, nullptr, 0);
+  static const std::string post = "POST", http = "http", host = "localhost", grpc = "application/grpc",
+                           te = "trailers";
+  nghttp2_nv h[] = {nv(":method", post), nv(":scheme", http), nv(":path", path), nv(":authority", host),
+                    nv("content-type", grpc), nv("te", te)};
+  nghttp2_data_provider provider{};
+  provider.read_callback = [](nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
+                              nghttp2_data_source*, void* user) -> ssize_t {
+    auto* st = static_cast<ClientState*>(user);
+    size_t n = std::min(len, st->body->size() - st->sent);
+    std::memcpy(buf, st->body->data() + st->sent, n);
+    st->sent += n;
+    if (st->sent == st->body->size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  };
+  nghttp2_submit_request(h2, nullptr, h, 6, &provider, nullptr);
+  std::vector<uint8_t> buf(1 << 16);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!st.closed && std::chrono::steady_clock::now() < until) {
+    for (;;) {
+      const uint8_t* out = nullptr;
+      ssize_t n = nghttp2_session_mem_send(h2, &out);
+      if (n <= 0) break;
+      if (::send(fd, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) {
+        st.closed = true;
+        break;
+      }
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    if (nghttp2_session_mem_recv(h2, buf.data(), static_cast<size_t>(n)) < 0) break;
+  }
+  nghttp2_session_del(h2);
+  ::close(fd);
+  return st.reply;
 }
 
 }  // namespace crihook::testing
