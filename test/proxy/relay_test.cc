@@ -473,3 +473,89 @@ TEST_F(RelayTest, LargeRepliesBackToBackOnSeveralConnections) {
 
 }  // namespace
 }  // namespace crihook::testing
+
+namespace crihook::testing {
+namespace {
+
+TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
+  // Many clients at once, some cancelling, some timing out, mixed sizes,
+  // streaming and unary, while the runtime restarts once. Every call must
+  // end (no hang), crihookd must keep serving, and no call may stay counted.
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
+    const int delay = static_cast<unsigned char>(call.request.empty() ? 0 : call.request[0]) % 40;
+    for (int i = 0; i < delay && !call.cancelled(); ++i) std::this_thread::sleep_for(1ms);
+    *out = call.request;
+    return grpc::Status::OK;
+  });
+  backend_.onStream(kEvents, [](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+    for (int i = 0; i < 20 && !call.cancelled(); ++i) {
+      if (!write(std::string(static_cast<size_t>(i) * 1000, 'e'))) break;
+      std::this_thread::sleep_for(5ms);
+    }
+    return grpc::Status::OK;
+  });
+  serveVersion(backend_);
+  backend_.start();
+  startProxy();
+
+  std::atomic<int> finished{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      auto channel = proxyChannel();
+      auto stub = v1::RuntimeService::NewStub(channel);
+      for (int i = 0; i < 25; ++i) {
+        const int kind = (c * 31 + i * 7) % 4;
+        grpc::ClientContext ctx;
+        if (kind == 0) {  // deadline shorter than some replies take
+          ctx.set_deadline(in(std::chrono::milliseconds(5 + (i % 30))));
+        } else {
+          ctx.set_deadline(in(10000ms));
+        }
+        if (kind == 3) {
+          auto reader = stub->GetContainerEvents(&ctx, v1::GetEventsRequest());
+          v1::ContainerEventResponse ev;
+          for (int n = 0; n < 3 && reader->Read(&ev); ++n) {
+          }
+          ctx.TryCancel();
+          while (reader->Read(&ev)) {
+          }
+          reader->Finish();
+        } else {
+          std::string payload(static_cast<size_t>((c * 7919 + i * 104729) % 300000), static_cast<char>(i));
+          if (kind == 2) {
+            std::thread canceller([&ctx] {
+              std::this_thread::sleep_for(3ms);
+              ctx.TryCancel();
+            });
+            std::string reply;
+            genericUnary(channel, &ctx, echo, payload, &reply);
+            canceller.join();
+          } else {
+            std::string reply;
+            grpc::Status s = genericUnary(channel, &ctx, echo, payload, &reply);
+            if (s.ok()) {
+              EXPECT_EQ(reply.size(), payload.size());
+            }
+          }
+        }
+        finished++;
+      }
+    });
+  }
+  std::this_thread::sleep_for(150ms);
+  backend_.stop(0ms);
+  backend_.start();
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(finished.load(), 8 * 25);
+
+  v1::VersionResponse v;
+  grpc::Status s = callVersion(proxyChannel(), &v);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  for (int i = 0; i < 200 && proxy_->activeCalls() != 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(proxy_->activeCalls(), 0) << "a call stayed counted after its client left";
+}
+
+}  // namespace
+}  // namespace crihook::testing

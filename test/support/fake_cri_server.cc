@@ -28,7 +28,8 @@ class FakeCriServer::Reactor : public grpc::ServerGenericBidiReactor {
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
+    if (!ok) {  // cancelled before the request arrived: no handler thread to wait for
+      done();
       Finish(grpc::Status(grpc::StatusCode::INTERNAL, "fake: no request message"));
       return;
     }
