@@ -288,20 +288,6 @@ TEST_F(InterceptTest, MalformedRequestIsRejectedNamingTheMethod) {
   EXPECT_THAT(s.error_message(), HasSubstr("CreateContainer"));
   EXPECT_THAT(s.error_message(), HasSubstr("cannot decode runtime.v1.CreateContainerRequest"));
   EXPECT_EQ(backend_.callCount(kCreate), 0u);
-  auto t1 = std::chrono::steady_clock::now();
-  stopProxy();
-  std::fprintf(stderr, "stopProxy in test: %ld ms\n", (long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()-t1).count());
-  std::system(("ss -xp | grep -c " + dir_.path() + " 1>&2; ss -xp | grep " + dir_.path() + " 1>&2").c_str());
-  {
-    FakeCriServer other(dir_.file("other.sock"));
-    other.start();
-    t1 = std::chrono::steady_clock::now();
-    other.stop();
-    std::fprintf(stderr, "other stop: %ld ms\n", (long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()-t1).count());
-  }
-  t1 = std::chrono::steady_clock::now();
-  backend_.stop();
-  std::fprintf(stderr, "backend stop: %ld ms\n", (long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()-t1).count());
 }
 
 }  // namespace
