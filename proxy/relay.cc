@@ -161,7 +161,6 @@ struct Call {
   int32_t up_id = 0;
   std::shared_ptr<Upstream> window_up;
   int32_t window_up_id = 0;
-  bool forwarded = false;  // submitted upstream
   bool retried = false;    // refused once by a draining backend and resubmitted
 
   // Response: runtime -> kubelet.
@@ -427,7 +426,6 @@ class Upstream final : public H2Endpoint {
     group_ = nullptr;
   }
   bool draining() const { return draining_; }
-  bool idle() const { return streams_.empty(); }
   void forget(int32_t up_id) { streams_.erase(up_id); }
   const std::map<int32_t, int32_t>& streams() const { return streams_; }
 
@@ -578,7 +576,6 @@ bool Upstream::submit(Call& call) {
   call.up_id = id;
   call.window_up = call.up;
   call.window_up_id = id;
-  call.forwarded = true;
   scheduleFlush();
   return true;
 }

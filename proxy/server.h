@@ -41,7 +41,6 @@ class Server {
   int64_t shutdown(std::chrono::milliseconds grace);
 
   int64_t activeCalls() const { return ctx_.active_calls.load(); }
-  const std::string& listenPath() const { return config_.listen_path; }
 
  private:
   void accept();
