@@ -8,11 +8,10 @@
 // Backends: an in-process gRPC CRI server (always), and a real containerd when
 // its socket is given (bench/run.sh starts a private one).
 
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -63,14 +62,16 @@ class FakeRuntime final : public v1::RuntimeService::CallbackService {
     r->Finish(grpc::Status::OK);
     return r;
   }
-  grpc::ServerUnaryReactor* ListContainers(grpc::CallbackServerContext* ctx, const v1::ListContainersRequest*,
+  grpc::ServerUnaryReactor* ListContainers(grpc::CallbackServerContext* ctx,
+                                           const v1::ListContainersRequest*,
                                            v1::ListContainersResponse* resp) override {
     *resp = containers_;
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
     return r;
   }
-  grpc::ServerUnaryReactor* CreateContainer(grpc::CallbackServerContext* ctx, const v1::CreateContainerRequest* req,
+  grpc::ServerUnaryReactor* CreateContainer(grpc::CallbackServerContext* ctx,
+                                            const v1::CreateContainerRequest* req,
                                             v1::CreateContainerResponse* resp) override {
     resp->set_container_id("ctr-" + req->config().metadata().name());
     auto* r = ctx->DefaultReactor();
@@ -136,28 +137,31 @@ struct Runner {
     std::vector<std::thread> threads;
     for (int c = 0; c < clients; ++c) {
       threads.emplace_back([&, c] {
-        for (int i = 0; i < per_client; ++i) failures += !call(*stubs[static_cast<size_t>(c)], c, i);
+        for (int i = 0; i < per_client; ++i)
+          failures += !call(*stubs[static_cast<size_t>(c)], c, i);
       });
     }
     for (auto& t : threads) t.join();
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (failures > 0) std::fprintf(stderr, "%d calls failed on %s\n", failures.load(), path.c_str());
+    if (failures > 0)
+      std::fprintf(stderr, "%d calls failed on %s\n", failures.load(), path.c_str());
     return clients * per_client / secs;
   }
 };
 
-void report(const char* scenario, const char* backend, std::vector<double> d, std::vector<double> p, double thr_d,
-            double thr_p) {
+void report(const char* scenario, const char* backend, std::vector<double> d, std::vector<double> p,
+            double thr_d, double thr_p) {
   double d50 = pct(d, 0.5), p50 = pct(p, 0.5), d99 = pct(d, 0.99), p99 = pct(p, 0.99);
-  std::printf("%-34s %-10s %9.1f %9.1f %6.2f %+8.1f %9.1f %9.1f %9.0f %9.0f %6.2f\n", scenario, backend, d50, p50,
-              p50 / d50, p50 - d50, d99, p99, thr_d, thr_p, thr_p / thr_d);
+  std::printf("%-34s %-10s %9.1f %9.1f %6.2f %+8.1f %9.1f %9.1f %9.0f %9.0f %6.2f\n", scenario,
+              backend, d50, p50, p50 / d50, p50 - d50, d99, p99, thr_d, thr_p, thr_p / thr_d);
   std::fflush(stdout);
 }
 
 // Runs `call` direct and proxied in alternating rounds and reports both.
 // Returns how many calls went through crihookd.
-long compare(const char* scenario, const char* backend, const std::string& direct, const std::string& proxied,
-             const Call& call, int iterations, int clients, int rounds) {
+long compare(const char* scenario, const char* backend, const std::string& direct,
+             const std::string& proxied, const Call& call, int iterations, int clients,
+             int rounds) {
   Runner rd{direct, iterations, clients}, rp{proxied, iterations, clients};
   std::vector<double> ld, lp;
   std::vector<double> td, tp;
@@ -171,7 +175,8 @@ long compare(const char* scenario, const char* backend, const std::string& direc
   }
   report(scenario, backend, ld, lp, pct(td, 0.5), pct(tp, 0.5));
   const int per_round = iterations / rounds;
-  return static_cast<long>(rounds) * (std::min(50, per_round) + per_round + clients * (per_round / clients + 2));
+  return static_cast<long>(rounds) *
+         (std::min(50, per_round) + per_round + clients * (per_round / clients + 2));
 }
 
 // CPU time (user + system) a process has used, in microseconds.
@@ -196,15 +201,17 @@ long rssKiB(pid_t pid) {
   return -1;
 }
 
-pid_t spawnCrihookd(const std::string& binary, const std::string& listen, const std::string& backend) {
+pid_t spawnCrihookd(const std::string& binary, const std::string& listen,
+                    const std::string& backend) {
   pid_t pid = ::fork();
   if (pid == 0) {
     std::string b = "unix://" + backend;
-    ::execl(binary.c_str(), binary.c_str(), "--listen", listen.c_str(), "--backend", b.c_str(), "--log-level",
-            "warn", static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), "--listen", listen.c_str(), "--backend", b.c_str(),
+            "--log-level", "warn", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  for (int i = 0; i < 500 && !std::filesystem::exists(listen); ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 500 && !std::filesystem::exists(listen); ++i)
+    std::this_thread::sleep_for(10ms);
   return pid;
 }
 
@@ -245,14 +252,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--crihookd") crihookd = next();
-    else if (a == "--containerd") containerd = next();
-    else if (a == "--iterations") iterations = std::stoi(next());
-    else if (a == "--clients") clients = std::stoi(next());
-    else if (a == "--rounds") rounds = std::stoi(next());
-    else if (a == "--only") only = next();
+    if (a == "--crihookd")
+      crihookd = next();
+    else if (a == "--containerd")
+      containerd = next();
+    else if (a == "--iterations")
+      iterations = std::stoi(next());
+    else if (a == "--clients")
+      clients = std::stoi(next());
+    else if (a == "--rounds")
+      rounds = std::stoi(next());
+    else if (a == "--only")
+      only = next();
     else {
-      std::fprintf(stderr, "usage: crihook_bench --crihookd BIN [--containerd SOCK] [--iterations N] [--clients N] [--rounds N]\n");
+      std::fprintf(stderr,
+                   "usage: crihook_bench --crihookd BIN [--containerd SOCK] [--iterations N] "
+                   "[--clients N] [--rounds N]\n");
       return 2;
     }
   }
@@ -271,11 +286,15 @@ int main(int argc, char** argv) {
   builder.SetMaxSendMessageSize(64 << 20);
   auto server = builder.BuildAndStart();
 
-  std::printf("crihook_bench: %d iterations per measurement in %d alternating rounds, %d clients for throughput\n",
-              iterations, rounds, clients);
-  std::printf("latency in microseconds (p50, p99); throughput in calls/s; ratio = through crihookd / direct\n\n");
-  std::printf("%-34s %-10s %9s %9s %6s %8s %9s %9s %9s %9s %6s\n", "scenario", "backend", "dir p50", "via p50",
-              "ratio", "added", "dir p99", "via p99", "dir thr", "via thr", "thr r");
+  std::printf(
+      "crihook_bench: %d iterations per measurement in %d alternating rounds, %d clients for "
+      "throughput\n",
+      iterations, rounds, clients);
+  std::printf(
+      "latency in microseconds (p50, p99); throughput in calls/s; ratio = through crihookd / "
+      "direct\n\n");
+  std::printf("%-34s %-10s %9s %9s %6s %8s %9s %9s %9s %9s %6s\n", "scenario", "backend", "dir p50",
+              "via p50", "ratio", "added", "dir p99", "via p99", "dir thr", "via thr", "thr r");
 
   const pid_t proxy = spawnCrihookd(crihookd, dir + "/crihook-fake.sock", dir + "/fake.sock");
   std::this_thread::sleep_for(200ms);
@@ -307,8 +326,8 @@ int main(int argc, char** argv) {
   };
   if (want("version")) {
     measured("Version", [&] {
-      return compare("Version (tiny unary)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock", version,
-                     iterations, clients, rounds);
+      return compare("Version (tiny unary)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock",
+                     version, iterations, clients, rounds);
     });
   }
   char label[64];
@@ -321,8 +340,8 @@ int main(int argc, char** argv) {
   }
   if (want("create")) {
     measured("CreateContainer", [&] {
-      return compare("CreateContainer (intercepted)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock",
-                     create_fake, iterations, clients, rounds);
+      return compare("CreateContainer (intercepted)", "fake", dir + "/fake.sock",
+                     dir + "/crihook-fake.sock", create_fake, iterations, clients, rounds);
     });
   }
   const long loaded_rss = rssKiB(proxy);
@@ -330,10 +349,10 @@ int main(int argc, char** argv) {
 
   if (!containerd.empty() && (want("version") || want("list"))) {
     const pid_t p2 = spawnCrihookd(crihookd, dir + "/crihook-ctd.sock", containerd);
-    compare("Version (tiny unary)", "containerd", containerd, dir + "/crihook-ctd.sock", version, iterations, clients,
-            rounds);
-    compare("ListContainers", "containerd", containerd, dir + "/crihook-ctd.sock", list, iterations / 4, clients,
-            rounds);
+    compare("Version (tiny unary)", "containerd", containerd, dir + "/crihook-ctd.sock", version,
+            iterations, clients, rounds);
+    compare("ListContainers", "containerd", containerd, dir + "/crihook-ctd.sock", list,
+            iterations / 4, clients, rounds);
     // Intercepted calls against the real runtime: create and remove a
     // container in a host-network pod (both calls intercepted).
     auto direct = v1::RuntimeService::NewStub(channel(containerd, 0));
@@ -343,7 +362,8 @@ int main(int argc, char** argv) {
     pod->mutable_metadata()->set_namespace_("default");
     pod->mutable_metadata()->set_uid("crihook-bench-uid");
     pod->set_log_directory(dir + "/logs");
-    pod->mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+    pod->mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
+        v1::NODE);
     v1::RunPodSandboxResponse ran;
     grpc::ClientContext rctx;
     if (direct->RunPodSandbox(&rctx, run, &ran).ok()) {
@@ -362,8 +382,8 @@ int main(int argc, char** argv) {
         return s.RemoveContainer(&ctx2, rm, &rr).ok();
       };
       const int n = std::max(rounds * 10, iterations / 40);
-      compare("Create+RemoveContainer (intercepted)", "containerd", containerd, dir + "/crihook-ctd.sock", create_rm,
-              n, std::min(clients, 2), rounds);
+      compare("Create+RemoveContainer (intercepted)", "containerd", containerd,
+              dir + "/crihook-ctd.sock", create_rm, n, std::min(clients, 2), rounds);
       grpc::ClientContext c1, c2;
       v1::StopPodSandboxRequest sp;
       sp.set_pod_sandbox_id(sandbox);
@@ -374,12 +394,15 @@ int main(int argc, char** argv) {
       v1::RemovePodSandboxResponse rpr;
       direct->RemovePodSandbox(&c2, rp, &rpr);
     } else {
-      std::printf("(containerd could not run the benchmark pod: %s)\n", rctx.debug_error_string().c_str());
+      std::printf("(containerd could not run the benchmark pod: %s)\n",
+                  rctx.debug_error_string().c_str());
     }
     stop(p2);
   }
-  std::printf("\ncrihookd resident memory: %ld KiB idle, %ld KiB after the fake-backend runs\n", idle_rss, loaded_rss);
-  for (const auto& [name, us] : cpu) std::printf("crihookd CPU time, %s: %.1f us per relayed call\n", name.c_str(), us);
+  std::printf("\ncrihookd resident memory: %ld KiB idle, %ld KiB after the fake-backend runs\n",
+              idle_rss, loaded_rss);
+  for (const auto& [name, us] : cpu)
+    std::printf("crihookd CPU time, %s: %.1f us per relayed call\n", name.c_str(), us);
   server->Shutdown();
   std::filesystem::remove_all(dir);
   return 0;

@@ -1,15 +1,17 @@
 #include "config.h"
 
+#include <toml++/toml.h>
+
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "text.h"
 
 namespace crihook {
 namespace {
 
-constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
+                                           "error", "critical", "off"};
 
 std::string describe(const toml::node& node) {
   std::ostringstream out;
@@ -38,8 +40,7 @@ class TableReader {
       : table_(table), prefix_(std::move(prefix)), origin_(origin) {}
 
   absl::Status error(std::string_view key, std::string_view reason) const {
-    return absl::InvalidArgumentError(
-        cat("config ", origin_, ": ", prefix_, key, ": ", reason));
+    return absl::InvalidArgumentError(cat("config ", origin_, ": ", prefix_, key, ": ", reason));
   }
 
   absl::Status checkKnown(std::initializer_list<std::string_view> known) const {
@@ -113,7 +114,8 @@ absl::Status readServer(const toml::table& t, std::string_view origin, Config& c
     char* end = nullptr;
     unsigned long v = std::strtoul(mode.c_str(), &end, 8);
     if (*end != '\0' || v > 0777) {
-      return r.error("socket_mode", cat("expected an octal mode such as \"0660\", got \"", mode, "\""));
+      return r.error("socket_mode",
+                     cat("expected an octal mode such as \"0660\", got \"", mode, "\""));
     }
     c.socket_mode = static_cast<uint32_t>(v);
   }
@@ -132,7 +134,8 @@ absl::Status readBackend(const toml::table& t, std::string_view origin, Config& 
   TableReader r(t, "backend.", origin);
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"endpoint", "connect_timeout"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("endpoint", c.backend_endpoint));
-  if (auto p = unixSocketPath(c.backend_endpoint); !p.ok()) return r.error("endpoint", sv(p.status().message()));
+  if (auto p = unixSocketPath(c.backend_endpoint); !p.ok())
+    return r.error("endpoint", sv(p.status().message()));
   return r.readDuration("connect_timeout", c.backend_connect_timeout);
 }
 
@@ -143,8 +146,9 @@ absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
   for (auto l : kLogLevels) {
     if (l == c.log_level) return absl::OkStatus();
   }
-  return r.error("level", cat("expected one of trace, debug, info, warn, error, critical, off; got \"",
-                                       c.log_level, "\""));
+  return r.error("level",
+                 cat("expected one of trace, debug, info, warn, error, critical, off; got \"",
+                     c.log_level, "\""));
 }
 
 }  // namespace
@@ -156,12 +160,13 @@ absl::StatusOr<std::chrono::milliseconds> parseDuration(std::string_view text) {
     value = value * 10 + static_cast<uint64_t>(text[i++] - '0');
   }
   std::string_view unit = text.substr(i);
-  if (i == 0) return absl::InvalidArgumentError(cat("expected a duration such as \"2s\" or \"500ms\", got \"", text, "\""));
+  if (i == 0)
+    return absl::InvalidArgumentError(
+        cat("expected a duration such as \"2s\" or \"500ms\", got \"", text, "\""));
   if (unit == "ms") return std::chrono::milliseconds(value);
   if (unit == "s") return std::chrono::milliseconds(value * 1000);
   if (unit == "m") return std::chrono::milliseconds(value * 60000);
-  return absl::InvalidArgumentError(
-      cat("expected a duration unit ms, s or m in \"", text, "\""));
+  return absl::InvalidArgumentError(cat("expected a duration unit ms, s or m in \"", text, "\""));
 }
 
 absl::StatusOr<std::string> unixSocketPath(std::string_view endpoint) {
@@ -170,7 +175,8 @@ absl::StatusOr<std::string> unixSocketPath(std::string_view endpoint) {
   if (path.substr(0, kScheme.size()) == kScheme) path.remove_prefix(kScheme.size());
   if (path.empty() || path[0] != '/') {
     return absl::InvalidArgumentError(cat(
-        "expected a Unix socket endpoint such as unix:///run/containerd/containerd.sock, got \"", endpoint, "\""));
+        "expected a Unix socket endpoint such as unix:///run/containerd/containerd.sock, got \"",
+        endpoint, "\""));
   }
   return std::string(path);
 }
@@ -187,7 +193,8 @@ absl::Status validateConfig(const Config& c, std::string_view origin) {
     if (l == c.log_level) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(cat(
-      origin, ": log level: expected one of trace, debug, info, warn, error, critical, off; got \"", c.log_level, "\""));
+      origin, ": log level: expected one of trace, debug, info, warn, error, critical, off; got \"",
+      c.log_level, "\""));
 }
 
 absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origin) {
@@ -197,7 +204,7 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     return absl::InvalidArgumentError(cat("config ", origin, ": line ", where.line, ", column ",
-                                                   where.column, ": ", e.description()));
+                                          where.column, ": ", e.description()));
   }
   Config config;
   TableReader top(root, "", origin);
@@ -206,7 +213,8 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog}}) {
+  for (const Section& s :
+       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));
@@ -217,7 +225,8 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
 absl::StatusOr<Config> loadConfigFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return absl::InvalidArgumentError(cat("config ", path, ": cannot be read: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        cat("config ", path, ": cannot be read: ", std::strerror(errno)));
   }
   std::stringstream text;
   text << in.rdbuf();

@@ -4,10 +4,10 @@
 // its string_view is not std::string_view and absl::StrCat does not take
 // std::string_view; crihook::cat takes both, and anything fmt formats.
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
-
-#include <fmt/format.h>
 
 #include "absl/strings/string_view.h"
 
@@ -18,13 +18,14 @@ inline void append(std::string& out, std::string_view s) { out.append(s); }
 inline void append(std::string& out, const char* s) { out.append(s); }
 inline void append(std::string& out, const std::string& s) { out.append(s); }
 template <typename T>
-  requires std::is_same_v<T, absl::string_view> && (!std::is_same_v<absl::string_view, std::string_view>)
-inline void append(std::string& out, const T& s) {
+requires std::is_same_v<T, absl::string_view> &&
+    (!std::is_same_v<absl::string_view, std::string_view>)inline void append(std::string& out,
+                                                                             const T& s) {
   out.append(s.data(), s.size());
 }
 template <typename T>
-  requires(!std::is_convertible_v<const T&, std::string_view> && !std::is_same_v<T, absl::string_view>)
-inline void append(std::string& out, const T& v) {
+requires(!std::is_convertible_v<const T&, std::string_view> &&
+         !std::is_same_v<T, absl::string_view>) inline void append(std::string& out, const T& v) {
   fmt::format_to(std::back_inserter(out), "{}", v);
 }
 }  // namespace text_detail

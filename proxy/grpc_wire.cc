@@ -42,16 +42,18 @@ size_t FrameTracker::feed(const uint8_t* data, size_t len) {
 
 absl::StatusOr<std::string_view> singleMessage(std::string_view body) {
   if (body.size() < kFrameHeaderBytes) {
-    return absl::InvalidArgumentError(cat("request body of ", body.size(), " bytes holds no gRPC message"));
+    return absl::InvalidArgumentError(
+        cat("request body of ", body.size(), " bytes holds no gRPC message"));
   }
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
-  uint64_t len = (uint64_t{p[1]} << 24) | (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 8) | uint64_t{p[4]};
+  uint64_t len =
+      (uint64_t{p[1]} << 24) | (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 8) | uint64_t{p[4]};
   if (p[0] != 0) {
     return absl::UnimplementedError("compressed messages are not supported on intercepted methods");
   }
   if (kFrameHeaderBytes + len != body.size()) {
     return absl::InvalidArgumentError(cat("expected exactly one gRPC message of ", len,
-                                                   " bytes, got a body of ", body.size(), " bytes"));
+                                          " bytes, got a body of ", body.size(), " bytes"));
   }
   return body.substr(kFrameHeaderBytes);
 }
@@ -79,13 +81,20 @@ std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
   }
   using namespace std::chrono;
   switch (v.back()) {
-    case 'H': return hours(n);
-    case 'M': return minutes(n);
-    case 'S': return seconds(n);
-    case 'm': return milliseconds(n);
-    case 'u': return microseconds(n);
-    case 'n': return nanoseconds(n);
-    default: return std::nullopt;
+    case 'H':
+      return hours(n);
+    case 'M':
+      return minutes(n);
+    case 'S':
+      return seconds(n);
+    case 'm':
+      return milliseconds(n);
+    case 'u':
+      return microseconds(n);
+    case 'n':
+      return nanoseconds(n);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -97,8 +106,8 @@ std::string formatTimeout(std::chrono::nanoseconds t) {
     int64_t ns;
     char letter;
   };
-  constexpr Unit units[] = {{1, 'n'}, {1000, 'u'}, {1000000, 'm'}, {1000000000, 'S'},
-                            {60000000000, 'M'}, {3600000000000, 'H'}};
+  constexpr Unit units[] = {{1, 'n'},          {1000, 'u'},        {1000000, 'm'},
+                            {1000000000, 'S'}, {60000000000, 'M'}, {3600000000000, 'H'}};
   for (const Unit& u : units) {
     int64_t v = (ns + u.ns - 1) / u.ns;
     if (v < 100000000) return cat(v, std::string(1, u.letter));

@@ -54,7 +54,8 @@ const Table& table() {
     Table t;
     for (size_t i = 0; i < kEntries.size(); ++i) {
       t.v1[i] = {kEntries[i].method, CriApi::kV1, kEntries[i].newRequest, kEntries[i].newResponse};
-      t.v1alpha2[i] = {kEntries[i].method, CriApi::kV1alpha2, kEntries[i].newRequest, kEntries[i].newResponse};
+      t.v1alpha2[i] = {kEntries[i].method, CriApi::kV1alpha2, kEntries[i].newRequest,
+                       kEntries[i].newResponse};
     }
     return t;
   }();
@@ -125,7 +126,8 @@ CallIdentity identityOf(LifecycleMethod method, const google::protobuf::Message&
       id.container_id = static_cast<const v1::RemoveContainerRequest&>(request).container_id();
       break;
     case LifecycleMethod::kUpdateContainerResources:
-      id.container_id = static_cast<const v1::UpdateContainerResourcesRequest&>(request).container_id();
+      id.container_id =
+          static_cast<const v1::UpdateContainerResourcesRequest&>(request).container_id();
       break;
   }
   pods.complete(id);
@@ -144,7 +146,8 @@ void recordOutcome(LifecycleMethod method, CallIdentity& id,
     case LifecycleMethod::kCreateContainer: {
       const auto& r = static_cast<const v1::CreateContainerResponse&>(response);
       id.container_id = r.container_id();
-      if (!id.container_id.empty()) pods.addContainer(id.container_id, id.sandbox_id, id.container_name);
+      if (!id.container_id.empty())
+        pods.addContainer(id.container_id, id.sandbox_id, id.container_name);
       break;
     }
     case LifecycleMethod::kRemovePodSandbox:

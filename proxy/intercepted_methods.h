@@ -3,10 +3,10 @@
 // Which gRPC paths crihookd intercepts, and how to read who each call is about.
 // Everything else is relayed without being decoded.
 
+#include <google/protobuf/message.h>
+
 #include <memory>
 #include <string_view>
-
-#include <google/protobuf/message.h>
 
 #include "interceptor.h"
 #include "pod_directory.h"

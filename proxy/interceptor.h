@@ -3,13 +3,13 @@
 // The seam between the proxy and the hook framework: what an intercepted CRI
 // call looks like to the stages that run before and after it is forwarded.
 
+#include <google/protobuf/message.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include <google/protobuf/message.h>
 
 #include "absl/status/status.h"
 
@@ -79,7 +79,8 @@ class Interceptor {
 
   // Before forwarding. A non-OK status rejects the call: the caller gets that
   // status and the runtime never sees the call.
-  virtual void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) = 0;
+  virtual void pre(std::shared_ptr<InterceptedCall> call,
+                   std::function<void(absl::Status)> done) = 0;
 
   // After the runtime answered, before the caller gets the answer. Cannot
   // change the answer; failures are the stage's to log and count.

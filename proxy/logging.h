@@ -3,10 +3,10 @@
 // Named loggers ("proxy", "crihookd", later "hook.<name>", "topology") that
 // share one stderr sink, so systemd's journal gets every line once.
 
+#include <spdlog/logger.h>
+
 #include <memory>
 #include <string>
-
-#include <spdlog/logger.h>
 
 namespace crihook {
 

@@ -1,8 +1,14 @@
 #include "relay.h"
 
 #include <nghttp2/nghttp2.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -10,16 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
-#include <spdlog/spdlog.h>
-
-#include "text.h"
 #include "grpc_wire.h"
 #include "intercepted_methods.h"
+#include "text.h"
 
 namespace crihook {
 
@@ -64,7 +63,8 @@ const std::string* findHeader(const Headers& headers, std::string_view name) {
 Headers statusTrailers(const absl::Status& status) {
   Headers t;
   t.push_back({"grpc-status", std::to_string(grpcwire::statusNumber(status.code()))});
-  if (!status.message().empty()) t.push_back({"grpc-message", grpcwire::percentEncode(sv(status.message()))});
+  if (!status.message().empty())
+    t.push_back({"grpc-message", grpcwire::percentEncode(sv(status.message()))});
   return t;
 }
 
@@ -80,17 +80,23 @@ absl::Status statusFrom(const Headers& trailers) {
   if (code == nullptr) return absl::UnknownError("reply without grpc-status");
   int n = std::atoi(code->c_str());
   const std::string* message = findHeader(trailers, "grpc-message");
-  return absl::Status(static_cast<absl::StatusCode>(n), message ? grpcwire::percentDecode(*message) : "");
+  return absl::Status(static_cast<absl::StatusCode>(n),
+                      message ? grpcwire::percentDecode(*message) : "");
 }
 
 // How a gRPC client reads an RST_STREAM (gRPC's HTTP/2 error mapping).
 absl::StatusCode codeOfReset(uint32_t error_code) {
   switch (error_code) {
-    case NGHTTP2_REFUSED_STREAM: return absl::StatusCode::kUnavailable;
-    case NGHTTP2_CANCEL: return absl::StatusCode::kCancelled;
-    case NGHTTP2_ENHANCE_YOUR_CALM: return absl::StatusCode::kResourceExhausted;
-    case NGHTTP2_INADEQUATE_SECURITY: return absl::StatusCode::kPermissionDenied;
-    default: return absl::StatusCode::kInternal;
+    case NGHTTP2_REFUSED_STREAM:
+      return absl::StatusCode::kUnavailable;
+    case NGHTTP2_CANCEL:
+      return absl::StatusCode::kCancelled;
+    case NGHTTP2_ENHANCE_YOUR_CALM:
+      return absl::StatusCode::kResourceExhausted;
+    case NGHTTP2_INADEQUATE_SECURITY:
+      return absl::StatusCode::kPermissionDenied;
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 
@@ -161,7 +167,7 @@ struct Call {
   int32_t up_id = 0;
   std::shared_ptr<Upstream> window_up;
   int32_t window_up_id = 0;
-  bool retried = false;    // refused once by a draining backend and resubmitted
+  bool retried = false;  // refused once by a draining backend and resubmitted
 
   // Response: runtime -> kubelet.
   Headers resp_headers;
@@ -303,10 +309,12 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
   // WINDOW_UPDATE): bytes count as consumed once the other side has taken
   // them, which carries flow control end to end. Sends the initial SETTINGS
   // and opens the connection window.
-  void createSession(bool server, const SessionCallbacks& cb, std::initializer_list<nghttp2_settings_entry> settings) {
+  void createSession(bool server, const SessionCallbacks& cb,
+                     std::initializer_list<nghttp2_settings_entry> settings) {
     nghttp2_session_callbacks* cbs = nullptr;
     nghttp2_session_callbacks_new(&cbs);
-    if (cb.begin_headers) nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb.begin_headers);
+    if (cb.begin_headers)
+      nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb.begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cbs, cb.header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb.frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb.data_chunk);
@@ -355,14 +363,15 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
         return;
       }
     }
-    socket_.async_wait(Socket::wait_read, [self = shared_from_this()](const boost::system::error_code& ec) {
-      if (self->closed_) return;
-      if (ec) {
-        self->fail(cat("wait: ", ec.message()));
-        return;
-      }
-      self->readAvailable();
-    });
+    socket_.async_wait(Socket::wait_read,
+                       [self = shared_from_this()](const boost::system::error_code& ec) {
+                         if (self->closed_) return;
+                         if (ec) {
+                           self->fail(cat("wait: ", ec.message()));
+                           return;
+                         }
+                         self->readAvailable();
+                       });
   }
 
   void handleInput(size_t n) {
@@ -434,11 +443,11 @@ class Upstream final : public H2Endpoint {
   void afterInput() override;
   void setupSession();
 
-  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                      const uint8_t* value, size_t valuelen, uint8_t, void* user);
+  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user);
   static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
-                         void* user);
+  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
+                         size_t len, void* user);
   static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
   static ssize_t readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
                                  uint32_t* flags, nghttp2_data_source*, void* user);
@@ -507,20 +516,20 @@ class Downstream : public H2Endpoint {
   void dropAllCalls();
 
   static int onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                      const uint8_t* value, size_t valuelen, uint8_t, void* user);
+  static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                      size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user);
   static int onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user);
-  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
-                         void* user);
+  static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
+                         size_t len, void* user);
   static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
   static ssize_t readResponseBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
                                   uint32_t* flags, nghttp2_data_source*, void* user);
 
   RelayContext& ctx_;
   std::unordered_map<int32_t, std::unique_ptr<Call>> calls_;
-  std::shared_ptr<Upstream> upstream_;                // takes new streams
-  std::vector<std::shared_ptr<Upstream>> draining_;   // finishing old streams
-  std::vector<int32_t> waiting_;                      // calls waiting for the connect
+  std::shared_ptr<Upstream> upstream_;               // takes new streams
+  std::vector<std::shared_ptr<Upstream>> draining_;  // finishing old streams
+  std::vector<int32_t> waiting_;                     // calls waiting for the connect
   bool connecting_ = false;
   bool shutting_down_ = false;
 };
@@ -528,7 +537,8 @@ class Downstream : public H2Endpoint {
 // ---------------------------------------------------------------------------
 // Upstream
 
-Upstream::Upstream(Socket socket, Downstream* owner) : H2Endpoint(std::move(socket)), owner_(owner) {
+Upstream::Upstream(Socket socket, Downstream* owner)
+    : H2Endpoint(std::move(socket)), owner_(owner) {
   group_ = owner;
 }
 
@@ -560,8 +570,9 @@ void Upstream::connect(const std::string& path, std::chrono::milliseconds timeou
 }
 
 void Upstream::setupSession() {
-  createSession(false, {nullptr, onHeader, onFrameRecv, onDataChunk, onStreamClose},
-                {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}, {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}});
+  createSession(
+      false, {nullptr, onHeader, onFrameRecv, onDataChunk, onStreamClose},
+      {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}, {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}});
 }
 
 bool Upstream::submit(Call& call) {
@@ -569,7 +580,8 @@ bool Upstream::submit(Call& call) {
   nghttp2_data_provider body{};
   body.read_callback = readRequestBody;
   const bool has_body = !(call.req_end && call.req_body.empty());
-  int32_t id = nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), has_body ? &body : nullptr, nullptr);
+  int32_t id = nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(),
+                                      has_body ? &body : nullptr, nullptr);
   if (id < 0) return false;
   streams_[id] = call.down_id;
   call.up = std::static_pointer_cast<Upstream>(shared_from_this());
@@ -598,8 +610,8 @@ void Upstream::onClosed(const std::string& why) {
   streams_.clear();
 }
 
-int Upstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                       const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+int Upstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user) {
   auto* up = static_cast<Upstream*>(user);
   Call* call = up->callFor(frame->hd.stream_id);
   if (call == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;
@@ -647,8 +659,8 @@ int Upstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* us
   return 0;
 }
 
-int Upstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
-                          void* user) {
+int Upstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data,
+                          size_t len, void* user) {
   auto* up = static_cast<Upstream*>(user);
   Call* call = up->callFor(stream_id);
   if (call == nullptr) {
@@ -670,13 +682,14 @@ int Upstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_
   }
   if (up->draining_ && up->streams_.empty() && up->owner_) {
     // The last stream of a connection the backend is retiring.
-    boost::asio::post(up->executor(), [self = up->shared_from_this()] { self->fail("drained after GOAWAY"); });
+    boost::asio::post(up->executor(),
+                      [self = up->shared_from_this()] { self->fail("drained after GOAWAY"); });
   }
   return 0;
 }
 
-ssize_t Upstream::readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags,
-                                  nghttp2_data_source*, void* user) {
+ssize_t Upstream::readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
+                                  uint32_t* flags, nghttp2_data_source*, void* user) {
   auto* up = static_cast<Upstream*>(user);
   Call* call = up->callFor(stream_id);
   if (call == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -707,8 +720,9 @@ void Downstream::start() {
 void Downstream::shutdown() {
   if (closed() || shutting_down_) return;
   shutting_down_ = true;
-  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
-                        NGHTTP2_NO_ERROR, nullptr, 0);
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
   flush();
 }
 
@@ -748,8 +762,9 @@ int Downstream::onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, voi
   return 0;
 }
 
-int Downstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                         const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+int Downstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                         size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                         void* user) {
   auto* self = static_cast<Downstream*>(user);
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   Call* call = self->find(frame->hd.stream_id);
@@ -769,14 +784,15 @@ int Downstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* 
     // The call may have been answered (and erased) already.
     call = self->find(frame->hd.stream_id);
   }
-  if (call != nullptr && end && (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)) {
+  if (call != nullptr && end &&
+      (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)) {
     self->onRequestEnd(*call);
   }
   return 0;
 }
 
-int Downstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
-                            void* user) {
+int Downstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
+                            const uint8_t* data, size_t len, void* user) {
   auto* self = static_cast<Downstream*>(user);
   Call* call = self->find(stream_id);
   if (call == nullptr || call->answered) {
@@ -787,7 +803,8 @@ int Downstream::onDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id
   return 0;
 }
 
-int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code,
+                              void* user) {
   auto* self = static_cast<Downstream*>(user);
   Call* call = self->find(stream_id);
   if (call == nullptr) return 0;
@@ -796,7 +813,8 @@ int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t erro
     // runtime's stream too, so the runtime stops working on it.
     if (call->final_status.ok()) {
       call->final_status = absl::CancelledError(
-          error_code == NGHTTP2_NO_ERROR ? "closed by the client" : cat("reset by the client, HTTP/2 error ", error_code));
+          error_code == NGHTTP2_NO_ERROR ? "closed by the client"
+                                         : cat("reset by the client, HTTP/2 error ", error_code));
     }
   }
   self->cancelUpstream(*call);
@@ -814,7 +832,8 @@ void Downstream::eraseCall(int32_t id) {
   // windows: hand them back, or a few abandoned calls stall the connection.
   if (call.passThrough()) {
     if (!call.resp_body.empty()) returnWindow(call, call.resp_body.size());
-    if (!call.req_body.empty() && !closed()) nghttp2_session_consume(session_, id, call.req_body.size());
+    if (!call.req_body.empty() && !closed())
+      nghttp2_session_consume(session_, id, call.req_body.size());
   }
   calls_.erase(it);
 }
@@ -834,7 +853,8 @@ void Downstream::cancelUpstream(Call& call) {
 void Downstream::onRequestHeaders(Call& call) {
   if (const std::string* path = findHeader(call.req_headers, ":path")) call.path = *path;
   if (const std::string* t = findHeader(call.req_headers, "grpc-timeout")) {
-    if (auto d = grpcwire::parseTimeout(*t)) call.deadline = call.start + std::chrono::duration_cast<Clock::duration>(*d);
+    if (auto d = grpcwire::parseTimeout(*t))
+      call.deadline = call.start + std::chrono::duration_cast<Clock::duration>(*d);
   }
   call.intercepted = findInterceptedMethod(call.path);
   if (call.passThrough()) forward(call);
@@ -844,9 +864,9 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
   size_t ok = call.req_frames.feed(data, len);
   if (call.req_frames.tooLarge()) {
     nghttp2_session_consume(session_, call.down_id, len);
-    answer(call, absl::ResourceExhaustedError(cat(
-                     "crihookd: request message of ", call.req_frames.announcedBytes(),
-                     " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
+    answer(call, absl::ResourceExhaustedError(
+                     cat("crihookd: request message of ", call.req_frames.announcedBytes(),
+                         " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
     cancelUpstream(call);
     return;
   }
@@ -857,8 +877,9 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
     // messages into a unary method must not grow the buffer forever).
     nghttp2_session_consume(session_, call.down_id, len);
     if (call.req_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
-      answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path, ": request of more than ",
-                                                    ctx_.max_message_bytes, " bytes for a unary method")));
+      answer(call, absl::ResourceExhaustedError(
+                       cat("crihookd: ", call.path, ": request of more than ",
+                           ctx_.max_message_bytes, " bytes for a unary method")));
     }
     return;
   }
@@ -918,7 +939,8 @@ void Downstream::forward(Call& call) {
               [self, up](const std::string& error) { self->onUpstreamConnected(up, error); });
 }
 
-void Downstream::onUpstreamConnected(const std::shared_ptr<Upstream>& up, const std::string& error) {
+void Downstream::onUpstreamConnected(const std::shared_ptr<Upstream>& up,
+                                     const std::string& error) {
   connecting_ = false;
   if (closed() || up != upstream_) {
     up->detach();
@@ -935,7 +957,7 @@ void Downstream::onUpstreamConnected(const std::shared_ptr<Upstream>& up, const 
     for (int32_t id : waiting) {
       if (Call* call = find(id)) {
         answer(*call, absl::UnavailableError(cat("crihookd: backend ", ctx_.backend_endpoint,
-                                                          " unavailable: ", error)));
+                                                 " unavailable: ", error)));
       }
     }
     scheduleFlush();
@@ -966,7 +988,8 @@ void Downstream::onUpstreamLost(Upstream& up, const std::string& why) {
     if (call->resp_end) continue;
     if (!call->passThrough() && !call->resp_submitted) {
       call->resp_headers.clear();
-      call->resp_trailers = trailersOnly(absl::UnavailableError(cat("crihookd: backend connection lost: ", why)));
+      call->resp_trailers =
+          trailersOnly(absl::UnavailableError(cat("crihookd: backend connection lost: ", why)));
       call->resp_trailers_only = true;
       call->resp_body.clear();
       onResponseEnd(*call);
@@ -995,8 +1018,8 @@ void Downstream::startPreStage(Call& call) {
   ic->deadline = call.deadline;
   ic->request = call.intercepted->newRequest();
   if (!ic->request->ParseFromArray(message->data(), static_cast<int>(message->size()))) {
-    answer(call, absl::InvalidArgumentError(cat("crihookd: ", call.path, ": cannot decode ",
-                                                         ic->request->GetTypeName())));
+    answer(call, absl::InvalidArgumentError(
+                     cat("crihookd: ", call.path, ": cannot decode ", ic->request->GetTypeName())));
     return;
   }
   ic->identity = identityOf(ic->method, *ic->request, *ctx_.pods);
@@ -1024,7 +1047,7 @@ void Downstream::onPreStageDone(int32_t id, absl::Status status) {
     ic.request->SerializeToString(&bytes);
     if (bytes.size() > ctx_.max_message_bytes) {
       answer(*call, absl::ResourceExhaustedError(cat("crihookd: adjusted request of ", bytes.size(),
-                                                              " bytes is larger than the message limit")));
+                                                     " bytes is larger than the message limit")));
       return;
     }
     call->forward_body = grpcwire::frame(bytes);
@@ -1034,7 +1057,8 @@ void Downstream::onPreStageDone(int32_t id, absl::Status status) {
   if (call->deadline != Clock::time_point::max()) {
     auto left = call->deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
-      answer(*call, absl::DeadlineExceededError("crihookd: deadline exceeded in the pre-stage hooks"));
+      answer(*call,
+             absl::DeadlineExceededError("crihookd: deadline exceeded in the pre-stage hooks"));
       return;
     }
     // The runtime gets what is left of the caller's deadline.
@@ -1047,14 +1071,15 @@ void Downstream::onPreStageDone(int32_t id, absl::Status status) {
 
 void Downstream::startPostStage(Call& call) {
   InterceptedCall& ic = *call.ic;
-  ic.backend_status = statusFrom(call.resp_trailers_only ? call.resp_headers.empty() ? call.resp_trailers
-                                                                                     : call.resp_headers
-                                                         : call.resp_trailers);
+  ic.backend_status = statusFrom(
+      call.resp_trailers_only ? call.resp_headers.empty() ? call.resp_trailers : call.resp_headers
+                              : call.resp_trailers);
   if (ic.backend_status.ok()) {
     auto message = grpcwire::singleMessage(call.resp_body.view());
     if (message.ok()) {
       ic.response = call.intercepted->newResponse();
-      if (!ic.response->ParseFromArray(message->data(), static_cast<int>(message->size()))) ic.response.reset();
+      if (!ic.response->ParseFromArray(message->data(), static_cast<int>(message->size())))
+        ic.response.reset();
     }
     if (ic.response) recordOutcome(ic.method, ic.identity, *ic.response, *ctx_.pods);
   }
@@ -1087,11 +1112,13 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
   if (call.resp_frames.tooLarge()) {
     // The bytes past the cut are dropped here; those before it are handed
     // back as kubelet reads them.
-    if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len - (call.resp_frames.cleanCut() ? ok : 0));
+    if (call.up)
+      nghttp2_session_consume(call.up->session(), call.up_id,
+                              len - (call.resp_frames.cleanCut() ? ok : 0));
     cancelUpstream(call);
     auto status = absl::ResourceExhaustedError(
         cat("crihookd: response message of ", call.resp_frames.announcedBytes(),
-                     " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes"));
+            " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes"));
     if (call.resp_frames.cleanCut()) {
       call.resp_body.append(data, ok);
       answer(call, status);
@@ -1105,8 +1132,9 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
   if (!call.passThrough()) {
     nghttp2_session_consume(call.up->session(), call.up_id, len);
     if (call.resp_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
-      answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path, ": reply of more than ",
-                                                    ctx_.max_message_bytes, " bytes for a unary method")));
+      answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path,
+                                                    ": reply of more than ", ctx_.max_message_bytes,
+                                                    " bytes for a unary method")));
     }
     return;
   }
@@ -1180,8 +1208,9 @@ void Downstream::submitResponse(Call& call) {
   scheduleFlush();
 }
 
-ssize_t Downstream::readResponseBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf, size_t length,
-                                     uint32_t* flags, nghttp2_data_source*, void* user) {
+ssize_t Downstream::readResponseBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf,
+                                     size_t length, uint32_t* flags, nghttp2_data_source*,
+                                     void* user) {
   auto* self = static_cast<Downstream*>(user);
   Call* call = self->find(stream_id);
   if (call == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -1236,7 +1265,8 @@ void Downstream::resetBoth(Call& call, uint32_t down_error) {
 
 void Downstream::logCall(const Call& call) {
   if (call.intercepted == nullptr) return;
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - call.start).count();
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - call.start).count();
   CallIdentity id;
   if (call.ic) id = call.ic->identity;
   const absl::Status& s = call.final_status;
@@ -1247,8 +1277,9 @@ void Downstream::logCall(const Call& call) {
   ctx_.log->log(level, "{} api={} pod={} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
                 methodName(call.intercepted->method), apiName(call.intercepted->api), pod,
                 id.sandbox_id.empty() ? "-" : shortId(id.sandbox_id),
-                id.container_id.empty() ? "-" : shortId(id.container_id), micros / 1000, micros % 1000,
-                absl::StatusCodeToString(s.code()), s.ok() ? "" : " message=", s.ok() ? "" : std::string(s.message()));
+                id.container_id.empty() ? "-" : shortId(id.container_id), micros / 1000,
+                micros % 1000, absl::StatusCodeToString(s.code()),
+                s.ok() ? "" : " message=", s.ok() ? "" : std::string(s.message()));
 }
 
 // ---------------------------------------------------------------------------
@@ -1275,7 +1306,8 @@ void Connection::shutdown() {
 }
 
 void Connection::close() {
-  if (auto impl = weak_.lock()) asio::post(impl->executor(), [impl] { impl->closeAll("closed by crihookd"); });
+  if (auto impl = weak_.lock())
+    asio::post(impl->executor(), [impl] { impl->closeAll("closed by crihookd"); });
 }
 
 bool Connection::alive() const { return !weak_.expired(); }

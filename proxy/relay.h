@@ -12,15 +12,15 @@
 // reads, and the other way round). Intercepted methods are buffered whole,
 // decoded, run through the Interceptor's stages, and answered.
 
+#include <spdlog/logger.h>
+
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <spdlog/logger.h>
 
 #include "interceptor.h"
 #include "pod_directory.h"
@@ -29,7 +29,7 @@ namespace crihook {
 
 // What every connection of one server shares. Outlives all connections.
 struct RelayContext {
-  std::string backend_path;  // Unix socket of the CRI runtime
+  std::string backend_path;      // Unix socket of the CRI runtime
   std::string backend_endpoint;  // as configured, for messages
   uint64_t max_message_bytes = 16u << 20;
   std::chrono::milliseconds connect_timeout{2000};

@@ -2,19 +2,18 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
-#include <spdlog/spdlog.h>
 
 #include "text.h"
 
@@ -58,12 +57,15 @@ Server::~Server() {
 absl::Status Server::start() {
   const std::string& path = config_.listen_path;
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(cat("listen path ", path, ": longer than a Unix socket path may be"));
+    return absl::InvalidArgumentError(
+        cat("listen path ", path, ": longer than a Unix socket path may be"));
   }
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::FailedPreconditionError(cat("listen directory ", dir.string(), ": ", ec.message()));
+  if (ec)
+    return absl::FailedPreconditionError(
+        cat("listen directory ", dir.string(), ": ", ec.message()));
 
   // The lock serialises two crihookds starting at once; the connect check
   // catches one that serves the path without the lock.
@@ -92,7 +94,9 @@ absl::Status Server::start() {
   }
   if (!config_.socket_group.empty()) {
     struct group* g = ::getgrnam(config_.socket_group.c_str());
-    if (g == nullptr) return absl::InvalidArgumentError(cat("socket group ", config_.socket_group, ": no such group"));
+    if (g == nullptr)
+      return absl::InvalidArgumentError(
+          cat("socket group ", config_.socket_group, ": no such group"));
     if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
       return absl::FailedPreconditionError(cat("chown ", path, ": ", std::strerror(errno)));
     }
@@ -104,7 +108,8 @@ absl::Status Server::start() {
     threads_.emplace_back([l = loop.get()] { l->run(); });
   }
   running_ = true;
-  ctx_.log->info("listening on {}, relaying to {} ({} event loops)", path, config_.backend_endpoint, workers);
+  ctx_.log->info("listening on {}, relaying to {} ({} event loops)", path, config_.backend_endpoint,
+                 workers);
   return absl::OkStatus();
 }
 

@@ -3,6 +3,9 @@
 // crihookd's listener: the Unix socket kubelet connects to, the event-loop
 // threads, and graceful shutdown. One Server per process.
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -10,10 +13,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 
 #include "absl/status/status.h"
 #include "config.h"

@@ -22,8 +22,9 @@ bool notifySystemd(std::string_view state) {
   int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const auto addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
-  bool ok = ::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), addr_len) ==
-            static_cast<ssize_t>(state.size());
+  bool ok =
+      ::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+               addr_len) == static_cast<ssize_t>(state.size());
   ::close(fd);
   return ok;
 }

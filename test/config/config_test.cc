@@ -40,7 +40,8 @@ connect_timeout = "3s"
 
 [log]
 level = "debug"
-)", "test.toml");
+)",
+                       "test.toml");
   ASSERT_TRUE(c.ok()) << message(c.status());
   EXPECT_EQ(c->listen_path, "/run/x/crihook.sock");
   EXPECT_EQ(c->socket_mode, 0600u);
@@ -56,7 +57,8 @@ level = "debug"
 TEST(Config, UnknownKeysAndTablesNameTheFileAndKey) {
   auto c = parseConfig("[server]\nlisten_path = \"/x\"\n", "/etc/crihook/config.toml");
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(message(c.status()), "config /etc/crihook/config.toml: server.listen_path: unknown key");
+  EXPECT_EQ(message(c.status()),
+            "config /etc/crihook/config.toml: server.listen_path: unknown key");
   c = parseConfig("[hookz]\n", "f.toml");
   EXPECT_EQ(message(c.status()), "config f.toml: hookz: unknown key");
 }
@@ -67,12 +69,16 @@ TEST(Config, BadValuesSayWhatWasExpected) {
     const char* want;
   } cases[] = {
       {"[server]\nworkers = 0", "config f: server.workers: expected an integer in 1..64, got 0"},
-      {"[server]\nworkers = \"two\"", "config f: server.workers: expected an integer in 1..64, got \"two\""},
-      {"[server]\nmax_message_bytes = 1024", "server.max_message_bytes: expected an integer in 16777216.."},
+      {"[server]\nworkers = \"two\"",
+       "config f: server.workers: expected an integer in 1..64, got \"two\""},
+      {"[server]\nmax_message_bytes = 1024",
+       "server.max_message_bytes: expected an integer in 16777216.."},
       {"[server]\nsocket_mode = \"rw\"", "server.socket_mode: expected an octal mode"},
       {"[server]\nlisten = \"relative.sock\"", "server.listen: expected an absolute path"},
-      {"[server]\nshutdown_grace = \"10 parsecs\"", "server.shutdown_grace: expected a duration unit"},
-      {"[backend]\nendpoint = \"tcp://1.2.3.4:80\"", "backend.endpoint: expected a Unix socket endpoint"},
+      {"[server]\nshutdown_grace = \"10 parsecs\"",
+       "server.shutdown_grace: expected a duration unit"},
+      {"[backend]\nendpoint = \"tcp://1.2.3.4:80\"",
+       "backend.endpoint: expected a Unix socket endpoint"},
       {"[log]\nlevel = \"loud\"", "log.level: expected one of trace"},
       {"server = 3", "config f: server: expected a table, got 3"},
       {"[server\n", "config f: line 1"},
@@ -100,7 +106,8 @@ TEST(Config, FileOnDiskIsRead) {
 }
 
 TEST(Endpoint, UnixSocketsOnly) {
-  EXPECT_EQ(*unixSocketPath("unix:///run/containerd/containerd.sock"), "/run/containerd/containerd.sock");
+  EXPECT_EQ(*unixSocketPath("unix:///run/containerd/containerd.sock"),
+            "/run/containerd/containerd.sock");
   EXPECT_EQ(*unixSocketPath("/run/cri-dockerd.sock"), "/run/cri-dockerd.sock");
   EXPECT_FALSE(unixSocketPath("unix://relative").ok());
   EXPECT_FALSE(unixSocketPath("npipe:////./pipe/x").ok());

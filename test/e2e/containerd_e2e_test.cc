@@ -6,12 +6,11 @@
 // installs them). Without them the suite is skipped, unless
 // CRIHOOK_E2E_REQUIRED=1 (set by scripts/test.sh and CI), where it fails.
 
+#include <gmock/gmock.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <google/protobuf/util/message_differencer.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -59,7 +58,8 @@ Env* env = nullptr;
 class ContainerdE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const bool required = std::getenv("CRIHOOK_E2E_REQUIRED") && std::string(std::getenv("CRIHOOK_E2E_REQUIRED")) == "1";
+    const bool required = std::getenv("CRIHOOK_E2E_REQUIRED") &&
+                          std::string(std::getenv("CRIHOOK_E2E_REQUIRED")) == "1";
     std::string missing;
     if (::geteuid() != 0) missing += " root";
     for (const char* c : {"containerd", "runc", "ctr", "busybox"}) {
@@ -76,8 +76,8 @@ class ContainerdE2E : public ::testing::Test {
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
     try {
       run(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage + " 2>&1");
-      env->containerd = std::stoi(run(scripts + "containerd-private.sh " + env->dir + "/ctd " + kImage + " " +
-                                      env->dir + "/busybox.tar"));
+      env->containerd = std::stoi(run(scripts + "containerd-private.sh " + env->dir + "/ctd " +
+                                      kImage + " " + env->dir + "/busybox.tar"));
     } catch (const std::exception& e) {
       fatal_ = e.what();
       return;
@@ -85,9 +85,11 @@ class ContainerdE2E : public ::testing::Test {
     env->crihookd = std::make_unique<ChildProcess>(
         CRIHOOKD_BINARY,
         std::vector<std::string>{"--listen", env->dir + "/crihook.sock", "--backend",
-                                 "unix://" + env->dir + "/ctd/containerd.sock", "--log-level", "info"},
+                                 "unix://" + env->dir + "/ctd/containerd.sock", "--log-level",
+                                 "info"},
         env->dir + "/crihookd.log");
-    if (!waitForFile(env->dir + "/crihook.sock", 10s)) fatal_ = "crihookd did not start: " + readFile(env->dir + "/crihookd.log");
+    if (!waitForFile(env->dir + "/crihook.sock", 10s))
+      fatal_ = "crihookd did not start: " + readFile(env->dir + "/crihookd.log");
     env->direct = unixChannel(env->dir + "/ctd/containerd.sock");
     env->proxied = unixChannel(env->dir + "/crihook.sock");
   }
@@ -119,7 +121,8 @@ class ContainerdE2E : public ::testing::Test {
     }
     if (env->containerd > 0) {
       ::kill(env->containerd, SIGTERM);
-      for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i) std::this_thread::sleep_for(10ms);
+      for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i)
+        std::this_thread::sleep_for(10ms);
     }
     std::error_code ec;
     std::filesystem::remove_all(env->dir, ec);
@@ -132,7 +135,8 @@ class ContainerdE2E : public ::testing::Test {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   }
 
-  static std::unique_ptr<v1::RuntimeService::Stub> runtime(const std::shared_ptr<grpc::Channel>& ch) {
+  static std::unique_ptr<v1::RuntimeService::Stub> runtime(
+      const std::shared_ptr<grpc::Channel>& ch) {
     return v1::RuntimeService::NewStub(ch);
   }
   static std::unique_ptr<v1::ImageService::Stub> images(const std::shared_ptr<grpc::Channel>& ch) {
@@ -142,14 +146,16 @@ class ContainerdE2E : public ::testing::Test {
   // Calls `method` on both endpoints and expects equal answers.
   template <typename Stub, typename Req, typename Resp>
   static Resp same(std::unique_ptr<Stub> (*make)(const std::shared_ptr<grpc::Channel>&),
-                   grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*), const Req& req) {
+                   grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+                   const Req& req) {
     Resp direct, proxied;
     grpc::ClientContext c1, c2;
     c1.set_deadline(std::chrono::system_clock::now() + 30s);
     c2.set_deadline(std::chrono::system_clock::now() + 30s);
     grpc::Status s1 = (make(env->direct).get()->*method)(&c1, req, &direct);
     grpc::Status s2 = (make(env->proxied).get()->*method)(&c2, req, &proxied);
-    EXPECT_EQ(s1.error_code(), s2.error_code()) << s1.error_message() << " vs " << s2.error_message();
+    EXPECT_EQ(s1.error_code(), s2.error_code())
+        << s1.error_message() << " vs " << s2.error_message();
     EXPECT_EQ(s1.error_message(), s2.error_message());
     std::string diff;
     MessageDifferencer d;
@@ -159,7 +165,8 @@ class ContainerdE2E : public ::testing::Test {
   }
 
   template <typename Req, typename Resp>
-  static Resp viaProxy(grpc::Status (v1::RuntimeService::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+  static Resp viaProxy(grpc::Status (v1::RuntimeService::Stub::*method)(grpc::ClientContext*,
+                                                                        const Req&, Resp*),
                        const Req& req) {
     Resp resp;
     grpc::ClientContext ctx;
@@ -268,7 +275,8 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   v1::RemovePodSandboxRequest rmp;
   rmp.set_pod_sandbox_id(pod);
   viaProxy(&RS::RemovePodSandbox, rmp);
-  v1::ListPodSandboxResponse pods = same(&runtime, &RS::ListPodSandbox, v1::ListPodSandboxRequest());
+  v1::ListPodSandboxResponse pods =
+      same(&runtime, &RS::ListPodSandbox, v1::ListPodSandboxRequest());
   for (const auto& p : pods.items()) EXPECT_NE(p.id(), pod);
 
   // Images
@@ -286,9 +294,10 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   // One log line per intercepted call, naming the pod.
   std::this_thread::sleep_for(100ms);
   const std::string log = readFile(env->dir + "/crihookd.log");
-  for (const char* m : {"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer",
-                        "StopPodSandbox", "RemovePodSandbox"}) {
-    EXPECT_THAT(log, HasSubstr(std::string(m) + " api=v1 pod=default/e2e-pod sandbox=" + pod.substr(0, 12)));
+  for (const char* m : {"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer",
+                        "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"}) {
+    EXPECT_THAT(log, HasSubstr(std::string(m) +
+                               " api=v1 pod=default/e2e-pod sandbox=" + pod.substr(0, 12)));
   }
 }
 
@@ -298,8 +307,10 @@ TEST_F(ContainerdE2E, V1alpha2CallsReachContainerdUnchanged) {
   req.set_version("0.1.0");
   std::string direct, proxied;
   grpc::ClientContext c1, c2;
-  grpc::Status s1 = genericUnary(env->direct, &c1, "/runtime.v1alpha2.RuntimeService/Version", req.SerializeAsString(), &direct);
-  grpc::Status s2 = genericUnary(env->proxied, &c2, "/runtime.v1alpha2.RuntimeService/Version", req.SerializeAsString(), &proxied);
+  grpc::Status s1 = genericUnary(env->direct, &c1, "/runtime.v1alpha2.RuntimeService/Version",
+                                 req.SerializeAsString(), &direct);
+  grpc::Status s2 = genericUnary(env->proxied, &c2, "/runtime.v1alpha2.RuntimeService/Version",
+                                 req.SerializeAsString(), &proxied);
   EXPECT_EQ(s1.error_code(), s2.error_code()) << s2.error_message();
   EXPECT_EQ(direct, proxied);
   // And an intercepted v1alpha2 call: a StopContainer of an unknown id is
@@ -307,8 +318,10 @@ TEST_F(ContainerdE2E, V1alpha2CallsReachContainerdUnchanged) {
   v1::StopContainerRequest stop;
   stop.set_container_id("does-not-exist");
   grpc::ClientContext c3, c4;
-  s1 = genericUnary(env->direct, &c3, "/runtime.v1alpha2.RuntimeService/StopContainer", stop.SerializeAsString(), &direct);
-  s2 = genericUnary(env->proxied, &c4, "/runtime.v1alpha2.RuntimeService/StopContainer", stop.SerializeAsString(), &proxied);
+  s1 = genericUnary(env->direct, &c3, "/runtime.v1alpha2.RuntimeService/StopContainer",
+                    stop.SerializeAsString(), &direct);
+  s2 = genericUnary(env->proxied, &c4, "/runtime.v1alpha2.RuntimeService/StopContainer",
+                    stop.SerializeAsString(), &proxied);
   EXPECT_EQ(s1.error_code(), s2.error_code());
   EXPECT_EQ(s1.error_message(), s2.error_message());
 }

@@ -8,8 +8,9 @@ namespace {
 using namespace std::chrono_literals;
 
 std::string header(uint32_t len, uint8_t flag = 0) {
-  return std::string{static_cast<char>(flag), static_cast<char>(len >> 24), static_cast<char>(len >> 16),
-                     static_cast<char>(len >> 8), static_cast<char>(len)};
+  return std::string{static_cast<char>(flag), static_cast<char>(len >> 24),
+                     static_cast<char>(len >> 16), static_cast<char>(len >> 8),
+                     static_cast<char>(len)};
 }
 
 TEST(FrameTracker, FollowsMessagesSplitAnywhere) {
@@ -51,7 +52,8 @@ TEST(SingleMessage, AcceptsExactlyOneUncompressedMessage) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(std::string(*m), "abc");
   EXPECT_EQ(singleMessage(header(3) + "ab").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(singleMessage(header(1) + "a" + header(0)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(singleMessage(header(1) + "a" + header(0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(singleMessage(header(1, 1) + "a").status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(singleMessage("").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(frame("abc"), header(3) + "abc");
@@ -72,8 +74,9 @@ TEST(Timeout, ParsesEveryUnitAndRejectsGarbage) {
 }
 
 TEST(Timeout, FormatsWithinEightDigitsNeverShorter) {
-  for (auto d : {std::chrono::nanoseconds(1), std::chrono::nanoseconds(99999999), std::chrono::nanoseconds(100000001),
-                 std::chrono::nanoseconds(1234567891234), std::chrono::nanoseconds(std::chrono::hours(200))}) {
+  for (auto d : {std::chrono::nanoseconds(1), std::chrono::nanoseconds(99999999),
+                 std::chrono::nanoseconds(100000001), std::chrono::nanoseconds(1234567891234),
+                 std::chrono::nanoseconds(std::chrono::hours(200))}) {
     std::string s = formatTimeout(d);
     EXPECT_LE(s.size(), 9u) << s;
     auto back = parseTimeout(s);

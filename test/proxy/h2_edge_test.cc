@@ -29,7 +29,8 @@ TEST_F(H2EdgeTest, BackendResetReachesTheCallerAsTheSameStatus) {
   startProxy();
   auto ch = proxyChannel();
   std::string reply;
-  EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetCancel", "x", &reply, ch).error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetCancel", "x", &reply, ch).error_code(),
+            grpc::StatusCode::CANCELLED);
   EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetInternal", "x", &reply, ch).error_code(),
             grpc::StatusCode::INTERNAL);
   // The connection and crihookd are fine afterwards.
@@ -51,7 +52,8 @@ TEST_F(H2EdgeTest, BackendGoawayMovesLaterCallsToANewConnection) {
   startProxy();
   auto ch = proxyChannel();
   std::string reply;
-  ASSERT_TRUE(call("/runtime.v1.RuntimeService/GoawayEcho", "last on this connection", &reply, ch).ok());
+  ASSERT_TRUE(
+      call("/runtime.v1.RuntimeService/GoawayEcho", "last on this connection", &reply, ch).ok());
   EXPECT_EQ(reply, "last on this connection");
   // The raw backend serves one connection at a time: the next call only
   // succeeds if crihookd let the old connection go and opened another.
@@ -66,7 +68,8 @@ TEST_F(H2EdgeTest, InterceptedCallsWorkAgainstAPlainHttp2Peer) {
   runtime::v1::StopContainerRequest req;
   req.set_container_id("c1");
   std::string reply;
-  grpc::Status s = call("/runtime.v1.RuntimeService/StopContainer", req.SerializeAsString(), &reply, proxyChannel());
+  grpc::Status s = call("/runtime.v1.RuntimeService/StopContainer", req.SerializeAsString(), &reply,
+                        proxyChannel());
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(reply, req.SerializeAsString()) << "the echo of the exact bytes sent";
 }
@@ -79,8 +82,8 @@ namespace {
 
 std::string frame(const std::string& message) {
   const auto n = static_cast<uint32_t>(message.size());
-  std::string out{'\0', static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                  static_cast<char>(n)};
+  std::string out{'\0', static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                  static_cast<char>(n >> 8), static_cast<char>(n)};
   return out + message;
 }
 
@@ -90,7 +93,8 @@ TEST_F(H2EdgeTest, SeveralMessagesIntoAUnaryMethodAreRefusedAndNeverBufferedPast
   const std::string create = "/runtime.v1.RuntimeService/CreateContainer";
   runtime::v1::CreateContainerRequest req;
   req.set_pod_sandbox_id("sb");
-  RawH2Reply two = rawH2Call(dir_.file("crihook.sock"), create, frame(req.SerializeAsString()) + frame("second"));
+  RawH2Reply two = rawH2Call(dir_.file("crihook.sock"), create,
+                             frame(req.SerializeAsString()) + frame("second"));
   EXPECT_EQ(two.grpc_status, static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
   EXPECT_THAT(two.grpc_message, HasSubstr("expected exactly one gRPC message"));
   // Three 6 MiB messages: each under the 16 MiB limit, together over it.

@@ -25,7 +25,9 @@ constexpr const char* kCreateV1alpha2 = "/runtime.v1alpha2.RuntimeService/Create
 // tells it to.
 class RecordingInterceptor : public Interceptor {
  public:
-  std::function<absl::Status(InterceptedCall&)> on_pre = [](InterceptedCall&) { return absl::OkStatus(); };
+  std::function<absl::Status(InterceptedCall&)> on_pre = [](InterceptedCall&) {
+    return absl::OkStatus();
+  };
   std::chrono::milliseconds pre_delay{0};  // >0: answer later, from another thread
 
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
@@ -90,7 +92,8 @@ void serveCreate(FakeCriServer& backend, const std::string& method, std::string 
   });
 }
 
-v1::CreateContainerRequest lastCreateSeenByRuntime(const FakeCriServer& backend, const std::string& method) {
+v1::CreateContainerRequest lastCreateSeenByRuntime(const FakeCriServer& backend,
+                                                   const std::string& method) {
   v1::CreateContainerRequest seen;
   for (const FakeCall& c : backend.calls()) {
     if (c.method == method) seen.ParseFromString(c.request);
@@ -116,7 +119,8 @@ TEST_F(InterceptTest, UnchangedRequestReachesTheRuntimeAsSentAndBothStagesRun) {
   EXPECT_EQ(resp.container_id(), "ctr-1");
 
   ASSERT_EQ(backend_.callCount(kCreate), 1u);
-  EXPECT_EQ(backend_.calls()[0].request, req.SerializeAsString()) << "no edit: the caller's exact bytes";
+  EXPECT_EQ(backend_.calls()[0].request, req.SerializeAsString())
+      << "no edit: the caller's exact bytes";
   ASSERT_EQ(hooks_.pre_calls.size(), 1u);
   EXPECT_EQ(hooks_.pre_calls[0].method, LifecycleMethod::kCreateContainer);
   EXPECT_EQ(hooks_.pre_calls[0].api, CriApi::kV1);
@@ -202,7 +206,8 @@ TEST_F(InterceptTest, V1alpha2CallIsInterceptedAndForwardedOnItsOwnPath) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 5s);
   std::string reply;
-  grpc::Status s = genericUnary(proxyChannel(), &ctx, kCreateV1alpha2, createRequest().SerializeAsString(), &reply);
+  grpc::Status s = genericUnary(proxyChannel(), &ctx, kCreateV1alpha2,
+                                createRequest().SerializeAsString(), &reply);
   ASSERT_TRUE(s.ok()) << s.error_message();
   v1::CreateContainerResponse resp;
   ASSERT_TRUE(resp.ParseFromString(reply));
@@ -236,7 +241,8 @@ TEST_F(InterceptTest, SlowStageDoesNotHoldUpOtherCalls) {
   v1::VersionResponse v;
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(stub->Version(&ctx, v1::VersionRequest(), &v).ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 300ms) << "a waiting hook must not block the event loop";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 300ms)
+      << "a waiting hook must not block the event loop";
   EXPECT_TRUE(slow.get().ok());
 }
 
@@ -283,7 +289,8 @@ TEST_F(InterceptTest, MalformedRequestIsRejectedNamingTheMethod) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 5s);
   std::string reply;
-  grpc::Status s = genericUnary(proxyChannel(), &ctx, kCreate, std::string("\x0a\xff\xff\xff", 4), &reply);
+  grpc::Status s =
+      genericUnary(proxyChannel(), &ctx, kCreate, std::string("\x0a\xff\xff\xff", 4), &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("CreateContainer"));
   EXPECT_THAT(s.error_message(), HasSubstr("cannot decode runtime.v1.CreateContainerRequest"));

@@ -10,8 +10,9 @@ namespace {
 namespace v1 = ::runtime::v1;
 
 TEST(InterceptedMethods, TheEightLifecycleCallsOnBothApiVersions) {
-  const char* names[] = {"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
-                         "StartContainer", "StopContainer", "RemoveContainer", "UpdateContainerResources"};
+  const char* names[] = {"RunPodSandbox",   "StopPodSandbox",          "RemovePodSandbox",
+                         "CreateContainer", "StartContainer",          "StopContainer",
+                         "RemoveContainer", "UpdateContainerResources"};
   for (const char* name : names) {
     for (auto [prefix, api] : {std::pair{"/runtime.v1.RuntimeService/", CriApi::kV1},
                                std::pair{"/runtime.v1alpha2.RuntimeService/", CriApi::kV1alpha2}}) {
@@ -26,10 +27,11 @@ TEST(InterceptedMethods, TheEightLifecycleCallsOnBothApiVersions) {
 }
 
 TEST(InterceptedMethods, EverythingElsePassesThrough) {
-  for (const char* path : {"/runtime.v1.RuntimeService/Version", "/runtime.v1.RuntimeService/ListContainers",
-                           "/runtime.v1.ImageService/PullImage", "/runtime.v1.RuntimeService/CreateContainerX",
-                           "/runtime.v1.ImageService/CreateContainer", "/runtime.v2.RuntimeService/CreateContainer",
-                           "", "/"}) {
+  for (const char* path :
+       {"/runtime.v1.RuntimeService/Version", "/runtime.v1.RuntimeService/ListContainers",
+        "/runtime.v1.ImageService/PullImage", "/runtime.v1.RuntimeService/CreateContainerX",
+        "/runtime.v1.ImageService/CreateContainer", "/runtime.v2.RuntimeService/CreateContainer",
+        "", "/"}) {
     EXPECT_EQ(findInterceptedMethod(path), nullptr) << path;
   }
 }

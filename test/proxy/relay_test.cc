@@ -4,7 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,7 +27,9 @@ constexpr const char* kVersion = "/runtime.v1.RuntimeService/Version";
 constexpr const char* kListContainers = "/runtime.v1.RuntimeService/ListContainers";
 constexpr const char* kEvents = "/runtime.v1.RuntimeService/GetContainerEvents";
 
-std::chrono::system_clock::time_point in(std::chrono::milliseconds d) { return std::chrono::system_clock::now() + d; }
+std::chrono::system_clock::time_point in(std::chrono::milliseconds d) {
+  return std::chrono::system_clock::now() + d;
+}
 
 void serveVersion(FakeCriServer& backend) {
   backend.onUnary(kVersion, [](FakeCall& call, std::string* out) {
@@ -160,13 +161,15 @@ TEST_F(RelayTest, DeadlinePassingCancelsTheRuntimesWork) {
 
 TEST_F(RelayTest, ClientCancellationReachesTheRuntime) {
   std::promise<void> started, cancelled;
-  backend_.onStream(kEvents, [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
-    write(v1::ContainerEventResponse().SerializeAsString());
-    started.set_value();
-    for (int i = 0; i < 500 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
-    if (call.cancelled()) cancelled.set_value();
-    return grpc::Status::OK;
-  });
+  backend_.onStream(kEvents,
+                    [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+                      write(v1::ContainerEventResponse().SerializeAsString());
+                      started.set_value();
+                      for (int i = 0; i < 500 && !call.cancelled(); ++i)
+                        std::this_thread::sleep_for(10ms);
+                      if (call.cancelled()) cancelled.set_value();
+                      return grpc::Status::OK;
+                    });
   backend_.start();
   startProxy();
   auto stub = v1::RuntimeService::NewStub(proxyChannel());
@@ -185,8 +188,11 @@ TEST_F(RelayTest, StatusCodeMessageDetailsAndMetadataPassBothWays) {
   backend_.onUnary(kVersion, [&](FakeCall& call, std::string*) {
     metadata.set_value(call.metadata);
     call.trailing.emplace("x-runtime-note", "from the runtime");
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "container \"c1\" not found: 100% gone\nreally",
-                        std::string("\x08\x05\x12\x03" "abc", 7));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "container \"c1\" not found: 100% gone\nreally",
+                        std::string("\x08\x05\x12\x03"
+                                    "abc",
+                                    7));
   });
   backend_.start();
   startProxy();
@@ -198,7 +204,9 @@ TEST_F(RelayTest, StatusCodeMessageDetailsAndMetadataPassBothWays) {
   grpc::Status s = stub->Version(&ctx, v1::VersionRequest(), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(s.error_message(), "container \"c1\" not found: 100% gone\nreally");
-  EXPECT_EQ(s.error_details(), std::string("\x08\x05\x12\x03" "abc", 7));
+  EXPECT_EQ(s.error_details(), std::string("\x08\x05\x12\x03"
+                                           "abc",
+                                           7));
   auto trailing = ctx.GetServerTrailingMetadata();
   auto note = trailing.find("x-runtime-note");
   ASSERT_NE(note, trailing.end());
@@ -287,7 +295,8 @@ TEST_F(RelayTest, BackendDownFailsFastWithUnavailableThenRecoversByItself) {
   grpc::Status s = callVersion(channel, &resp, 10000ms);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(s.error_message(), HasSubstr("backend"));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "must fail fast, not at the caller's deadline";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s)
+      << "must fail fast, not at the caller's deadline";
 
   serveVersion(backend_);
   backend_.start();
@@ -298,12 +307,13 @@ TEST_F(RelayTest, BackendDownFailsFastWithUnavailableThenRecoversByItself) {
 
 TEST_F(RelayTest, BackendRestartMidStreamEndsTheStreamAndLaterCallsWork) {
   std::promise<void> streaming;
-  backend_.onStream(kEvents, [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
-    write(v1::ContainerEventResponse().SerializeAsString());
-    streaming.set_value();
-    while (!call.cancelled()) std::this_thread::sleep_for(10ms);
-    return grpc::Status::CANCELLED;
-  });
+  backend_.onStream(kEvents,
+                    [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+                      write(v1::ContainerEventResponse().SerializeAsString());
+                      streaming.set_value();
+                      while (!call.cancelled()) std::this_thread::sleep_for(10ms);
+                      return grpc::Status::CANCELLED;
+                    });
   serveVersion(backend_);
   backend_.start();
   startProxy();
@@ -320,7 +330,8 @@ TEST_F(RelayTest, BackendRestartMidStreamEndsTheStreamAndLaterCallsWork) {
   }
   grpc::Status s = reader->Finish();
   EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED)
+  EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+              s.error_code() == grpc::StatusCode::CANCELLED)
       << s.error_code() << " " << s.error_message();
 
   backend_.start();
@@ -463,7 +474,8 @@ TEST_F(RelayTest, LargeRepliesBackToBackOnSeveralConnections) {
         grpc::ClientContext ctx;
         ctx.set_deadline(in(10000ms));
         v1::ListContainersResponse resp;
-        ok += stub->ListContainers(&ctx, v1::ListContainersRequest(), &resp).ok() && resp.containers_size() == 500;
+        ok += stub->ListContainers(&ctx, v1::ListContainersRequest(), &resp).ok() &&
+              resp.containers_size() == 500;
       }
       return ok;
     }));
@@ -488,13 +500,14 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
     *out = call.request;
     return grpc::Status::OK;
   });
-  backend_.onStream(kEvents, [](FakeCall& call, const std::function<bool(const std::string&)>& write) {
-    for (int i = 0; i < 20 && !call.cancelled(); ++i) {
-      if (!write(std::string(static_cast<size_t>(i) * 1000, 'e'))) break;
-      std::this_thread::sleep_for(5ms);
-    }
-    return grpc::Status::OK;
-  });
+  backend_.onStream(kEvents,
+                    [](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+                      for (int i = 0; i < 20 && !call.cancelled(); ++i) {
+                        if (!write(std::string(static_cast<size_t>(i) * 1000, 'e'))) break;
+                        std::this_thread::sleep_for(5ms);
+                      }
+                      return grpc::Status::OK;
+                    });
   serveVersion(backend_);
   backend_.start();
   startProxy();
@@ -523,7 +536,8 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
           }
           reader->Finish();
         } else {
-          std::string payload(static_cast<size_t>((c * 7919 + i * 104729) % 300000), static_cast<char>(i));
+          std::string payload(static_cast<size_t>((c * 7919 + i * 104729) % 300000),
+                              static_cast<char>(i));
           if (kind == 2) {
             std::thread canceller([&ctx] {
               std::this_thread::sleep_for(3ms);

@@ -3,11 +3,11 @@
 // v1, re-encoded, is byte-for-byte what the old kubelet sent, and fields the
 // v1 types do not know (unknown fields) are kept when a hook edits a message.
 
-#include <gtest/gtest.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
 
 #include "intercepted_methods.h"
 #include "runtime_v1.pb.h"
@@ -40,7 +40,8 @@ void fillAll(Message& m, int depth, int seed) {
           f->is_repeated() ? r->AddUInt32(&m, f, n + k) : r->SetUInt32(&m, f, n);
           break;
         case FieldDescriptor::CPPTYPE_UINT64:
-          f->is_repeated() ? r->AddUInt64(&m, f, n + k) : r->SetUInt64(&m, f, uint64_t{1} << 40 | n);
+          f->is_repeated() ? r->AddUInt64(&m, f, n + k)
+                           : r->SetUInt64(&m, f, uint64_t{1} << 40 | n);
           break;
         case FieldDescriptor::CPPTYPE_BOOL:
           f->is_repeated() ? r->AddBool(&m, f, true) : r->SetBool(&m, f, true);
@@ -107,9 +108,9 @@ TEST_P(V1alpha2Compat, BytesDecodeAsV1AndReencodeUnchanged) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LifecycleCalls, V1alpha2Compat,
-                         ::testing::Values("RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
-                                           "StartContainer", "StopContainer", "RemoveContainer",
-                                           "UpdateContainerResources"));
+                         ::testing::Values("RunPodSandbox", "StopPodSandbox", "RemovePodSandbox",
+                                           "CreateContainer", "StartContainer", "StopContainer",
+                                           "RemoveContainer", "UpdateContainerResources"));
 
 TEST(V1alpha2Compat, FieldsV1DoesNotKnowSurviveAHookEdit) {
   runtime::v1alpha2::CreateContainerRequest old_msg;

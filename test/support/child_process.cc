@@ -13,7 +13,8 @@
 namespace crihook::testing {
 
 ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::string>& args,
-                           const std::string& log_path, const std::map<std::string, std::string>& env) {
+                           const std::string& log_path,
+                           const std::map<std::string, std::string>& env) {
   pid_ = ::fork();
   if (pid_ == 0) {
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -14,8 +14,8 @@ namespace crihook::testing {
 
 class ChildProcess {
  public:
-  ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
-               const std::map<std::string, std::string>& env = {});
+  ChildProcess(const std::string& binary, const std::vector<std::string>& args,
+               const std::string& log_path, const std::map<std::string, std::string>& env = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

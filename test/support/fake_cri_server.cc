@@ -23,7 +23,8 @@ static grpc::ByteBuffer toBuffer(const std::string& bytes) {
 
 class FakeCriServer::Reactor : public grpc::ServerGenericBidiReactor {
  public:
-  Reactor(FakeCriServer* server, grpc::GenericCallbackServerContext* ctx) : server_(server), ctx_(ctx) {
+  Reactor(FakeCriServer* server, grpc::GenericCallbackServerContext* ctx)
+      : server_(server), ctx_(ctx) {
     StartRead(&request_);
   }
 
@@ -77,8 +78,12 @@ class FakeCriServer::Reactor : public grpc::ServerGenericBidiReactor {
       FakeCall recorded = call;
       recorded.cancelled = nullptr;
       server_->calls_.push_back(std::move(recorded));
-      if (auto it = server_->handlers_.unary.find(call.method); it != server_->handlers_.unary.end()) unary = it->second;
-      if (auto it = server_->handlers_.stream.find(call.method); it != server_->handlers_.stream.end()) stream = it->second;
+      if (auto it = server_->handlers_.unary.find(call.method);
+          it != server_->handlers_.unary.end())
+        unary = it->second;
+      if (auto it = server_->handlers_.stream.find(call.method);
+          it != server_->handlers_.stream.end())
+        stream = it->second;
     }
     grpc::Status status;
     if (unary) {
@@ -151,7 +156,8 @@ void FakeCriServer::start() {
   class Service : public grpc::CallbackGenericService {
    public:
     explicit Service(FakeCriServer* s) : s_(s) {}
-    grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    grpc::ServerGenericBidiReactor* CreateReactor(
+        grpc::GenericCallbackServerContext* ctx) override {
       return new Reactor(s_, ctx);
     }
 
@@ -216,7 +222,8 @@ std::shared_ptr<grpc::Channel> unixChannel(const std::string& path, int max_mess
 namespace crihook::testing {
 
 grpc::Status genericUnary(const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
-                          const std::string& method, const std::string& request, std::string* response) {
+                          const std::string& method, const std::string& request,
+                          std::string* response) {
   grpc::GenericStub stub(channel);
   grpc::ByteBuffer req = toBuffer(request);
   grpc::ByteBuffer resp;

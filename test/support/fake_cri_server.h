@@ -35,7 +35,8 @@ struct FakeCall {
 // Returns the status; on OK, `response` is the serialized reply.
 using UnaryHandler = std::function<grpc::Status(FakeCall&, std::string* response)>;
 // Writes zero or more messages with `write` (false: the stream is gone).
-using StreamHandler = std::function<grpc::Status(FakeCall&, const std::function<bool(const std::string&)>& write)>;
+using StreamHandler =
+    std::function<grpc::Status(FakeCall&, const std::function<bool(const std::string&)>& write)>;
 
 class FakeCriServer {
  public:
@@ -88,7 +89,8 @@ class TempDir {
 };
 
 // A gRPC channel to a Unix socket with the given message limit.
-std::shared_ptr<grpc::Channel> unixChannel(const std::string& path, int max_message_bytes = 64 << 20);
+std::shared_ptr<grpc::Channel> unixChannel(const std::string& path,
+                                           int max_message_bytes = 64 << 20);
 
 }  // namespace crihook::testing
 
@@ -96,6 +98,7 @@ namespace crihook::testing {
 
 // A blocking unary call of any method path with raw message bytes.
 grpc::Status genericUnary(const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
-                          const std::string& method, const std::string& request, std::string* response);
+                          const std::string& method, const std::string& request,
+                          std::string* response);
 
 }  // namespace crihook::testing

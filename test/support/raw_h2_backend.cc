@@ -30,12 +30,12 @@ struct Session {
 
 nghttp2_nv nv(const char* name, const std::string& value) {
   return {reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
-          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), std::strlen(name), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
+          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), std::strlen(name),
+          value.size(), NGHTTP2_NV_FLAG_NONE};
 }
 
-ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint32_t* flags, nghttp2_data_source*,
-                 void* user) {
+ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint32_t* flags,
+                 nghttp2_data_source*, void* user) {
   auto* s = static_cast<Session*>(user);
   Stream& st = s->by_id[id];
   size_t n = std::min(len, st.body.size() - st.sent);
@@ -64,7 +64,8 @@ void respond(Session& s, int32_t id) {
                       nv("grpc-message", denied_msg)};
     nghttp2_submit_response(s.h2, id, h, 4, nullptr);
   } else {
-    if (verb == "GoawayEcho") nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
+    if (verb == "GoawayEcho")
+      nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
     nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
     nghttp2_data_provider body{};
     body.read_callback = readBody;
@@ -80,7 +81,8 @@ RawH2Backend::RawH2Backend(std::string socket_path) : path_(std::move(socket_pat
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 8) != 0) {
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 8) != 0) {
     throw std::runtime_error("raw backend: cannot listen on " + path_);
   }
   thread_ = std::thread([this] { serve(); });
@@ -111,8 +113,9 @@ void RawH2Backend::serveConnection(int fd) {
   nghttp2_session_callbacks* cbs = nullptr;
   nghttp2_session_callbacks_new(&cbs);
   nghttp2_session_callbacks_set_on_header_callback(
-      cbs, [](nghttp2_session*, const nghttp2_frame* f, const uint8_t* name, size_t namelen, const uint8_t* value,
-              size_t valuelen, uint8_t, void* user) -> int {
+      cbs,
+      [](nghttp2_session*, const nghttp2_frame* f, const uint8_t* name, size_t namelen,
+         const uint8_t* value, size_t valuelen, uint8_t, void* user) -> int {
         auto* s = static_cast<Session*>(user);
         if (std::string(reinterpret_cast<const char*>(name), namelen) == ":path") {
           s->by_id[f->hd.stream_id].path.assign(reinterpret_cast<const char*>(value), valuelen);
@@ -120,19 +123,23 @@ void RawH2Backend::serveConnection(int fd) {
         return 0;
       });
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
-      cbs, [](nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len, void* user) -> int {
-        static_cast<Session*>(user)->by_id[id].body.append(reinterpret_cast<const char*>(data), len);
+      cbs,
+      [](nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len,
+         void* user) -> int {
+        static_cast<Session*>(user)->by_id[id].body.append(reinterpret_cast<const char*>(data),
+                                                           len);
         return 0;
       });
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, [](nghttp2_session*, const nghttp2_frame* f,
-                                                               void* user) -> int {
-    auto* s = static_cast<Session*>(user);
-    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-      (*s->streams)++;
-      respond(*s, f->hd.stream_id);
-    }
-    return 0;
-  });
+  nghttp2_session_callbacks_set_on_frame_recv_callback(
+      cbs, [](nghttp2_session*, const nghttp2_frame* f, void* user) -> int {
+        auto* s = static_cast<Session*>(user);
+        if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+            (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+          (*s->streams)++;
+          respond(*s, f->hd.stream_id);
+        }
+        return 0;
+      });
   nghttp2_session_server_new(&s.h2, cbs, &s);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, nullptr, 0);
@@ -167,7 +174,8 @@ struct ClientState {
 
 }  // namespace
 
-RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path, const std::string& body) {
+RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path,
+                     const std::string& body) {
   ClientState st{&body};
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
@@ -180,8 +188,9 @@ RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path, co
   nghttp2_session_callbacks* cbs = nullptr;
   nghttp2_session_callbacks_new(&cbs);
   nghttp2_session_callbacks_set_on_header_callback(
-      cbs, [](nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen, const uint8_t* value,
-              size_t valuelen, uint8_t, void* user) -> int {
+      cbs,
+      [](nghttp2_session*, const nghttp2_frame*, const uint8_t* name, size_t namelen,
+         const uint8_t* value, size_t valuelen, uint8_t, void* user) -> int {
         auto* st = static_cast<ClientState*>(user);
         std::string n(reinterpret_cast<const char*>(name), namelen);
         std::string v(reinterpret_cast<const char*>(value), valuelen);
@@ -203,10 +212,10 @@ RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path, co
   nghttp2_session_client_new(&h2, cbs, &st);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, nullptr, 0);
-  static const std::string post = "POST", http = "http", host = "localhost", grpc = "application/grpc",
-                           te = "trailers";
-  nghttp2_nv h[] = {nv(":method", post), nv(":scheme", http), nv(":path", path), nv(":authority", host),
-                    nv("content-type", grpc), nv("te", te)};
+  static const std::string post = "POST", http = "http", host = "localhost",
+                           grpc = "application/grpc", te = "trailers";
+  nghttp2_nv h[] = {nv(":method", post),    nv(":scheme", http),      nv(":path", path),
+                    nv(":authority", host), nv("content-type", grpc), nv("te", te)};
   nghttp2_data_provider provider{};
   provider.read_callback = [](nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
                               nghttp2_data_source*, void* user) -> ssize_t {

@@ -42,11 +42,12 @@ class RawH2Backend {
 // (for example several gRPC messages into a unary method) and reporting how
 // the stream ended.
 struct RawH2Reply {
-  int grpc_status = -1;      // -1: none received
+  int grpc_status = -1;  // -1: none received
   std::string grpc_message;
-  uint32_t reset_code = 0;   // RST_STREAM error code, if the stream was reset
+  uint32_t reset_code = 0;  // RST_STREAM error code, if the stream was reset
   bool reset = false;
 };
-RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path, const std::string& body);
+RawH2Reply rawH2Call(const std::string& socket_path, const std::string& path,
+                     const std::string& body);
 
 }  // namespace crihook::testing

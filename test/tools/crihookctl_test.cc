@@ -1,11 +1,10 @@
-#include "cli.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "cli.h"
 #include "fake_cri_server.h"
 #include "runtime_v1.pb.h"
 
@@ -47,12 +46,13 @@ class CrihookctlAgainstFake : public ::testing::Test {
 };
 
 TEST_F(CrihookctlAgainstFake, RunpReadsCrictlStylePodConfig) {
-  backend_.onUnary("/runtime.v1.RuntimeService/RunPodSandbox", [](FakeCall& call, std::string* out) {
+  backend_.onUnary("/runtime.v1.RuntimeService/RunPodSandbox", [](FakeCall& call,
+                                                                  std::string* out) {
     v1::RunPodSandboxRequest req;
     req.ParseFromString(call.request);
     v1::RunPodSandboxResponse resp;
-    resp.set_pod_sandbox_id("sb-" + req.config().metadata().namespace_() + "-" + req.config().metadata().name() +
-                            "-" + req.config().log_directory());
+    resp.set_pod_sandbox_id("sb-" + req.config().metadata().namespace_() + "-" +
+                            req.config().metadata().name() + "-" + req.config().log_directory());
     *out = resp.SerializeAsString();
     return grpc::Status::OK;
   });
@@ -95,18 +95,19 @@ TEST_F(CrihookctlAgainstFake, ExecExitsWithTheCommandsCodeAndRuntimeErrorsExitOn
 }
 
 TEST_F(CrihookctlAgainstFake, PsShowsContainersAsATable) {
-  backend_.onUnary("/runtime.v1.RuntimeService/ListContainers", [](FakeCall& call, std::string* out) {
-    v1::ListContainersRequest req;
-    req.ParseFromString(call.request);
-    v1::ListContainersResponse resp;
-    auto* c = resp.add_containers();
-    c->set_id("0123456789abcdef0123");
-    c->set_pod_sandbox_id("fedcba9876543210");
-    c->mutable_metadata()->set_name(req.filter().has_state() ? "running-only" : "all");
-    c->set_state(v1::CONTAINER_RUNNING);
-    *out = resp.SerializeAsString();
-    return grpc::Status::OK;
-  });
+  backend_.onUnary(
+      "/runtime.v1.RuntimeService/ListContainers", [](FakeCall& call, std::string* out) {
+        v1::ListContainersRequest req;
+        req.ParseFromString(call.request);
+        v1::ListContainersResponse resp;
+        auto* c = resp.add_containers();
+        c->set_id("0123456789abcdef0123");
+        c->set_pod_sandbox_id("fedcba9876543210");
+        c->mutable_metadata()->set_name(req.filter().has_state() ? "running-only" : "all");
+        c->set_state(v1::CONTAINER_RUNNING);
+        *out = resp.SerializeAsString();
+        return grpc::Status::OK;
+      });
   backend_.start();
   Result r = ctl(with({"ps"}));
   ASSERT_EQ(r.code, 0) << r.err;

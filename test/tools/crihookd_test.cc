@@ -1,12 +1,11 @@
 // crihookd as an operator runs it: flags, config file, readiness, signals.
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
@@ -27,10 +26,12 @@ using ::testing::HasSubstr;
 // crihookd with `args`, its output in `log`.
 class Daemon : public ChildProcess {
  public:
-  Daemon(const std::vector<std::string>& args, const std::string& log, const std::string& notify_socket = "")
+  Daemon(const std::vector<std::string>& args, const std::string& log,
+         const std::string& notify_socket = "")
       : ChildProcess(CRIHOOKD_BINARY, args, log,
-                     notify_socket.empty() ? std::map<std::string, std::string>{}
-                                           : std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_socket}}) {}
+                     notify_socket.empty()
+                         ? std::map<std::string, std::string>{}
+                         : std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_socket}}) {}
 };
 
 std::string slurp(const std::string& path) { return readFile(path); }
@@ -62,7 +63,8 @@ TEST_F(CrihookdTest, UnknownConfigKeyStopsStartupNamingFileAndKey) {
   std::ofstream(dir_.file("c.toml")) << "[backend]\nendpiont = \"unix:///x\"\n";
   Daemon d({"--config", dir_.file("c.toml")}, dir_.file("log"));
   EXPECT_EQ(d.wait(5s), 1);
-  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("config " + dir_.file("c.toml") + ": backend.endpiont: unknown key"));
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("config " + dir_.file("c.toml") + ": backend.endpiont: unknown key"));
 }
 
 TEST_F(CrihookdTest, BadFlagValueIsRefused) {
@@ -76,9 +78,10 @@ TEST_F(CrihookdTest, BadFlagValueIsRefused) {
 
 TEST_F(CrihookdTest, FlagsOverrideTheConfigFileAndSigtermExitsZero) {
   backend_.start();
-  std::ofstream(dir_.file("c.toml")) << "[server]\nlisten = \"" << dir_.file("from-file.sock")
-                                     << "\"\n[backend]\nendpoint = \"unix://" << dir_.file("backend.sock")
-                                     << "\"\n[log]\nlevel = \"error\"\n";
+  std::ofstream(dir_.file("c.toml"))
+      << "[server]\nlisten = \"" << dir_.file("from-file.sock")
+      << "\"\n[backend]\nendpoint = \"unix://" << dir_.file("backend.sock")
+      << "\"\n[log]\nlevel = \"error\"\n";
   // A systemd-style notification socket, to see READY=1.
   int notify = ::socket(AF_UNIX, SOCK_DGRAM, 0);
   sockaddr_un addr{};
@@ -87,7 +90,8 @@ TEST_F(CrihookdTest, FlagsOverrideTheConfigFileAndSigtermExitsZero) {
   std::strncpy(addr.sun_path, notify_path.c_str(), sizeof(addr.sun_path) - 1);
   ASSERT_EQ(::bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
 
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("from-flag.sock"), "--log-level", "info"},
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("from-flag.sock"), "--log-level",
+            "info"},
            dir_.file("log"), notify_path);
   ASSERT_TRUE(waitForSocket(dir_.file("from-flag.sock"))) << slurp(dir_.file("log"));
   EXPECT_FALSE(std::filesystem::exists(dir_.file("from-file.sock")));

@@ -20,7 +20,8 @@ namespace {
 namespace v1 = ::runtime::v1;
 using google::protobuf::Message;
 
-constexpr const char* kUsage = R"(usage: crihookctl [-r ENDPOINT] [-t TIMEOUT] [-o table|json] COMMAND [ARGS]
+constexpr const char* kUsage =
+    R"(usage: crihookctl [-r ENDPOINT] [-t TIMEOUT] [-o table|json] COMMAND [ARGS]
 
   -r, --runtime-endpoint  CRI endpoint (default unix:///run/crihook/crihook.sock,
                           or $CONTAINER_RUNTIME_ENDPOINT)
@@ -80,7 +81,8 @@ void fromJsonFile(const std::string& path, Message& m) {
   text << in.rdbuf();
   google::protobuf::util::JsonParseOptions opts;
   auto s = google::protobuf::util::JsonStringToMessage(text.str(), &m, opts);
-  if (!s.ok()) throw UsageError(cat(path, ": not a valid ", m.GetTypeName(), ": ", s.message().ToString()));
+  if (!s.ok())
+    throw UsageError(cat(path, ": not a valid ", m.GetTypeName(), ": ", s.message().ToString()));
 }
 
 std::string age(int64_t created_ns) {
@@ -125,13 +127,14 @@ class Client {
   }
 
   template <typename Stub, typename Req, typename Resp>
-  Resp call(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*), const Req& req,
-            const char* name) {
+  Resp call(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+            const Req& req, const char* name) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(opts_.timeout_s));
     Resp resp;
     grpc::Status s = (stub.*method)(&ctx, req, &resp);
-    if (!s.ok()) throw CallError(cat(name, ": ", grpcCode(s.error_code()), ": ", s.error_message()));
+    if (!s.ok())
+      throw CallError(cat(name, ": ", grpcCode(s.error_code()), ": ", s.error_message()));
     return resp;
   }
 
@@ -139,10 +142,11 @@ class Client {
   v1::ImageService::Stub& images() { return *images_; }
 
   static std::string grpcCode(grpc::StatusCode c) {
-    static const char* names[] = {"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound",
-                                  "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
-                                  "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
-                                  "Unauthenticated"};
+    static const char* names[] = {
+        "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+        "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+        "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+        "DataLoss", "Unauthenticated"};
     int i = static_cast<int>(c);
     return i >= 0 && i < 17 ? names[i] : cat("code ", i);
   }
@@ -194,7 +198,8 @@ int cmdVersion(Client& c, const Options& o, const Args&, std::ostream& out) {
     out << toJson(r);
   } else {
     out << "Version:  " << r.version() << "\nRuntimeName:  " << r.runtime_name()
-        << "\nRuntimeVersion:  " << r.runtime_version() << "\nRuntimeApiVersion:  " << r.runtime_api_version() << "\n";
+        << "\nRuntimeVersion:  " << r.runtime_version()
+        << "\nRuntimeApiVersion:  " << r.runtime_api_version() << "\n";
   }
   return 0;
 }
@@ -216,7 +221,8 @@ int cmdPods(Client& c, const Options& o, const Args& args, std::ostream& out) {
   } else if (p.flags.count("-q")) {
     for (const auto& s : r.items()) out << s.id() << '\n';
   } else {
-    std::vector<std::vector<std::string>> rows{{"POD ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT", "RUNTIME"}};
+    std::vector<std::vector<std::string>> rows{
+        {"POD ID", "CREATED", "STATE", "NAME", "NAMESPACE", "ATTEMPT", "RUNTIME"}};
     for (const auto& s : r.items()) {
       rows.push_back({trunc(s.id()), age(s.created_at()),
                       s.state() == v1::SANDBOX_READY ? "Ready" : "NotReady", s.metadata().name(),
@@ -240,7 +246,8 @@ int cmdPs(Client& c, const Options& o, const Args& args, std::ostream& out) {
     for (const auto& ct : r.containers()) out << ct.id() << '\n';
   } else {
     static const char* states[] = {"Created", "Running", "Exited", "Unknown"};
-    std::vector<std::vector<std::string>> rows{{"CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"}};
+    std::vector<std::vector<std::string>> rows{
+        {"CONTAINER", "IMAGE", "CREATED", "STATE", "NAME", "ATTEMPT", "POD ID"}};
     for (const auto& ct : r.containers()) {
       rows.push_back({trunc(ct.id()), ct.image().image(), age(ct.created_at()),
                       states[std::clamp(static_cast<int>(ct.state()), 0, 3)], ct.metadata().name(),
@@ -302,8 +309,11 @@ int cmdCreate(Client& c, const Options&, const Args& args, std::ostream& out) {
 }
 
 template <typename Req, typename Resp>
-int forEachId(Client& c, const Args& ids, grpc::Status (v1::RuntimeService::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
-              const char* name, const std::function<void(Req&, const std::string&)>& fill, std::ostream& out) {
+int forEachId(Client& c, const Args& ids,
+              grpc::Status (v1::RuntimeService::Stub::*method)(grpc::ClientContext*, const Req&,
+                                                               Resp*),
+              const char* name, const std::function<void(Req&, const std::string&)>& fill,
+              std::ostream& out) {
   if (ids.empty()) throw UsageError("expected at least one ID");
   for (const std::string& id : ids) {
     Req req;
@@ -332,9 +342,12 @@ int cmdUpdate(Client& c, const Options&, const Args& args, std::ostream& out) {
   needArgs(p, 1, "a container ID");
   v1::UpdateContainerResourcesRequest req;
   req.set_container_id(p.positional[0]);
-  if (p.flags.count("--cpuset-cpus")) req.mutable_linux()->set_cpuset_cpus(p.flags["--cpuset-cpus"]);
-  if (p.flags.count("--cpuset-mems")) req.mutable_linux()->set_cpuset_mems(p.flags["--cpuset-mems"]);
-  c.call(c.runtime(), &v1::RuntimeService::Stub::UpdateContainerResources, req, "UpdateContainerResources");
+  if (p.flags.count("--cpuset-cpus"))
+    req.mutable_linux()->set_cpuset_cpus(p.flags["--cpuset-cpus"]);
+  if (p.flags.count("--cpuset-mems"))
+    req.mutable_linux()->set_cpuset_mems(p.flags["--cpuset-mems"]);
+  c.call(c.runtime(), &v1::RuntimeService::Stub::UpdateContainerResources, req,
+         "UpdateContainerResources");
   out << p.positional[0] << '\n';
   return 0;
 }
@@ -361,7 +374,8 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
         o.timeout_s = std::stoi(v);
       } else if (a == "-o" || a == "--output") {
         std::string v = value();
-        if (v != "json" && v != "table") throw UsageError(cat("output must be table or json, got ", v));
+        if (v != "json" && v != "table")
+          throw UsageError(cat("output must be table or json, got ", v));
         o.json = v == "json";
       } else if (a == "-h" || a == "--help" || a == "help") {
         out << kUsage;
@@ -423,7 +437,8 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
       v1::ContainerStatusRequest req;
       req.set_container_id(rest[0]);
       req.set_verbose(true);
-      out << toJson(c.call(c.runtime(), &v1::RuntimeService::Stub::ContainerStatus, req, "ContainerStatus"));
+      out << toJson(
+          c.call(c.runtime(), &v1::RuntimeService::Stub::ContainerStatus, req, "ContainerStatus"));
       return 0;
     }
     if (cmd == "inspectp") {
@@ -431,7 +446,8 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
       v1::PodSandboxStatusRequest req;
       req.set_pod_sandbox_id(rest[0]);
       req.set_verbose(true);
-      out << toJson(c.call(c.runtime(), &v1::RuntimeService::Stub::PodSandboxStatus, req, "PodSandboxStatus"));
+      out << toJson(c.call(c.runtime(), &v1::RuntimeService::Stub::PodSandboxStatus, req,
+                           "PodSandboxStatus"));
       return 0;
     }
     if (cmd == "inspecti") {

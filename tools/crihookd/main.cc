@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  log->info("{}: stopping; in-flight calls get up to {}ms", strsignal(sig), config.shutdown_grace.count());
+  log->info("{}: stopping; in-flight calls get up to {}ms", strsignal(sig),
+            config.shutdown_grace.count());
   crihook::notifySystemd("STOPPING=1");
   int64_t cut = server.shutdown(config.shutdown_grace);
   if (cut > 0) log->warn("{} calls were still running when the grace period ended", cut);
