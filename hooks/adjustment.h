@@ -1,0 +1,100 @@
+#pragma once
+
+// What a hook decides about a pod or container: a declarative adjustment
+// (containerd NRI's ContainerAdjustment is the model). Hooks never edit the
+// CRI request; the chain merges their adjustments with ownership recorded
+// (MergedAdjustment) and one function applies the result (apply.h).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace crihook {
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+  bool operator==(const EnvVar&) const = default;
+};
+
+struct MountSpec {
+  std::string container_path;
+  std::string host_path;
+  bool readonly = false;
+  // CRI MountPropagation: 0 private, 1 host-to-container, 2 bidirectional.
+  int propagation = 0;
+  bool operator==(const MountSpec&) const = default;
+};
+
+struct DeviceSpec {
+  std::string container_path;
+  std::string host_path;
+  std::string permissions = "rw";  // device cgroup letters: r, w, m
+  bool operator==(const DeviceSpec&) const = default;
+};
+
+// One hook's decision. Every field is optional: empty means "no opinion".
+struct Adjustment {
+  std::vector<EnvVar> env;  // set, in this order; a name already present keeps its place
+  std::vector<std::string> env_remove;
+  std::vector<MountSpec> mounts;         // keyed by container_path
+  std::vector<DeviceSpec> devices;       // keyed by container_path
+  std::vector<std::string> cdi_devices;  // fully qualified CDI names
+  std::optional<std::string> cpuset_cpus;
+  std::optional<std::string> cpuset_mems;
+  std::optional<int64_t> cpu_shares;
+  std::optional<int64_t> cpu_quota;
+  std::optional<int64_t> cpu_period;
+  std::optional<int64_t> memory_limit_bytes;
+  std::map<std::string, uint64_t> hugepage_limits;  // page size ("2MB") -> bytes
+  std::map<std::string, std::string> unified;       // cgroup v2 key -> value
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> annotations_remove;
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> labels_remove;
+  std::optional<std::string> cgroup_parent;
+
+  bool empty() const;
+};
+
+// Adjustments of several hooks merged in chain order, each field remembering
+// the hook that set it, so conflicts name both hooks and `crihookctl explain`
+// can say who changed what.
+class MergedAdjustment {
+ public:
+  // Decides a conflict between two hooks: true when `winner` is configured to
+  // override `loser`. Without a rule, differing values are a conflict.
+  using Precedence = bool (*)(const std::string& winner, const std::string& loser, const void* ctx);
+
+  MergedAdjustment() = default;
+  MergedAdjustment(Precedence precedence, const void* ctx)
+      : precedence_(precedence), precedence_ctx_(ctx) {}
+
+  // Adds `hook`'s adjustment after those added before. Setting a field or key
+  // another hook already set to a different value is FAILED_PRECONDITION,
+  // naming both hooks and the field ("hook gpu and hook rdma both set env
+  // NVIDIA_VISIBLE_DEVICES: \"0\" vs \"1\""), unless precedence lets one win;
+  // the same value from two hooks is no conflict. On error nothing of
+  // `adjustment` is kept.
+  absl::Status add(const std::string& hook, const Adjustment& adjustment);
+
+  // The merged decision, with no owners.
+  const Adjustment& result() const { return merged_; }
+
+  // Who set `field` ("env:NAME", "mount:/path", "device:/dev/x", "cdi:NAME",
+  // "cpuset_cpus", "annotation:KEY", …); empty when nobody did.
+  std::string ownerOf(const std::string& field) const;
+  const std::map<std::string, std::string>& owners() const { return owners_; }
+
+ private:
+  Precedence precedence_ = nullptr;
+  const void* precedence_ctx_ = nullptr;
+  Adjustment merged_;
+  std::map<std::string, std::string> owners_;  // field -> hook
+};
+
+}  // namespace crihook

@@ -1,0 +1,100 @@
+#include "apply.h"
+
+#include <algorithm>
+
+namespace crihook {
+namespace {
+
+namespace v1 = ::runtime::v1;
+
+void applyMap(const std::map<std::string, std::string>& set, const std::vector<std::string>& remove,
+              google::protobuf::Map<std::string, std::string>& target) {
+  for (const auto& [k, v] : set) target[k] = v;
+  for (const std::string& k : remove) target.erase(k);
+}
+
+void applyEnv(const Adjustment& a, google::protobuf::RepeatedPtrField<v1::KeyValue>& envs) {
+  for (const EnvVar& e : a.env) {
+    bool found = false;
+    for (v1::KeyValue& kv : envs) {
+      if (kv.key() == e.name) {
+        kv.set_value(e.value);
+        found = true;
+      }
+    }
+    if (!found) {
+      v1::KeyValue* kv = envs.Add();
+      kv->set_key(e.name);
+      kv->set_value(e.value);
+    }
+  }
+  for (const std::string& name : a.env_remove) {
+    auto gone = std::remove_if(envs.begin(), envs.end(),
+                               [&](const v1::KeyValue& kv) { return kv.key() == name; });
+    envs.erase(gone, envs.end());
+  }
+}
+
+}  // namespace
+
+void applyToResources(const Adjustment& a, v1::LinuxContainerResources& r) {
+  if (a.cpuset_cpus) r.set_cpuset_cpus(*a.cpuset_cpus);
+  if (a.cpuset_mems) r.set_cpuset_mems(*a.cpuset_mems);
+  if (a.cpu_shares) r.set_cpu_shares(*a.cpu_shares);
+  if (a.cpu_quota) r.set_cpu_quota(*a.cpu_quota);
+  if (a.cpu_period) r.set_cpu_period(*a.cpu_period);
+  if (a.memory_limit_bytes) r.set_memory_limit_in_bytes(*a.memory_limit_bytes);
+  for (const auto& [size, limit] : a.hugepage_limits) {
+    auto have =
+        std::find_if(r.mutable_hugepage_limits()->begin(), r.mutable_hugepage_limits()->end(),
+                     [&](const v1::HugepageLimit& h) { return h.page_size() == size; });
+    v1::HugepageLimit* h =
+        have != r.mutable_hugepage_limits()->end() ? &*have : r.add_hugepage_limits();
+    h->set_page_size(size);
+    h->set_limit(limit);
+  }
+  for (const auto& [k, v] : a.unified) (*r.mutable_unified())[k] = v;
+}
+
+void applyToContainer(const Adjustment& a, v1::ContainerConfig& c) {
+  applyEnv(a, *c.mutable_envs());
+  for (const MountSpec& m : a.mounts) {
+    auto* mounts = c.mutable_mounts();
+    auto have = std::find_if(mounts->begin(), mounts->end(), [&](const v1::Mount& x) {
+      return x.container_path() == m.container_path;
+    });
+    v1::Mount* out = have != mounts->end() ? &*have : c.add_mounts();
+    out->set_container_path(m.container_path);
+    out->set_host_path(m.host_path);
+    out->set_readonly(m.readonly);
+    out->set_propagation(static_cast<v1::MountPropagation>(m.propagation));
+  }
+  for (const DeviceSpec& d : a.devices) {
+    auto* devices = c.mutable_devices();
+    auto have = std::find_if(devices->begin(), devices->end(), [&](const v1::Device& x) {
+      return x.container_path() == d.container_path;
+    });
+    v1::Device* out = have != devices->end() ? &*have : c.add_devices();
+    out->set_container_path(d.container_path);
+    out->set_host_path(d.host_path);
+    out->set_permissions(d.permissions);
+  }
+  for (const std::string& name : a.cdi_devices) {
+    const auto& have = c.cdi_devices();
+    if (std::none_of(have.begin(), have.end(),
+                     [&](const v1::CDIDevice& x) { return x.name() == name; })) {
+      c.add_cdi_devices()->set_name(name);
+    }
+  }
+  applyToResources(a, *c.mutable_linux()->mutable_resources());
+  applyMap(a.annotations, a.annotations_remove, *c.mutable_annotations());
+  applyMap(a.labels, a.labels_remove, *c.mutable_labels());
+}
+
+void applyToSandbox(const Adjustment& a, v1::PodSandboxConfig& c) {
+  applyMap(a.annotations, a.annotations_remove, *c.mutable_annotations());
+  applyMap(a.labels, a.labels_remove, *c.mutable_labels());
+  if (a.cgroup_parent) c.mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
+}
+
+}  // namespace crihook

@@ -1,0 +1,182 @@
+#include "adjustment.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "apply.h"
+
+namespace crihook {
+namespace {
+
+using ::testing::ElementsAre;
+
+std::string message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(MergedAdjustment, KeepsChainOrderAndRecordsOwners) {
+  MergedAdjustment m;
+  Adjustment gpu;
+  gpu.env = {{"NVIDIA_VISIBLE_DEVICES", "0,1"}, {"NVIDIA_DRIVER_CAPABILITIES", "all"}};
+  gpu.devices = {{"/dev/nvidia0", "/dev/nvidia0", "rw"}};
+  gpu.cpuset_cpus = "0-7";
+  Adjustment rdma;
+  rdma.env = {{"NCCL_IB_HCA", "mlx5_0"}};
+  rdma.devices = {{"/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0", "rw"}};
+  ASSERT_TRUE(m.add("gpu", gpu).ok());
+  ASSERT_TRUE(m.add("rdma", rdma).ok());
+  std::vector<std::string> names;
+  for (const EnvVar& e : m.result().env) names.push_back(e.name);
+  EXPECT_THAT(names,
+              ElementsAre("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NCCL_IB_HCA"));
+  EXPECT_EQ(m.ownerOf("env:NCCL_IB_HCA"), "rdma");
+  EXPECT_EQ(m.ownerOf("device:/dev/nvidia0"), "gpu");
+  EXPECT_EQ(m.ownerOf("cpuset_cpus"), "gpu");
+  EXPECT_EQ(m.ownerOf("cpuset_mems"), "");
+}
+
+TEST(MergedAdjustment, DifferentValuesForOneFieldFailNamingBothHooks) {
+  MergedAdjustment m;
+  Adjustment a, b;
+  a.env = {{"NVIDIA_VISIBLE_DEVICES", "0"}};
+  b.env = {{"NVIDIA_VISIBLE_DEVICES", "1"}};
+  ASSERT_TRUE(m.add("gpu", a).ok());
+  absl::Status s = m.add("legacy-gpu", b);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(message(s),
+            "hook gpu and hook legacy-gpu both set env NVIDIA_VISIBLE_DEVICES: \"0\" vs \"1\"");
+
+  Adjustment c, d;
+  c.cpuset_cpus = "0-3";
+  d.cpuset_cpus = "4-7";
+  MergedAdjustment m2;
+  ASSERT_TRUE(m2.add("numa", c).ok());
+  EXPECT_EQ(message(m2.add("cpu", d)),
+            "hook numa and hook cpu both set cpuset_cpus: \"0-3\" vs \"4-7\"");
+
+  Adjustment set, remove;
+  set.annotations = {{"k", "v"}};
+  remove.annotations_remove = {"k"};
+  MergedAdjustment m3;
+  ASSERT_TRUE(m3.add("a", set).ok());
+  EXPECT_EQ(message(m3.add("b", remove)),
+            "hook a and hook b both set annotation k: \"v\" vs <removed>");
+}
+
+TEST(MergedAdjustment, ConflictLeavesTheMergeUntouched) {
+  MergedAdjustment m;
+  Adjustment a, b;
+  a.env = {{"A", "1"}};
+  b.env = {{"B", "2"}, {"A", "other"}};
+  b.mounts = {{"/data", "/srv/data", true, 0}};
+  ASSERT_TRUE(m.add("first", a).ok());
+  ASSERT_FALSE(m.add("second", b).ok());
+  ASSERT_EQ(m.result().env.size(), 1u);
+  EXPECT_TRUE(m.result().mounts.empty());
+  EXPECT_EQ(m.ownerOf("env:B"), "");
+}
+
+TEST(MergedAdjustment, SameDecisionTwiceIsNoConflict) {
+  MergedAdjustment m;
+  Adjustment a;
+  a.env = {{"X", "1"}};
+  a.cdi_devices = {"nvidia.com/gpu=0"};
+  a.mounts = {{"/data", "/srv/data", true, 0}};
+  ASSERT_TRUE(m.add("one", a).ok());
+  ASSERT_TRUE(m.add("two", a).ok());
+  EXPECT_EQ(m.result().env.size(), 1u);
+  EXPECT_EQ(m.result().cdi_devices.size(), 1u);
+  EXPECT_EQ(m.ownerOf("env:X"), "one") << "the first hook keeps ownership";
+}
+
+TEST(MergedAdjustment, ConfiguredPrecedenceDecidesAConflict) {
+  // "gpu" wins over anything.
+  MergedAdjustment m(
+      [](const std::string& winner, const std::string&, const void*) { return winner == "gpu"; },
+      nullptr);
+  Adjustment other{}, gpu{};
+  other.cpuset_cpus = "0-63";
+  gpu.cpuset_cpus = "8-15";
+  ASSERT_TRUE(m.add("other", other).ok());
+  ASSERT_TRUE(m.add("gpu", gpu).ok());
+  EXPECT_EQ(*m.result().cpuset_cpus, "8-15");
+  EXPECT_EQ(m.ownerOf("cpuset_cpus"), "gpu");
+  Adjustment late;
+  late.cpuset_cpus = "0-1";
+  ASSERT_TRUE(m.add("late", late).ok()) << "losing to the winner is no error";
+  EXPECT_EQ(*m.result().cpuset_cpus, "8-15");
+}
+
+TEST(Apply, ContainerGetsEnvInOrderMountsDevicesCdiAndResources) {
+  runtime::v1::ContainerConfig c;
+  auto add_env = [&](const char* k, const char* v) {
+    auto* e = c.add_envs();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add_env("PATH", "/bin");
+  add_env("NVIDIA_VISIBLE_DEVICES", "void");
+  add_env("DROP_ME", "x");
+  auto* m = c.add_mounts();
+  m->set_container_path("/data");
+  m->set_host_path("/old");
+  c.add_cdi_devices()->set_name("vendor.com/dev=a");
+
+  Adjustment a;
+  a.env = {{"NVIDIA_VISIBLE_DEVICES", "0"}, {"NCCL_DEBUG", "INFO"}};
+  a.env_remove = {"DROP_ME"};
+  a.mounts = {{"/data", "/srv/data", true, 1}, {"/models", "/srv/models", true, 0}};
+  a.devices = {{"/dev/nvidia0", "/dev/nvidia0", "rwm"}};
+  a.cdi_devices = {"vendor.com/dev=a", "nvidia.com/gpu=0"};
+  a.cpuset_cpus = "8-15";
+  a.cpuset_mems = "1";
+  a.hugepage_limits = {{"2MB", 1 << 30}};
+  a.annotations = {{"crihook.io/gpu", "0"}};
+  applyToContainer(a, c);
+
+  std::vector<std::string> env;
+  for (const auto& kv : c.envs()) env.push_back(kv.key() + "=" + kv.value());
+  EXPECT_THAT(env, ElementsAre("PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0", "NCCL_DEBUG=INFO"));
+  ASSERT_EQ(c.mounts_size(), 2);
+  EXPECT_EQ(c.mounts(0).host_path(), "/srv/data");
+  EXPECT_TRUE(c.mounts(0).readonly());
+  EXPECT_EQ(c.mounts(0).propagation(), runtime::v1::PROPAGATION_HOST_TO_CONTAINER);
+  ASSERT_EQ(c.devices_size(), 1);
+  EXPECT_EQ(c.devices(0).permissions(), "rwm");
+  ASSERT_EQ(c.cdi_devices_size(), 2);
+  EXPECT_EQ(c.cdi_devices(1).name(), "nvidia.com/gpu=0");
+  EXPECT_EQ(c.linux().resources().cpuset_cpus(), "8-15");
+  EXPECT_EQ(c.linux().resources().cpuset_mems(), "1");
+  ASSERT_EQ(c.linux().resources().hugepage_limits_size(), 1);
+  EXPECT_EQ(c.linux().resources().hugepage_limits(0).limit(), 1u << 30);
+  EXPECT_EQ(c.annotations().at("crihook.io/gpu"), "0");
+}
+
+TEST(Apply, ResourcesKeepTheHooksCpusetOverKubeletsUpdate) {
+  // kubelet's CPU manager sends its own cpuset; the hook's decision is
+  // applied on top, so it survives.
+  runtime::v1::LinuxContainerResources r;
+  r.set_cpuset_cpus("0-63");
+  r.set_cpu_shares(1024);
+  Adjustment a;
+  a.cpuset_cpus = "8-15";
+  applyToResources(a, r);
+  EXPECT_EQ(r.cpuset_cpus(), "8-15");
+  EXPECT_EQ(r.cpu_shares(), 1024) << "fields the hook has no opinion on stay kubelet's";
+}
+
+TEST(Apply, SandboxGetsAnnotationsLabelsAndCgroupParent) {
+  runtime::v1::PodSandboxConfig c;
+  (*c.mutable_labels())["stale"] = "1";
+  Adjustment a;
+  a.labels = {{"crihook.io/managed", "true"}};
+  a.labels_remove = {"stale"};
+  a.cgroup_parent = "/kubepods/burstable/pod1";
+  applyToSandbox(a, c);
+  EXPECT_EQ(c.labels().size(), 1u);
+  EXPECT_EQ(c.labels().at("crihook.io/managed"), "true");
+  EXPECT_EQ(c.linux().cgroup_parent(), "/kubepods/burstable/pod1");
+  EXPECT_TRUE(Adjustment{}.empty());
+  EXPECT_FALSE(a.empty());
+}
+
+}  // namespace
+}  // namespace crihook
