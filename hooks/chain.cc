@@ -1,0 +1,162 @@
+#include "chain.h"
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "text.h"
+
+namespace crihook {
+
+using Clock = std::chrono::steady_clock;
+
+std::string stageName(LifecycleMethod method, Phase phase) {
+  return cat(phase == Phase::kPre ? "Pre" : "Post", methodName(method));
+}
+
+HookChain::HookChain(std::shared_ptr<spdlog::logger> log) : log_(std::move(log)) {}
+
+void HookChain::add(std::shared_ptr<Hook> hook, HookSettings settings) {
+  entries_.push_back(Entry{std::move(hook), std::move(settings), std::make_unique<HookCounters>()});
+}
+
+const HookCounters& HookChain::counters(const std::string& hook) const {
+  for (const Entry& e : entries_) {
+    if (e.hook->name() == hook) return *e.counters;
+  }
+  throw std::out_of_range("no hook " + hook);
+}
+
+bool HookChain::wins(const std::string& winner, const std::string& loser, const void* chain) {
+  for (const Entry& e : static_cast<const HookChain*>(chain)->entries_) {
+    if (e.hook->name() != winner) continue;
+    for (const std::string& l : e.settings.wins_over) {
+      if (l == loser) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+HookDecision call(Hook& hook, const HookInput& input) {
+  try {
+    return hook.run(input);
+  } catch (const std::exception& e) {
+    return HookDecision::error(absl::InternalError(cat("threw: ", e.what())));
+  } catch (...) {
+    return HookDecision::error(absl::InternalError("threw a non-standard exception"));
+  }
+}
+
+}  // namespace
+
+HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
+                               std::chrono::milliseconds budget) const {
+  const auto start = Clock::now();
+  if (e.hook->runsInline()) {
+    HookDecision d = call(*e.hook, input);
+    if (Clock::now() - start > budget) {
+      return HookDecision::error(absl::DeadlineExceededError(
+          cat("ran ",
+              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
+              "ms, over its ", budget.count(), "ms")));
+    }
+    return d;
+  }
+  // A watchdog: the hook runs on its own thread; a hook that overruns is
+  // abandoned (its thread finishes on its own, its decision is dropped).
+  // The thread works on its own copy of the input, so an abandoned hook
+  // never reads a request the caller has freed.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    HookDecision decision;
+    std::unique_ptr<google::protobuf::Message> request, response;
+    CallIdentity identity;
+    HookInput input;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->input = input;
+  if (input.request) {
+    shared->request.reset(input.request->New());
+    shared->request->CopyFrom(*input.request);
+    shared->input.request = shared->request.get();
+  }
+  if (input.response) {
+    shared->response.reset(input.response->New());
+    shared->response->CopyFrom(*input.response);
+    shared->input.response = shared->response.get();
+  }
+  if (input.identity) {
+    shared->identity = *input.identity;
+    shared->input.identity = &shared->identity;
+  }
+  std::thread([shared, hook = e.hook] {
+    HookDecision d = call(*hook, shared->input);
+    std::lock_guard lock(shared->mu);
+    shared->decision = std::move(d);
+    shared->done = true;
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(shared->mu);
+  if (!shared->cv.wait_for(lock, budget, [&] { return shared->done; })) {
+    e.counters->timeouts.fetch_add(1);
+    return HookDecision::error(
+        absl::DeadlineExceededError(cat("timed out after ", budget.count(), "ms")));
+  }
+  return std::move(shared->decision);
+}
+
+ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) const {
+  ChainOutcome out{absl::OkStatus(), MergedAdjustment(&HookChain::wins, this), {}, {}};
+  const std::string stage = stageName(input.method, input.phase);
+  for (const Entry& e : entries_) {
+    if (!e.hook->subscribes(input.method, input.phase)) continue;
+    const std::string& name = e.hook->name();
+    auto budget = e.settings.timeout;
+    if (deadline != Clock::time_point::max()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= std::chrono::milliseconds::zero()) {
+        out.status = absl::DeadlineExceededError(
+            cat(stage, ": the caller's deadline passed before hook ", name));
+        return out;
+      }
+      budget = std::min(budget, left);
+    }
+    e.counters->calls.fetch_add(1);
+    out.ran.push_back(name);
+    HookDecision d = runOne(e, input, budget);
+
+    if (d.kind == HookDecision::Kind::kReject && input.phase == Phase::kPre) {
+      out.status = absl::Status(
+          d.status.code(), cat("hook ", name, " rejected ", stage, ": ", sv(d.status.message())));
+      return out;
+    }
+    if (d.kind != HookDecision::Kind::kContinue) {
+      e.counters->failures.fetch_add(1);
+      const std::string why =
+          cat("hook ", name, " failed in ", stage, ": ", sv(d.status.message()));
+      if (input.phase == Phase::kPost || e.settings.failure_policy == FailurePolicy::kIgnore) {
+        if (log_) log_->warn("{} (ignored)", why);
+        out.ignored.push_back(why);
+        continue;
+      }
+      out.status = absl::Status(
+          d.status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal : d.status.code(),
+          why);
+      return out;
+    }
+    if (input.phase == Phase::kPost) continue;  // post-stage adjustments change nothing
+    if (absl::Status s = out.merged.add(name, d.adjustment); !s.ok()) {
+      out.status = absl::FailedPreconditionError(cat(stage, ": ", sv(s.message())));
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace crihook

@@ -1,0 +1,75 @@
+#pragma once
+
+// The ordered hook chain: every hook subscribed to a stage runs, in the
+// configured order, each bounded by its timeout and the caller's deadline,
+// its failure handled by its policy, and the adjustments merged with
+// ownership recorded.
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hook.h"
+
+namespace crihook {
+
+enum class FailurePolicy {
+  kFail,    // a failing hook fails the CRI call, naming the hook
+  kIgnore,  // a failing hook is logged and counted; the call goes on without its adjustment
+};
+
+struct HookSettings {
+  std::chrono::milliseconds timeout{2000};
+  FailurePolicy failure_policy = FailurePolicy::kFail;
+  std::vector<std::string> wins_over;  // hooks whose conflicting values this one overrides
+};
+
+struct ChainOutcome {
+  absl::Status status;  // OK, a rejection, a Fail-policy failure, or a conflict
+  MergedAdjustment merged;
+  std::vector<std::string> ran;      // hook names, in order
+  std::vector<std::string> ignored;  // "hook NAME: reason" for failures that were ignored
+};
+
+struct HookCounters {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> timeouts{0};
+};
+
+class HookChain {
+ public:
+  explicit HookChain(std::shared_ptr<spdlog::logger> log);
+
+  // Appends a hook. Set up the chain before the first run(); not to be
+  // called concurrently with run().
+  void add(std::shared_ptr<Hook> hook, HookSettings settings);
+
+  // Runs the stage. Blocking (up to the sum of the subscribers' timeouts,
+  // never past `deadline`); call it on a worker thread. Thread-safe.
+  // Post-phase outcomes are always OK: post-stage failures are logged and
+  // counted, they never change the reply.
+  ChainOutcome run(const HookInput& input, std::chrono::steady_clock::time_point deadline) const;
+
+  const HookCounters& counters(const std::string& hook) const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<Hook> hook;
+    HookSettings settings;
+    std::unique_ptr<HookCounters> counters;
+  };
+  HookDecision runOne(const Entry& e, const HookInput& input,
+                      std::chrono::milliseconds budget) const;
+  static bool wins(const std::string& winner, const std::string& loser, const void* chain);
+
+  std::shared_ptr<spdlog::logger> log_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace crihook

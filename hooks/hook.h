@@ -1,0 +1,70 @@
+#pragma once
+
+// The contract every hook implements, wherever it runs: compiled in, a
+// dlopen'd module, or a remote server all reach the chain as a Hook.
+
+#include <google/protobuf/message.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "adjustment.h"
+#include "interceptor.h"
+
+namespace crihook {
+
+enum class Phase { kPre, kPost };
+
+// "PreCreateContainer", "PostStopPodSandbox", …
+std::string stageName(LifecycleMethod method, Phase phase);
+
+// What a hook sees. Read-only; valid for the duration of Hook::run.
+struct HookInput {
+  LifecycleMethod method;
+  Phase phase;
+  CriApi api = CriApi::kV1;
+  const google::protobuf::Message* request = nullptr;  // the runtime.v1 request kubelet sent
+  const CallIdentity* identity = nullptr;
+  // Post phase only: the runtime's answer (null unless it succeeded).
+  const google::protobuf::Message* response = nullptr;
+  absl::Status backend_status;
+};
+
+// What a hook returns: go on (with an adjustment), reject the call (a
+// decision: never ignored), or report that the hook itself failed (its
+// failure policy decides).
+struct HookDecision {
+  enum class Kind { kContinue, kReject, kError };
+  Kind kind = Kind::kContinue;
+  absl::Status status;
+  Adjustment adjustment;
+
+  static HookDecision proceed(Adjustment a = {}) {
+    return {Kind::kContinue, absl::OkStatus(), std::move(a)};
+  }
+  static HookDecision reject(absl::Status s) { return {Kind::kReject, std::move(s), {}}; }
+  static HookDecision error(absl::Status s) { return {Kind::kError, std::move(s), {}}; }
+};
+
+class Hook {
+ public:
+  virtual ~Hook() = default;
+
+  // Unique within the chain; used in logs, conflicts and `explain`.
+  virtual const std::string& name() const = 0;
+
+  virtual bool subscribes(LifecycleMethod method, Phase phase) const = 0;
+
+  // Decides. May block (a device reset, a remote call) unless runsInline();
+  // called on a hook worker thread, never on an event loop; must be
+  // thread-safe. An exception counts as kError.
+  virtual HookDecision run(const HookInput& input) = 0;
+
+  // True for hooks that only compute (microseconds, no I/O): the chain calls
+  // them directly instead of under a watchdog thread, and checks their time
+  // afterwards.
+  virtual bool runsInline() const { return false; }
+};
+
+}  // namespace crihook
