@@ -29,6 +29,19 @@ const HookCounters& HookChain::counters(const std::string& hook) const {
   throw std::out_of_range("no hook " + hook);
 }
 
+size_t HookChain::subscribers(LifecycleMethod method, Phase phase) const {
+  size_t n = 0;
+  for (const Entry& e : entries_) n += e.hook->subscribes(method, phase);
+  return n;
+}
+
+bool HookChain::allInline(LifecycleMethod method, Phase phase) const {
+  for (const Entry& e : entries_) {
+    if (e.hook->subscribes(method, phase) && !e.hook->runsInline()) return false;
+  }
+  return true;
+}
+
 bool HookChain::wins(const std::string& winner, const std::string& loser, const void* chain) {
   for (const Entry& e : static_cast<const HookChain*>(chain)->entries_) {
     if (e.hook->name() != winner) continue;

@@ -58,6 +58,10 @@ class HookChain {
 
   const HookCounters& counters(const std::string& hook) const;
 
+  // How many hooks subscribe to the stage, and whether all of them run inline.
+  size_t subscribers(LifecycleMethod method, Phase phase) const;
+  bool allInline(LifecycleMethod method, Phase phase) const;
+
  private:
   struct Entry {
     std::shared_ptr<Hook> hook;

@@ -5,6 +5,7 @@
 
 #include <google/protobuf/message.h>
 
+#include <any>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -66,6 +67,10 @@ struct InterceptedCall {
   // backend_status is OK and the reply decoded.
   absl::Status backend_status;
   std::unique_ptr<google::protobuf::Message> response;
+
+  // The Interceptor's own, carried from pre to post (e.g. what the hooks
+  // decided). The proxy never reads or writes it.
+  std::any interceptor_data;
 };
 
 // The stages. Implementations must be thread-safe: every connection's event

@@ -1,0 +1,136 @@
+// The hook chain driving crihookd's interception seam, end to end through
+// the proxy against the fake runtime.
+
+#include "hook_interceptor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "proxy_fixture.h"
+#include "runtime_v1.grpc.pb.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace v1 = ::runtime::v1;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kCreate = "/runtime.v1.RuntimeService/CreateContainer";
+constexpr const char* kUpdate = "/runtime.v1.RuntimeService/UpdateContainerResources";
+
+// A GPU-like hook: gives every container a device, a mount, an env var and
+// a cpuset, and refuses pods annotated "deny".
+class DeviceHook : public Hook {
+ public:
+  explicit DeviceHook(bool inline_) : inline_(inline_) {}
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
+  }
+  bool runsInline() const override { return inline_; }
+  HookDecision run(const HookInput& in) override {
+    const auto& req = static_cast<const v1::CreateContainerRequest&>(*in.request);
+    if (req.sandbox_config().annotations().count("deny")) {
+      return HookDecision::reject(absl::FailedPreconditionError("GPU 3 is not on this node"));
+    }
+    Adjustment a;
+    a.env = {{"NVIDIA_VISIBLE_DEVICES", "0"}};
+    a.devices = {{"/dev/nvidia0", "/dev/nvidia0", "rw"}};
+    a.mounts = {{"/usr/local/nvidia", "/opt/nvidia", true, 0}};
+    a.cpuset_cpus = "8-15";
+    return HookDecision::proceed(a);
+  }
+
+ private:
+  std::string name_ = "gpu";
+  bool inline_;
+};
+
+class HookInterceptorTest : public ProxyFixture, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    chain_.add(std::make_shared<DeviceHook>(GetParam()), {});
+    backend_.onUnary(kCreate, [](FakeCall&, std::string* out) {
+      v1::CreateContainerResponse r;
+      r.set_container_id("ctr-1");
+      *out = r.SerializeAsString();
+      return grpc::Status::OK;
+    });
+    backend_.onUnary(kUpdate, [](FakeCall&, std::string* out) {
+      *out = "";
+      return grpc::Status::OK;
+    });
+    backend_.start();
+    startProxy(&hooks_);
+  }
+  void TearDown() override { stopProxy(); }
+
+  v1::CreateContainerRequest createRequest(bool deny = false) {
+    v1::CreateContainerRequest req;
+    req.set_pod_sandbox_id("sb");
+    req.mutable_sandbox_config()->mutable_metadata()->set_name("train-0");
+    req.mutable_sandbox_config()->mutable_metadata()->set_namespace_("ml");
+    if (deny) (*req.mutable_sandbox_config()->mutable_annotations())["deny"] = "1";
+    req.mutable_config()->mutable_metadata()->set_name("trainer");
+    return req;
+  }
+
+  HookChain chain_{logger("hook")};
+  HookInterceptor hooks_{chain_, logger("hook")};
+};
+
+TEST_P(HookInterceptorTest, HookDecisionsReachTheRuntime) {
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  v1::CreateContainerResponse resp;
+  ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  v1::CreateContainerRequest seen;
+  ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
+  ASSERT_EQ(seen.config().envs_size(), 1);
+  EXPECT_EQ(seen.config().envs(0).key(), "NVIDIA_VISIBLE_DEVICES");
+  ASSERT_EQ(seen.config().devices_size(), 1);
+  EXPECT_EQ(seen.config().devices(0).host_path(), "/dev/nvidia0");
+  ASSERT_EQ(seen.config().mounts_size(), 1);
+  EXPECT_EQ(seen.config().linux().resources().cpuset_cpus(), "8-15");
+}
+
+TEST_P(HookInterceptorTest, RejectionLeavesNothingBehind) {
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  v1::CreateContainerResponse resp;
+  grpc::Status s = stub->CreateContainer(&ctx, createRequest(true), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("hook gpu rejected PreCreateContainer: GPU 3 is not on this node"));
+  EXPECT_THAT(s.error_message(), HasSubstr("ml/train-0"));
+  EXPECT_EQ(backend_.callCount(kCreate), 0u);
+}
+
+TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  {
+    grpc::ClientContext ctx;
+    v1::CreateContainerResponse resp;
+    ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  }
+  EXPECT_EQ(*hooks_.resourcesOf("ctr-1").cpuset_cpus, "8-15");
+  v1::UpdateContainerResourcesRequest update;  // what kubelet's CPU manager sends
+  update.set_container_id("ctr-1");
+  update.mutable_linux()->set_cpuset_cpus("0-63");
+  update.mutable_linux()->set_cpu_shares(512);
+  grpc::ClientContext ctx;
+  v1::UpdateContainerResourcesResponse resp;
+  ASSERT_TRUE(stub->UpdateContainerResources(&ctx, update, &resp).ok());
+  v1::UpdateContainerResourcesRequest seen;
+  ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
+  EXPECT_EQ(seen.linux().cpuset_cpus(), "8-15");
+  EXPECT_EQ(seen.linux().cpu_shares(), 512);
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndOnTheWorkerPool, HookInterceptorTest, ::testing::Bool());
+
+}  // namespace
+}  // namespace crihook::testing
