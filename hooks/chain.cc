@@ -126,7 +126,8 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
 
 ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) const {
   ChainOutcome out{absl::OkStatus(), MergedAdjustment(&HookChain::wins, this), {}, {}};
-  const std::string stage = stageName(input.method, input.phase);
+  // Only messages need the stage's name.
+  auto stage = [&] { return stageName(input.method, input.phase); };
   for (const Entry& e : entries_) {
     if (!e.hook->subscribes(input.method, input.phase)) continue;
     const std::string& name = e.hook->name();
@@ -135,7 +136,7 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left <= std::chrono::milliseconds::zero()) {
         out.status = absl::DeadlineExceededError(
-            cat(stage, ": the caller's deadline passed before hook ", name));
+            cat(stage(), ": the caller's deadline passed before hook ", name));
         return out;
       }
       budget = std::min(budget, left);
@@ -146,13 +147,13 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
 
     if (d.kind == HookDecision::Kind::kReject && input.phase == Phase::kPre) {
       out.status = absl::Status(
-          d.status.code(), cat("hook ", name, " rejected ", stage, ": ", sv(d.status.message())));
+          d.status.code(), cat("hook ", name, " rejected ", stage(), ": ", sv(d.status.message())));
       return out;
     }
     if (d.kind != HookDecision::Kind::kContinue) {
       e.counters->failures.fetch_add(1);
       const std::string why =
-          cat("hook ", name, " failed in ", stage, ": ", sv(d.status.message()));
+          cat("hook ", name, " failed in ", stage(), ": ", sv(d.status.message()));
       if (input.phase == Phase::kPost || e.settings.failure_policy == FailurePolicy::kIgnore) {
         if (log_) log_->warn("{} (ignored)", why);
         out.ignored.push_back(why);
@@ -164,8 +165,9 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
       return out;
     }
     if (input.phase == Phase::kPost) continue;  // post-stage adjustments change nothing
+    if (d.adjustment.empty()) continue;         // nothing to merge
     if (absl::Status s = out.merged.add(name, d.adjustment); !s.ok()) {
-      out.status = absl::FailedPreconditionError(cat(stage, ": ", sv(s.message())));
+      out.status = absl::FailedPreconditionError(cat(stage(), ": ", sv(s.message())));
       return out;
     }
   }
