@@ -35,6 +35,18 @@ void applyEnv(const Adjustment& a, google::protobuf::RepeatedPtrField<v1::KeyVal
   }
 }
 
+// The entry at `path` in the container (mounts and devices are keyed by it),
+// added at the end when there is none.
+template <typename T>
+T& upsertByContainerPath(google::protobuf::RepeatedPtrField<T>& list, const std::string& path) {
+  for (T& x : list) {
+    if (x.container_path() == path) return x;
+  }
+  T* added = list.Add();
+  added->set_container_path(path);
+  return *added;
+}
+
 }  // namespace
 
 void applyToResources(const Adjustment& a, v1::LinuxContainerResources& r) {
@@ -59,25 +71,15 @@ void applyToResources(const Adjustment& a, v1::LinuxContainerResources& r) {
 void applyToContainer(const Adjustment& a, v1::ContainerConfig& c) {
   applyEnv(a, *c.mutable_envs());
   for (const MountSpec& m : a.mounts) {
-    auto* mounts = c.mutable_mounts();
-    auto have = std::find_if(mounts->begin(), mounts->end(), [&](const v1::Mount& x) {
-      return x.container_path() == m.container_path;
-    });
-    v1::Mount* out = have != mounts->end() ? &*have : c.add_mounts();
-    out->set_container_path(m.container_path);
-    out->set_host_path(m.host_path);
-    out->set_readonly(m.readonly);
-    out->set_propagation(static_cast<v1::MountPropagation>(m.propagation));
+    v1::Mount& out = upsertByContainerPath(*c.mutable_mounts(), m.container_path);
+    out.set_host_path(m.host_path);
+    out.set_readonly(m.readonly);
+    out.set_propagation(static_cast<v1::MountPropagation>(m.propagation));
   }
   for (const DeviceSpec& d : a.devices) {
-    auto* devices = c.mutable_devices();
-    auto have = std::find_if(devices->begin(), devices->end(), [&](const v1::Device& x) {
-      return x.container_path() == d.container_path;
-    });
-    v1::Device* out = have != devices->end() ? &*have : c.add_devices();
-    out->set_container_path(d.container_path);
-    out->set_host_path(d.host_path);
-    out->set_permissions(d.permissions);
+    v1::Device& out = upsertByContainerPath(*c.mutable_devices(), d.container_path);
+    out.set_host_path(d.host_path);
+    out.set_permissions(d.permissions);
   }
   for (const std::string& name : a.cdi_devices) {
     const auto& have = c.cdi_devices();
