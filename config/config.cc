@@ -13,6 +13,20 @@ namespace {
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
+// The checks both the file and the flags go through. Each returns why the
+// value is wrong, or an empty string.
+std::string listenProblem(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return "";
+  return cat("expected an absolute path, got \"", path, "\"");
+}
+
+std::string logLevelProblem(const std::string& level) {
+  for (auto l : kLogLevels) {
+    if (l == level) return "";
+  }
+  return cat("expected one of trace, debug, info, warn, error, critical, off; got \"", level, "\"");
+}
+
 std::string describe(const toml::node& node) {
   std::ostringstream out;
   if (node.is_string()) {
@@ -105,9 +119,7 @@ absl::Status readServer(const toml::table& t, std::string_view origin, Config& c
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
       {"listen", "socket_mode", "socket_group", "workers", "shutdown_grace", "max_message_bytes"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("listen", c.listen_path));
-  if (c.listen_path.empty() || c.listen_path[0] != '/') {
-    return r.error("listen", cat("expected an absolute path, got \"", c.listen_path, "\""));
-  }
+  if (auto why = listenProblem(c.listen_path); !why.empty()) return r.error("listen", why);
   std::string mode;
   CRIHOOK_RETURN_IF_ERROR(r.readString("socket_mode", mode));
   if (!mode.empty()) {
@@ -143,12 +155,8 @@ absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "log.", origin);
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"level"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("level", c.log_level));
-  for (auto l : kLogLevels) {
-    if (l == c.log_level) return absl::OkStatus();
-  }
-  return r.error("level",
-                 cat("expected one of trace, debug, info, warn, error, critical, off; got \"",
-                     c.log_level, "\""));
+  if (auto why = logLevelProblem(c.log_level); !why.empty()) return r.error("level", why);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -185,16 +193,13 @@ absl::Status validateConfig(const Config& c, std::string_view origin) {
   if (auto p = unixSocketPath(c.backend_endpoint); !p.ok()) {
     return absl::InvalidArgumentError(cat(origin, ": backend endpoint: ", p.status().message()));
   }
-  if (c.listen_path.empty() || c.listen_path[0] != '/') {
-    return absl::InvalidArgumentError(
-        cat(origin, ": listen: expected an absolute path, got \"", c.listen_path, "\""));
+  if (auto why = listenProblem(c.listen_path); !why.empty()) {
+    return absl::InvalidArgumentError(cat(origin, ": listen: ", why));
   }
-  for (auto l : kLogLevels) {
-    if (l == c.log_level) return absl::OkStatus();
+  if (auto why = logLevelProblem(c.log_level); !why.empty()) {
+    return absl::InvalidArgumentError(cat(origin, ": log level: ", why));
   }
-  return absl::InvalidArgumentError(cat(
-      origin, ": log level: expected one of trace, debug, info, warn, error, critical, off; got \"",
-      c.log_level, "\""));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origin) {
