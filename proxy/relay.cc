@@ -4,15 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <cstring>
-#include <deque>
 #include <map>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -130,10 +127,6 @@ class ByteQueue {
   std::string_view view() const { return std::string_view(buf_).substr(head_); }
   size_t size() const { return buf_.size() - head_; }
   bool empty() const { return size() == 0; }
-  void clear() {
-    buf_.clear();
-    head_ = 0;
-  }
 
  private:
   std::string buf_;
@@ -188,6 +181,15 @@ struct Call {
   explicit Call(uint64_t max_bytes) : req_frames(max_bytes), resp_frames(max_bytes) {}
   bool passThrough() const { return intercepted == nullptr; }
 };
+
+// Makes the reply crihookd sends a trailers-only one carrying `status`, in
+// place of whatever the runtime sent or would have sent. Reply bytes already
+// buffered stay counted until the call ends (eraseCall hands them back).
+void replyWithStatus(Call& call, const absl::Status& status) {
+  call.resp_headers.clear();
+  call.resp_trailers = trailersOnly(status);
+  call.resp_trailers_only = true;
+}
 
 // Shared I/O of both sides: an nghttp2 session driven over a Unix socket.
 class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
@@ -436,7 +438,6 @@ class Upstream final : public H2Endpoint {
   }
   bool draining() const { return draining_; }
   void forget(int32_t up_id) { streams_.erase(up_id); }
-  const std::map<int32_t, int32_t>& streams() const { return streams_; }
 
  private:
   void onClosed(const std::string& why) override;
@@ -485,8 +486,6 @@ class Downstream : public H2Endpoint {
   // The runtime may send as many more bytes as kubelet has now taken; also
   // after the runtime's stream closed (the connection window still counts them).
   void returnWindow(Call& call, size_t n);
-
-  RelayContext& ctx() { return ctx_; }
 
  private:
   void onClosed(const std::string& why) override;
@@ -978,8 +977,9 @@ void Downstream::onUpstreamGoaway(Upstream& up) {
 void Downstream::onUpstreamLost(Upstream& up, const std::string& why) {
   ctx_.log->debug("backend connection closed: {}", why);
   std::vector<int32_t> affected;
-  for (const auto& [up_id, down_id] : up.streams()) affected.push_back(down_id);
+  for (const auto& [up_id, down_id] : up.streams_) affected.push_back(down_id);
   up.streams_.clear();
+  const absl::Status lost = absl::UnavailableError(cat("crihookd: backend connection lost: ", why));
   for (int32_t id : affected) {
     Call* call = find(id);
     if (call == nullptr) continue;
@@ -987,14 +987,10 @@ void Downstream::onUpstreamLost(Upstream& up, const std::string& why) {
     call->up_id = 0;
     if (call->resp_end) continue;
     if (!call->passThrough() && !call->resp_submitted) {
-      call->resp_headers.clear();
-      call->resp_trailers =
-          trailersOnly(absl::UnavailableError(cat("crihookd: backend connection lost: ", why)));
-      call->resp_trailers_only = true;
-      call->resp_body.clear();
+      replyWithStatus(*call, lost);
       onResponseEnd(*call);
     } else {
-      answer(*call, absl::UnavailableError(cat("crihookd: backend connection lost: ", why)));
+      answer(*call, lost);
     }
   }
   std::erase_if(draining_, [&](const auto& p) { return p.get() == &up; });
@@ -1173,10 +1169,7 @@ void Downstream::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
   auto status = absl::Status(codeOfReset(error_code),
                              cat("crihookd: backend reset the stream, HTTP/2 error ", error_code));
   if (!call.passThrough()) {
-    call.resp_headers.clear();
-    call.resp_trailers = trailersOnly(status);
-    call.resp_trailers_only = true;
-    call.resp_body.clear();
+    replyWithStatus(call, status);
     onResponseEnd(call);
     return;
   }
@@ -1237,9 +1230,7 @@ void Downstream::answer(Call& call, const absl::Status& status) {
   call.final_status = status;
   cancelUpstream(call);
   if (!call.resp_submitted) {
-    call.resp_headers.clear();
-    call.resp_trailers = trailersOnly(status);
-    call.resp_trailers_only = true;
+    replyWithStatus(call, status);
     call.resp_end = true;
     submitResponse(call);
   } else if (call.resp_frames.atBoundary() || call.resp_frames.cleanCut()) {
