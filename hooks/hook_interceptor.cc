@@ -45,10 +45,6 @@ HookInterceptor::HookInterceptor(const HookChain& chain, std::shared_ptr<spdlog:
 
 HookInterceptor::~HookInterceptor() { pool_.join(); }
 
-bool HookInterceptor::allInline(LifecycleMethod method, Phase phase) const {
-  return chain_.allInline(method, phase);
-}
-
 void HookInterceptor::pre(std::shared_ptr<InterceptedCall> call,
                           std::function<void(absl::Status)> done) {
   const bool stored_resources = call->method == LifecycleMethod::kUpdateContainerResources;
@@ -56,7 +52,7 @@ void HookInterceptor::pre(std::shared_ptr<InterceptedCall> call,
     done(absl::OkStatus());
     return;
   }
-  if (allInline(call->method, Phase::kPre)) {
+  if (chain_.allInline(call->method, Phase::kPre)) {
     // Pure computation: cheaper here than a hop to the pool and back.
     done(runPre(*call));
     return;
@@ -85,7 +81,7 @@ void HookInterceptor::post(std::shared_ptr<InterceptedCall> call, std::function<
     done();
     return;
   }
-  if (allInline(call->method, Phase::kPost)) {
+  if (chain_.allInline(call->method, Phase::kPost)) {
     runPost(*call);
     done();
     return;
@@ -138,9 +134,8 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call) {
 }
 
 void HookInterceptor::runPost(InterceptedCall& call) {
-  ChainOutcome out =
-      chain_.run(inputOf(call, Phase::kPost), std::chrono::steady_clock::time_point::max());
-  (void)out;  // failures were logged and counted by the chain
+  // The outcome is not needed: post-stage failures were logged and counted by the chain.
+  chain_.run(inputOf(call, Phase::kPost), std::chrono::steady_clock::time_point::max());
 }
 
 Adjustment HookInterceptor::resourcesOf(const std::string& container_id) const {

@@ -38,7 +38,6 @@ class HookInterceptor final : public Interceptor {
  private:
   absl::Status runPre(InterceptedCall& call);
   void runPost(InterceptedCall& call);
-  bool allInline(LifecycleMethod method, Phase phase) const;
 
   const HookChain& chain_;
   std::shared_ptr<spdlog::logger> log_;
