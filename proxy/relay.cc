@@ -1256,13 +1256,13 @@ void Downstream::resetBoth(Call& call, uint32_t down_error) {
 
 void Downstream::logCall(const Call& call) {
   if (call.intercepted == nullptr) return;
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - call.start).count();
-  CallIdentity id;
-  if (call.ic) id = call.ic->identity;
   const absl::Status& s = call.final_status;
   const auto level = s.ok() ? spdlog::level::info : spdlog::level::warn;
   if (!ctx_.log->should_log(level)) return;
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - call.start).count();
+  static const CallIdentity kNobody;  // a call refused before it was decoded
+  const CallIdentity& id = call.ic ? call.ic->identity : kNobody;
   // An id crihookd has not seen created (before a restart) has no pod name.
   const std::string pod = id.pod_name.empty() ? "-" : cat(id.pod_namespace, "/", id.pod_name);
   ctx_.log->log(level, "{} api={} pod={} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
