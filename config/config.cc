@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -159,6 +160,134 @@ absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
   return absl::OkStatus();
 }
 
+absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c) {
+  TableReader r(t, "hooks.", origin);
+  CRIHOOK_RETURN_IF_ERROR(
+      r.checkKnown({"state_dir", "module_dir", "hookserver_dir", "hookserver_timeout", "workers"}));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("state_dir", c.state_dir));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("module_dir", c.module_dir));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("hookserver_dir", c.hookserver_dir));
+  for (auto [key, value] :
+       {std::pair{"state_dir", &c.state_dir}, std::pair{"module_dir", &c.module_dir},
+        std::pair{"hookserver_dir", &c.hookserver_dir}}) {
+    if (!value->empty() && (*value)[0] != '/')
+      return r.error(key, cat("expected an absolute path or \"\", got \"", *value, "\""));
+  }
+  CRIHOOK_RETURN_IF_ERROR(r.readDuration("hookserver_timeout", c.hookserver_timeout));
+  int64_t workers = c.hook_workers;
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("workers", 1, 256, workers));
+  c.hook_workers = static_cast<int>(workers);
+  return absl::OkStatus();
+}
+
+bool validHookName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
+      return false;
+  }
+  return true;
+}
+
+absl::Status readStringList(const TableReader& r, std::string_view key,
+                            std::vector<std::string>& out) {
+  const toml::node* node = r.get(key);
+  if (!node) return absl::OkStatus();
+  const toml::array* list = node->as_array();
+  if (list == nullptr)
+    return r.error(key, cat("expected an array of strings, got ", describe(*node)));
+  for (size_t i = 0; i < list->size(); ++i) {
+    const toml::node& item = *list->get(i);
+    if (!item.is_string())
+      return r.error(cat(key, "[", i, "]"), cat("expected a string, got ", describe(item)));
+    out.push_back(item.as_string()->get());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status readHook(const toml::table& t, size_t index, std::string_view origin,
+                      std::vector<HookConfig>& hooks) {
+  HookConfig h;
+  {
+    TableReader first(t, cat("hook[", index, "]."), origin);
+    CRIHOOK_RETURN_IF_ERROR(first.readString("name", h.name));
+    if (!validHookName(h.name)) {
+      return first.error(
+          "name", cat("expected 1-63 letters, digits, '-', '_' or '.', got \"", h.name, "\""));
+    }
+  }
+  for (const HookConfig& other : hooks) {
+    if (other.name == h.name)
+      return absl::InvalidArgumentError(
+          cat("config ", origin, ": hook[", h.name, "]: the name is used twice"));
+  }
+  h.origin = cat("config ", origin, ": hook[", h.name, "]");
+  TableReader r(t, cat("hook[", h.name, "]."), origin);
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"name", "builtin", "module", "endpoint", "stages",
+                                        "timeout", "failure_policy", "wins_over", "settings"}));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("builtin", h.builtin));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("module", h.module));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("endpoint", h.endpoint));
+  const int kinds = !h.builtin.empty() + !h.module.empty() + !h.endpoint.empty();
+  if (kinds != 1) {
+    return r.error("builtin", "expected exactly one of builtin, module and endpoint");
+  }
+  if (!h.endpoint.empty()) {
+    if (auto p = unixSocketPath(h.endpoint); !p.ok())
+      return r.error("endpoint", sv(p.status().message()));
+  }
+  CRIHOOK_RETURN_IF_ERROR(readStringList(r, "stages", h.stages));
+  if (!h.endpoint.empty() && h.stages.empty())
+    return r.error("stages", "a hook server needs the stages it is called on");
+  if (h.endpoint.empty() && !h.stages.empty())
+    return r.error("stages",
+                   "only a hook server (endpoint) takes stages; built-in hooks and "
+                   "modules declare their own");
+  CRIHOOK_RETURN_IF_ERROR(r.readDuration("timeout", h.timeout));
+  if (h.timeout.count() <= 0 || h.timeout > std::chrono::minutes(5))
+    return r.error("timeout", "expected a duration above 0 and at most 5m");
+  std::string policy;
+  CRIHOOK_RETURN_IF_ERROR(r.readString("failure_policy", policy));
+  if (policy == "ignore" || policy == "Ignore") {
+    h.ignore_failures = true;
+  } else if (!policy.empty() && policy != "fail" && policy != "Fail") {
+    return r.error("failure_policy", cat("expected \"fail\" or \"ignore\", got \"", policy, "\""));
+  }
+  CRIHOOK_RETURN_IF_ERROR(readStringList(r, "wins_over", h.wins_over));
+  auto settings = r.subtable("settings");
+  if (!settings.ok()) return settings.status();
+  if (*settings) {
+    std::ostringstream json;
+    json << toml::json_formatter{**settings};
+    h.settings_json = json.str();
+  }
+  hooks.push_back(std::move(h));
+  return absl::OkStatus();
+}
+
+absl::Status readHookList(const toml::node& node, std::string_view origin, Config& c) {
+  const toml::array* list = node.as_array();
+  if (list == nullptr || !list->is_array_of_tables()) {
+    return absl::InvalidArgumentError(
+        cat("config ", origin, ": hook: expected [[hook]] tables, got ", describe(node)));
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    CRIHOOK_RETURN_IF_ERROR(readHook(*list->get(i)->as_table(), i, origin, c.hooks));
+  }
+  for (const HookConfig& h : c.hooks) {
+    for (const std::string& loser : h.wins_over) {
+      bool known = false;
+      for (const HookConfig& other : c.hooks)
+        known = known || (other.name == loser && &other != &h);
+      if (!known) {
+        return absl::InvalidArgumentError(
+            cat(h.origin, ".wins_over: no other hook is named \"", loser, "\""));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::chrono::milliseconds> parseDuration(std::string_view text) {
@@ -213,16 +342,19 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   }
   Config config;
   TableReader top(root, "", origin);
-  CRIHOOK_RETURN_IF_ERROR(top.checkKnown({"server", "backend", "log"}));
+  CRIHOOK_RETURN_IF_ERROR(top.checkKnown({"server", "backend", "log", "hooks", "hook"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s :
-       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog}}) {
+  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend},
+                           Section{"log", readLog}, Section{"hooks", readHooks}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));
+  }
+  if (const toml::node* hooks = top.get("hook")) {
+    CRIHOOK_RETURN_IF_ERROR(readHookList(*hooks, origin, config));
   }
   return config;
 }

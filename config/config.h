@@ -7,10 +7,27 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace crihook {
+
+// One [[hook]] entry: a built-in hook, a hook module or a crihook-protocol
+// hook server, in the chain in the order of the file.
+struct HookConfig {
+  std::string name;
+  // Exactly one of these three says what the hook is.
+  std::string builtin;              // a built-in hook's type ("static", "noop", ...)
+  std::string module;               // a module file: absolute, or relative to hooks.module_dir
+  std::string endpoint;             // a crihook.hook.v1 HookService on a Unix socket
+  std::vector<std::string> stages;  // endpoint only: the stages it is called on
+  std::chrono::milliseconds timeout{2000};
+  bool ignore_failures = false;  // failure_policy = "ignore"
+  std::vector<std::string> wins_over;
+  std::string settings_json = "{}";  // [hook.settings] as JSON, for the hook to read
+  std::string origin;                // "config FILE: hook[NAME]", for messages
+};
 
 struct Config {
   // [server]
@@ -29,6 +46,17 @@ struct Config {
 
   // [log]
   std::string log_level = "info";
+
+  // [hooks]
+  std::string state_dir = "/var/lib/crihook";  // empty: records kept in memory only
+  std::string module_dir = "/usr/lib/crihook/modules";
+  // Koordinator's hook server registrations; empty: none are read.
+  std::string hookserver_dir = "/etc/runtime/hookserver.d";
+  std::chrono::milliseconds hookserver_timeout{2000};
+  int hook_workers = 4;
+
+  // [[hook]]
+  std::vector<HookConfig> hooks;
 };
 
 // Parses TOML text. `origin` names the file in messages. Errors are

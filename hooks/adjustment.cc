@@ -33,6 +33,19 @@ bool Adjustment::empty() const {
          labels_remove.empty() && !cgroup_parent;
 }
 
+Adjustment resourcesOnly(const Adjustment& a) {
+  Adjustment r;
+  r.cpuset_cpus = a.cpuset_cpus;
+  r.cpuset_mems = a.cpuset_mems;
+  r.cpu_shares = a.cpu_shares;
+  r.cpu_quota = a.cpu_quota;
+  r.cpu_period = a.cpu_period;
+  r.memory_limit_bytes = a.memory_limit_bytes;
+  r.hugepage_limits = a.hugepage_limits;
+  r.unified = a.unified;
+  return r;
+}
+
 std::string MergedAdjustment::ownerOf(const std::string& field) const {
   auto it = owners_.find(field);
   return it == owners_.end() ? std::string() : it->second;

@@ -61,6 +61,10 @@ struct Adjustment {
   bool empty() const;
 };
 
+// Only the resource fields (cpuset, CPU, memory, hugepages, unified): what
+// UpdateContainerResources carries and what must survive kubelet's updates.
+Adjustment resourcesOnly(const Adjustment& a);
+
 // Adjustments of several hooks merged in chain order, each field remembering
 // the hook that set it, so conflicts name both hooks and `crihookctl explain`
 // can say who changed what.

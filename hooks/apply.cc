@@ -97,6 +97,8 @@ void applyToSandbox(const Adjustment& a, v1::PodSandboxConfig& c) {
   applyMap(a.annotations, a.annotations_remove, *c.mutable_annotations());
   applyMap(a.labels, a.labels_remove, *c.mutable_labels());
   if (a.cgroup_parent) c.mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
+  if (Adjustment r = resourcesOnly(a); !r.empty())
+    applyToResources(r, *c.mutable_linux()->mutable_resources());
 }
 
 }  // namespace crihook

@@ -17,7 +17,8 @@ void applyToContainer(const Adjustment& a, runtime::v1::ContainerConfig& config)
 // must survive kubelet's CPU-manager updates.
 void applyToResources(const Adjustment& a, runtime::v1::LinuxContainerResources& resources);
 
-// RunPodSandbox: annotations, labels and the cgroup parent.
+// RunPodSandbox: annotations, labels, the cgroup parent and the pod's
+// resources (LinuxPodSandboxConfig.resources).
 void applyToSandbox(const Adjustment& a, runtime::v1::PodSandboxConfig& config);
 
 }  // namespace crihook

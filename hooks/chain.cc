@@ -29,6 +29,12 @@ const HookCounters& HookChain::counters(const std::string& hook) const {
   throw std::out_of_range("no hook " + hook);
 }
 
+std::vector<std::string> HookChain::names() const {
+  std::vector<std::string> out;
+  for (const Entry& e : entries_) out.push_back(e.hook->name());
+  return out;
+}
+
 size_t HookChain::subscribers(LifecycleMethod method, Phase phase) const {
   size_t n = 0;
   for (const Entry& e : entries_) n += e.hook->subscribes(method, phase);
@@ -70,7 +76,7 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
                                std::chrono::milliseconds budget) const {
   const auto start = Clock::now();
   if (e.hook->runsInline()) {
-    HookDecision d = call(*e.hook, input);
+    HookDecision d = call(*e.hook, input);  // inline hooks do not wait: no deadline to pass
     if (Clock::now() - start > budget) {
       return HookDecision::error(absl::DeadlineExceededError(
           cat("ran ",
@@ -94,6 +100,7 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
   };
   auto shared = std::make_shared<Shared>();
   shared->input = input;
+  shared->input.deadline = start + budget;
   if (input.request) {
     shared->request.reset(input.request->New());
     shared->request->CopyFrom(*input.request);
@@ -129,7 +136,7 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
   // Only messages need the stage's name.
   auto stage = [&] { return stageName(input.method, input.phase); };
   for (const Entry& e : entries_) {
-    if (!e.hook->subscribes(input.method, input.phase)) continue;
+    if (!e.hook->subscribes(input.method, input.phase) || !e.hook->appliesTo(input)) continue;
     const std::string& name = e.hook->name();
     auto budget = e.settings.timeout;
     if (deadline != Clock::time_point::max()) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@ class HookChain {
   ChainOutcome run(const HookInput& input, std::chrono::steady_clock::time_point deadline) const;
 
   const HookCounters& counters(const std::string& hook) const;
+  std::vector<std::string> names() const;
 
   // How many hooks subscribe to the stage, and whether all of them run inline.
   size_t subscribers(LifecycleMethod method, Phase phase) const;
@@ -74,6 +76,27 @@ class HookChain {
 
   std::shared_ptr<spdlog::logger> log_;
   std::vector<Entry> entries_;
+};
+
+// The chain in force. Reloading (a hook server registered or removed)
+// builds a new chain and swaps it in whole; a call keeps the chain it started
+// with for its pre and post stages. Thread-safe.
+class ChainHolder {
+ public:
+  explicit ChainHolder(std::shared_ptr<const HookChain> chain) : chain_(std::move(chain)) {}
+  std::shared_ptr<const HookChain> get() const {
+    std::lock_guard lock(mu_);
+    return chain_;
+  }
+  void set(std::shared_ptr<const HookChain> chain) {
+    std::lock_guard lock(mu_);
+    chain_.swap(chain);
+    // the old chain goes when its last call finishes
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const HookChain> chain_;
 };
 
 }  // namespace crihook

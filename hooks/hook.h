@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "adjustment.h"
+#include "crihook_hook_v1.pb.h"
 #include "interceptor.h"
 
 namespace crihook {
@@ -29,6 +30,18 @@ struct HookInput {
   // Post phase only: the runtime's answer (null unless it succeeded).
   const google::protobuf::Message* response = nullptr;
   absl::Status backend_status;
+
+  // What crihook knows of the pod and the container, including what hooks
+  // decided at earlier stages (hooks/state_store.h). RunPodSandbox and
+  // CreateContainer see the configuration being created (no id yet); later
+  // stages see the stored record; null when crihook never saw the object
+  // (created before crihook ran, or state lost). Immutable snapshots.
+  std::shared_ptr<const hook::v1::PodRecord> pod;
+  std::shared_ptr<const hook::v1::ContainerRecord> container;
+
+  // When the chain stops waiting for this hook (its timeout, or the caller's
+  // deadline if sooner). A hook that calls out passes it on.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 // What a hook returns: go on (with an adjustment), reject the call (a
@@ -55,6 +68,12 @@ class Hook {
   virtual const std::string& name() const = 0;
 
   virtual bool subscribes(LifecycleMethod method, Phase phase) const = 0;
+
+  // Whether this call concerns the hook at all (e.g. Koordinator's hook
+  // servers skip pods labelled runtimeproxy.koordinator.sh/skip-hookserver).
+  // A hook that does not apply is not called and not listed as having run.
+  // Cheap and non-blocking.
+  virtual bool appliesTo(const HookInput&) const { return true; }
 
   // Decides. May block (a device reset, a remote call) unless runsInline();
   // called on a hook worker thread, never on an event loop; must be

@@ -5,99 +5,155 @@
 #include "apply.h"
 #include "runtime_v1.pb.h"
 #include "text.h"
+#include "wire.h"
 
 namespace crihook {
 namespace {
 
 namespace v1 = ::runtime::v1;
+namespace hv1 = ::crihook::hook::v1;
 
-// Only the resource fields of an adjustment: what must survive updates.
-Adjustment resourcesOnly(const Adjustment& a) {
-  Adjustment r;
-  r.cpuset_cpus = a.cpuset_cpus;
-  r.cpuset_mems = a.cpuset_mems;
-  r.cpu_shares = a.cpu_shares;
-  r.cpu_quota = a.cpu_quota;
-  r.cpu_period = a.cpu_period;
-  r.memory_limit_bytes = a.memory_limit_bytes;
-  r.hugepage_limits = a.hugepage_limits;
-  r.unified = a.unified;
-  return r;
+// A container keeps the decisions of this many stages (the first, the
+// CreateContainer one, always stays): kubelet may update resources often.
+constexpr int kKeptDecisions = 16;
+
+// `later` over `earlier`, field by field.
+Adjustment overlayResources(Adjustment earlier, const Adjustment& later) {
+  if (later.cpuset_cpus) earlier.cpuset_cpus = later.cpuset_cpus;
+  if (later.cpuset_mems) earlier.cpuset_mems = later.cpuset_mems;
+  if (later.cpu_shares) earlier.cpu_shares = later.cpu_shares;
+  if (later.cpu_quota) earlier.cpu_quota = later.cpu_quota;
+  if (later.cpu_period) earlier.cpu_period = later.cpu_period;
+  if (later.memory_limit_bytes) earlier.memory_limit_bytes = later.memory_limit_bytes;
+  for (const auto& [k, v] : later.hugepage_limits) earlier.hugepage_limits[k] = v;
+  for (const auto& [k, v] : later.unified) earlier.unified[k] = v;
+  return earlier;
 }
 
-HookInput inputOf(const InterceptedCall& call, Phase phase) {
-  HookInput in;
-  in.method = call.method;
-  in.phase = phase;
-  in.api = call.api;
-  in.request = call.request.get();
-  in.identity = &call.identity;
-  in.response = call.response.get();
-  in.backend_status = call.backend_status;
-  return in;
+void addDecision(hv1::ContainerRecord& r, hv1::StageDecision d) {
+  *r.add_decisions() = std::move(d);
+  if (r.decisions_size() > kKeptDecisions) r.mutable_decisions()->DeleteSubrange(1, 1);
+}
+
+// The ids a call names, read from its request.
+std::string sandboxIdOf(const InterceptedCall& call) {
+  switch (call.method) {
+    case LifecycleMethod::kStopPodSandbox:
+      return static_cast<const v1::StopPodSandboxRequest&>(*call.request).pod_sandbox_id();
+    case LifecycleMethod::kRemovePodSandbox:
+      return static_cast<const v1::RemovePodSandboxRequest&>(*call.request).pod_sandbox_id();
+    case LifecycleMethod::kCreateContainer:
+      return static_cast<const v1::CreateContainerRequest&>(*call.request).pod_sandbox_id();
+    default:
+      return "";
+  }
+}
+
+std::string containerIdOf(const InterceptedCall& call) {
+  switch (call.method) {
+    case LifecycleMethod::kStartContainer:
+      return static_cast<const v1::StartContainerRequest&>(*call.request).container_id();
+    case LifecycleMethod::kStopContainer:
+      return static_cast<const v1::StopContainerRequest&>(*call.request).container_id();
+    case LifecycleMethod::kRemoveContainer:
+      return static_cast<const v1::RemoveContainerRequest&>(*call.request).container_id();
+    case LifecycleMethod::kUpdateContainerResources:
+      return static_cast<const v1::UpdateContainerResourcesRequest&>(*call.request).container_id();
+    default:
+      return "";
+  }
 }
 
 }  // namespace
 
-HookInterceptor::HookInterceptor(const HookChain& chain, std::shared_ptr<spdlog::logger> log,
-                                 size_t workers)
-    : chain_(chain), log_(std::move(log)), pool_(workers) {}
+// What a call carries from its pre-stage to its post-stage.
+struct HookInterceptor::CallState {
+  std::shared_ptr<const HookChain> chain;
+  std::shared_ptr<const hv1::PodRecord> pod;
+  std::shared_ptr<const hv1::ContainerRecord> container;
+  std::optional<hv1::StageDecision> decision;  // when pre-stage hooks ran
+  Adjustment resources;                        // the container's resource decisions after this call
+};
+
+HookInterceptor::HookInterceptor(const ChainHolder& chains, StateStore& state,
+                                 std::shared_ptr<spdlog::logger> log, size_t workers)
+    : chains_(chains), state_(state), log_(std::move(log)), pool_(workers) {}
 
 HookInterceptor::~HookInterceptor() { pool_.join(); }
 
+void HookInterceptor::assembleContext(const InterceptedCall& call, CallState& cs) const {
+  switch (call.method) {
+    case LifecycleMethod::kRunPodSandbox: {
+      const auto& req = static_cast<const v1::RunPodSandboxRequest&>(*call.request);
+      auto pod = std::make_shared<hv1::PodRecord>();
+      *pod->mutable_config() = req.config();
+      pod->set_runtime_handler(req.runtime_handler());
+      cs.pod = std::move(pod);
+      return;
+    }
+    case LifecycleMethod::kCreateContainer: {
+      const auto& req = static_cast<const v1::CreateContainerRequest&>(*call.request);
+      cs.pod = state_.pod(req.pod_sandbox_id());
+      if (!cs.pod) {  // a pod from before crihookd ran: what kubelet tells us of it
+        auto pod = std::make_shared<hv1::PodRecord>();
+        pod->set_sandbox_id(req.pod_sandbox_id());
+        *pod->mutable_config() = req.sandbox_config();
+        cs.pod = std::move(pod);
+      }
+      auto c = std::make_shared<hv1::ContainerRecord>();
+      c->set_sandbox_id(req.pod_sandbox_id());
+      *c->mutable_requested() = req.config();
+      cs.container = std::move(c);
+      return;
+    }
+    case LifecycleMethod::kStopPodSandbox:
+    case LifecycleMethod::kRemovePodSandbox:
+      cs.pod = state_.pod(sandboxIdOf(call));
+      return;
+    default:
+      cs.container = state_.container(containerIdOf(call));
+      if (cs.container) cs.pod = state_.pod(cs.container->sandbox_id());
+      return;
+  }
+}
+
 void HookInterceptor::pre(std::shared_ptr<InterceptedCall> call,
                           std::function<void(absl::Status)> done) {
-  const bool stored_resources = call->method == LifecycleMethod::kUpdateContainerResources;
-  if (!stored_resources && chain_.subscribers(call->method, Phase::kPre) == 0) {
+  auto cs = std::make_shared<CallState>();
+  cs->chain = chains_.get();
+  call->interceptor_data = cs;
+  assembleContext(*call, *cs);
+  const bool stored_resources = call->method == LifecycleMethod::kUpdateContainerResources &&
+                                cs->container && cs->container->has_resources();
+  if (!stored_resources && cs->chain->subscribers(call->method, Phase::kPre) == 0) {
     done(absl::OkStatus());
     return;
   }
-  if (chain_.allInline(call->method, Phase::kPre)) {
+  if (cs->chain->allInline(call->method, Phase::kPre)) {
     // Pure computation: cheaper here than a hop to the pool and back.
-    done(runPre(*call));
+    done(runPre(*call, *cs));
     return;
   }
-  boost::asio::post(pool_, [this, call, done = std::move(done)] { done(runPre(*call)); });
+  boost::asio::post(pool_, [this, call, cs, done = std::move(done)] { done(runPre(*call, *cs)); });
 }
 
-void HookInterceptor::post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) {
-  // Bookkeeping first: it must happen even when no hook is subscribed.
-  if (call->backend_status.ok() && call->response) {
-    if (call->method == LifecycleMethod::kCreateContainer) {
-      const auto& resp = static_cast<const v1::CreateContainerResponse&>(*call->response);
-      if (const auto* decided = std::any_cast<Adjustment>(&call->interceptor_data)) {
-        Adjustment r = resourcesOnly(*decided);
-        if (!r.empty()) {
-          std::lock_guard lock(mu_);
-          container_resources_[resp.container_id()] = std::move(r);
-        }
-      }
-    } else if (call->method == LifecycleMethod::kRemoveContainer) {
-      std::lock_guard lock(mu_);
-      container_resources_.erase(call->identity.container_id);
-    }
-  }
-  if (chain_.subscribers(call->method, Phase::kPost) == 0) {
-    done();
-    return;
-  }
-  if (chain_.allInline(call->method, Phase::kPost)) {
-    runPost(*call);
-    done();
-    return;
-  }
-  boost::asio::post(pool_, [this, call, done = std::move(done)] {
-    runPost(*call);
-    done();
-  });
-}
-
-absl::Status HookInterceptor::runPre(InterceptedCall& call) {
-  ChainOutcome out = chain_.run(inputOf(call, Phase::kPre), call.deadline);
+absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
+  HookInput in;
+  in.method = call.method;
+  in.phase = Phase::kPre;
+  in.api = call.api;
+  in.request = call.request.get();
+  in.identity = &call.identity;
+  in.pod = cs.pod;
+  in.container = cs.container;
+  ChainOutcome out = cs.chain->run(in, call.deadline);
   if (!out.status.ok()) {
     return absl::Status(out.status.code(),
                         cat(sv(out.status.message()), " (pod ", call.identity.pod_namespace, "/",
                             call.identity.pod_name, ")"));
+  }
+  if (!out.ran.empty()) {
+    cs.decision = stageDecision(stageName(call.method, Phase::kPre), out.ran, out.merged);
   }
   const Adjustment& a = out.merged.result();
   switch (call.method) {
@@ -107,7 +163,7 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call) {
                          *static_cast<v1::CreateContainerRequest&>(*call.request).mutable_config());
         call.request_changed = true;
       }
-      call.interceptor_data = a;
+      cs.resources = resourcesOnly(a);
       break;
     case LifecycleMethod::kRunPodSandbox:
       if (!a.empty()) {
@@ -117,10 +173,18 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call) {
       break;
     case LifecycleMethod::kUpdateContainerResources: {
       auto& req = static_cast<v1::UpdateContainerResourcesRequest&>(*call.request);
-      Adjustment stored = resourcesOf(req.container_id());
-      if (!stored.empty()) applyToResources(stored, *req.mutable_linux());
-      if (!a.empty()) applyToResources(a, *req.mutable_linux());
-      call.request_changed = !stored.empty() || !a.empty();
+      Adjustment stored;
+      if (cs.container && cs.container->has_resources()) {
+        // Written by this daemon from a validated adjustment; a record that
+        // no longer validates is ignored rather than half applied.
+        auto parsed = fromWire(cs.container->resources(), "stored resources");
+        if (parsed.ok()) stored = std::move(*parsed);
+      }
+      cs.resources = overlayResources(stored, resourcesOnly(a));
+      if (!cs.resources.empty()) {
+        applyToResources(cs.resources, *req.mutable_linux());
+        call.request_changed = true;
+      }
       break;
     }
     default:
@@ -133,15 +197,96 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call) {
   return absl::OkStatus();
 }
 
-void HookInterceptor::runPost(InterceptedCall& call) {
-  // The outcome is not needed: post-stage failures were logged and counted by the chain.
-  chain_.run(inputOf(call, Phase::kPost), std::chrono::steady_clock::time_point::max());
+void HookInterceptor::post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) {
+  auto* held = std::any_cast<std::shared_ptr<CallState>>(&call->interceptor_data);
+  if (held == nullptr) {  // pre never ran (the call failed before it)
+    done();
+    return;
+  }
+  std::shared_ptr<CallState> cs = *held;
+  // Bookkeeping first: it must happen even when no hook is subscribed.
+  record(*call, *cs);
+  if (cs->chain->subscribers(call->method, Phase::kPost) == 0) {
+    done();
+    return;
+  }
+  if (cs->chain->allInline(call->method, Phase::kPost)) {
+    runPost(*call, *cs);
+    done();
+    return;
+  }
+  boost::asio::post(pool_, [this, call, cs, done = std::move(done)] {
+    runPost(*call, *cs);
+    done();
+  });
 }
 
-Adjustment HookInterceptor::resourcesOf(const std::string& container_id) const {
-  std::lock_guard lock(mu_);
-  auto it = container_resources_.find(container_id);
-  return it == container_resources_.end() ? Adjustment{} : it->second;
+void HookInterceptor::record(const InterceptedCall& call, CallState& cs) {
+  const bool ok = call.backend_status.ok() && call.response;
+  const bool gone = ok || call.backend_status.code() == absl::StatusCode::kNotFound;
+  switch (call.method) {
+    case LifecycleMethod::kRunPodSandbox: {
+      if (!ok) return;
+      hv1::PodRecord r = *cs.pod;
+      r.set_sandbox_id(
+          static_cast<const v1::RunPodSandboxResponse&>(*call.response).pod_sandbox_id());
+      if (cs.decision) *r.add_decisions() = *cs.decision;
+      cs.pod = std::make_shared<const hv1::PodRecord>(r);
+      state_.putPod(std::move(r));
+      return;
+    }
+    case LifecycleMethod::kCreateContainer: {
+      if (!ok) return;
+      hv1::ContainerRecord r = *cs.container;
+      r.set_id(static_cast<const v1::CreateContainerResponse&>(*call.response).container_id());
+      if (call.request_changed) {
+        *r.mutable_sent() = static_cast<const v1::CreateContainerRequest&>(*call.request).config();
+      }
+      if (cs.decision) addDecision(r, *cs.decision);
+      if (!cs.resources.empty()) *r.mutable_resources() = toWire(cs.resources);
+      cs.container = std::make_shared<const hv1::ContainerRecord>(r);
+      // A pod from before crihookd ran becomes known by what kubelet sent with its container.
+      if (!state_.pod(r.sandbox_id())) state_.putPod(*cs.pod);
+      state_.putContainer(std::move(r));
+      return;
+    }
+    case LifecycleMethod::kStartContainer:
+    case LifecycleMethod::kStopContainer:
+    case LifecycleMethod::kUpdateContainerResources: {
+      if (!ok || !cs.container) return;
+      const bool resources_changed =
+          call.method == LifecycleMethod::kUpdateContainerResources && !cs.resources.empty();
+      if (!cs.decision && !resources_changed) return;
+      hv1::ContainerRecord r = *cs.container;
+      if (cs.decision) addDecision(r, *cs.decision);
+      if (resources_changed) *r.mutable_resources() = toWire(cs.resources);
+      state_.putContainer(std::move(r));
+      return;
+    }
+    case LifecycleMethod::kRemoveContainer:
+      if (gone) state_.removeContainer(containerIdOf(call));
+      return;
+    case LifecycleMethod::kRemovePodSandbox:
+      if (gone) state_.removePod(sandboxIdOf(call));
+      return;
+    case LifecycleMethod::kStopPodSandbox:
+      return;
+  }
+}
+
+void HookInterceptor::runPost(InterceptedCall& call, const CallState& cs) {
+  HookInput in;
+  in.method = call.method;
+  in.phase = Phase::kPost;
+  in.api = call.api;
+  in.request = call.request.get();
+  in.identity = &call.identity;
+  in.response = call.response.get();
+  in.backend_status = call.backend_status;
+  in.pod = cs.pod;
+  in.container = cs.container;
+  // The outcome is not needed: post-stage failures were logged and counted by the chain.
+  cs.chain->run(in, std::chrono::steady_clock::time_point::max());
 }
 
 }  // namespace crihook

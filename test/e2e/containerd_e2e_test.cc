@@ -86,7 +86,7 @@ class ContainerdE2E : public ::testing::Test {
         CRIHOOKD_BINARY,
         std::vector<std::string>{"--listen", env->dir + "/crihook.sock", "--backend",
                                  "unix://" + env->dir + "/ctd/containerd.sock", "--log-level",
-                                 "info"},
+                                 "info", "--state-dir", env->dir + "/state"},
         env->dir + "/crihookd.log");
     if (!waitForFile(env->dir + "/crihook.sock", 10s))
       fatal_ = "crihookd did not start: " + readFile(env->dir + "/crihookd.log");

@@ -20,6 +20,30 @@ using ::testing::HasSubstr;
 
 constexpr const char* kCreate = "/runtime.v1.RuntimeService/CreateContainer";
 constexpr const char* kUpdate = "/runtime.v1.RuntimeService/UpdateContainerResources";
+constexpr const char* kStart = "/runtime.v1.RuntimeService/StartContainer";
+constexpr const char* kRemove = "/runtime.v1.RuntimeService/RemoveContainer";
+
+// Remembers what a StartContainer hook was told about the container.
+class StartWatcher : public Hook {
+ public:
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return m == LifecycleMethod::kStartContainer && p == Phase::kPre;
+  }
+  bool runsInline() const override { return true; }
+  HookDecision run(const HookInput& in) override {
+    std::lock_guard lock(mu);
+    seen = in.container;
+    pod = in.pod;
+    return HookDecision::proceed();
+  }
+  std::mutex mu;
+  std::shared_ptr<const hook::v1::ContainerRecord> seen;
+  std::shared_ptr<const hook::v1::PodRecord> pod;
+
+ private:
+  std::string name_ = "watcher";
+};
 
 // A GPU-like hook: gives every container a device, a mount, an env var and
 // a cpuset, and refuses pods annotated "deny".
@@ -52,19 +76,23 @@ class DeviceHook : public Hook {
 class HookInterceptorTest : public ProxyFixture, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
-    chain_.add(std::make_shared<DeviceHook>(GetParam()), {});
+    chain_->add(std::make_shared<DeviceHook>(GetParam()), {});
+    chain_->add(watcher_, {});
     backend_.onUnary(kCreate, [](FakeCall&, std::string* out) {
       v1::CreateContainerResponse r;
       r.set_container_id("ctr-1");
       *out = r.SerializeAsString();
       return grpc::Status::OK;
     });
-    backend_.onUnary(kUpdate, [](FakeCall&, std::string* out) {
-      *out = "";
-      return grpc::Status::OK;
-    });
+    for (const char* m : {kUpdate, kStart, kRemove}) {
+      backend_.onUnary(m, [](FakeCall&, std::string* out) {
+        *out = "";
+        return grpc::Status::OK;
+      });
+    }
     backend_.start();
-    startProxy(&hooks_);
+    ASSERT_TRUE(state_.load().ok());
+    startProxy(hooks_.get());
   }
   void TearDown() override { stopProxy(); }
 
@@ -78,8 +106,19 @@ class HookInterceptorTest : public ProxyFixture, public ::testing::WithParamInte
     return req;
   }
 
-  HookChain chain_{logger("hook")};
-  HookInterceptor hooks_{chain_, logger("hook")};
+  void call(const char* method, const google::protobuf::Message& req) {
+    grpc::ClientContext ctx;
+    std::string reply;
+    ASSERT_TRUE(genericUnary(proxyChannel(), &ctx, method, req.SerializeAsString(), &reply).ok())
+        << method;
+  }
+
+  std::shared_ptr<HookChain> chain_ = std::make_shared<HookChain>(logger("hook"));
+  std::shared_ptr<StartWatcher> watcher_ = std::make_shared<StartWatcher>();
+  ChainHolder chains_{chain_};
+  StateStore state_{dir_.file("state"), logger("state")};
+  std::unique_ptr<HookInterceptor> hooks_ =
+      std::make_unique<HookInterceptor>(chains_, state_, logger("hook"));
 };
 
 TEST_P(HookInterceptorTest, HookDecisionsReachTheRuntime) {
@@ -116,7 +155,15 @@ TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {
     v1::CreateContainerResponse resp;
     ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
   }
-  EXPECT_EQ(*hooks_.resourcesOf("ctr-1").cpuset_cpus, "8-15");
+  // crihookd restarts: a new store reads the records back from the state directory.
+  stopProxy();
+  hooks_.reset();
+  StateStore reread(dir_.file("state"), logger("state"));
+  ASSERT_TRUE(reread.load().ok());
+  ASSERT_NE(reread.container("ctr-1"), nullptr);
+  EXPECT_EQ(reread.container("ctr-1")->resources().cpuset_cpus(), "8-15");
+  HookInterceptor restarted(chains_, reread, logger("hook"));
+  startProxy(&restarted);
   v1::UpdateContainerResourcesRequest update;  // what kubelet's CPU manager sends
   update.set_container_id("ctr-1");
   update.mutable_linux()->set_cpuset_cpus("0-63");
@@ -128,6 +175,46 @@ TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {
   ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
   EXPECT_EQ(seen.linux().cpuset_cpus(), "8-15");
   EXPECT_EQ(seen.linux().cpu_shares(), 512);
+  stopProxy();
+}
+
+TEST_P(HookInterceptorTest, LaterStagesSeeWhatCreateContainerApplied) {
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  {
+    grpc::ClientContext ctx;
+    v1::CreateContainerResponse resp;
+    ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  }
+  v1::StartContainerRequest start;
+  start.set_container_id("ctr-1");
+  call(kStart, start);
+  std::lock_guard lock(watcher_->mu);
+  ASSERT_NE(watcher_->seen, nullptr);
+  const auto& c = *watcher_->seen;
+  EXPECT_EQ(c.id(), "ctr-1");
+  EXPECT_EQ(c.requested().envs_size(), 0);  // as kubelet sent it
+  ASSERT_EQ(c.sent().envs_size(), 1);       // as the runtime got it
+  ASSERT_EQ(c.decisions_size(), 1);
+  EXPECT_EQ(c.decisions(0).stage(), "PreCreateContainer");
+  EXPECT_EQ(c.decisions(0).owners().at("env:NVIDIA_VISIBLE_DEVICES"), "gpu");
+  EXPECT_EQ(c.decisions(0).owners().at("cpuset_cpus"), "gpu");
+  ASSERT_NE(watcher_->pod, nullptr);
+  EXPECT_EQ(watcher_->pod->config().metadata().name(), "train-0");
+}
+
+TEST_P(HookInterceptorTest, RemoveContainerForgetsItsRecord) {
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  v1::CreateContainerResponse resp;
+  ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  EXPECT_EQ(state_.containerCount(), 1u);
+  v1::RemoveContainerRequest rm;
+  rm.set_container_id("ctr-1");
+  call(kRemove, rm);
+  EXPECT_EQ(state_.container("ctr-1"), nullptr);
+  StateStore reread(dir_.file("state"), logger("state"));
+  ASSERT_TRUE(reread.load().ok());
+  EXPECT_EQ(reread.containerCount(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(InlineAndOnTheWorkerPool, HookInterceptorTest, ::testing::Bool());

@@ -23,12 +23,18 @@ namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-// crihookd with `args`, its output in `log`.
+std::vector<std::string> withStateDir(std::vector<std::string> args, const std::string& dir) {
+  args.push_back("--state-dir");
+  args.push_back(dir);
+  return args;
+}
+
+// crihookd with `args`, its output in `log`, its records next to it.
 class Daemon : public ChildProcess {
  public:
   Daemon(const std::vector<std::string>& args, const std::string& log,
          const std::string& notify_socket = "")
-      : ChildProcess(CRIHOOKD_BINARY, args, log,
+      : ChildProcess(CRIHOOKD_BINARY, withStateDir(args, log + ".state"), log,
                      notify_socket.empty()
                          ? std::map<std::string, std::string>{}
                          : std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_socket}}) {}

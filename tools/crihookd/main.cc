@@ -1,16 +1,20 @@
 // crihookd: the CRI proxy kubelet talks to. Wiring only; the parts live in
-// config/, proxy/ (and later hooks/, topology/).
+// config/, proxy/ and hooks/.
 
 #include <signal.h>
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "config.h"
-#include "interceptor.h"
+#include "hook_interceptor.h"
+#include "hook_manager.h"
 #include "logging.h"
+#include "registry.h"
 #include "server.h"
+#include "state_store.h"
 #include "systemd_notify.h"
 #include "text.h"
 
@@ -25,6 +29,7 @@ forwarded to the real runtime, lifecycle calls run through crihook's hooks.
   --listen PATH        socket to serve (default /run/crihook/crihook.sock)
   --backend ENDPOINT   runtime to forward to (default unix:///run/containerd/containerd.sock)
   --log-level LEVEL    trace, debug, info, warn, error, critical, off (default info)
+  --state-dir DIR      where pod and container records are kept (default /var/lib/crihook)
   --version            print the version and exit
   --help               print this and exit
 
@@ -34,6 +39,7 @@ Flags override the config file.
 struct Flags {
   std::string config_file;
   std::string listen, backend, log_level;
+  std::optional<std::string> state_dir;
 };
 
 int usageError(const std::string& message) {
@@ -77,6 +83,8 @@ int main(int argc, char** argv) {
       ok = need(flags.backend);
     } else if (arg == "--log-level") {
       ok = need(flags.log_level);
+    } else if (arg == "--state-dir") {
+      ok = need(flags.state_dir.emplace());
     } else {
       return usageError("unknown flag " + arg);
     }
@@ -95,6 +103,7 @@ int main(int argc, char** argv) {
   if (!flags.listen.empty()) config.listen_path = flags.listen;
   if (!flags.backend.empty()) config.backend_endpoint = flags.backend;
   if (!flags.log_level.empty()) config.log_level = flags.log_level;
+  if (flags.state_dir) config.state_dir = *flags.state_dir;
   if (auto s = crihook::validateConfig(config, "flags"); !s.ok()) {
     std::fprintf(stderr, "crihookd: %s\n", std::string(s.message()).c_str());
     return 1;
@@ -110,7 +119,20 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  crihook::PassThroughInterceptor interceptor;
+  crihook::StateStore state(config.state_dir, crihook::logger("state"));
+  if (auto s = state.load(); !s.ok()) {
+    log->critical("cannot start: {}", crihook::sv(s.message()));
+    return 1;
+  }
+  auto hooks =
+      crihook::HookManager::create(config, crihook::builtinHooks(), crihook::logger("hook"));
+  if (!hooks.ok()) {
+    log->critical("cannot start: {}", crihook::sv(hooks.status().message()));
+    return 1;
+  }
+  (*hooks)->watch();
+  crihook::HookInterceptor interceptor((*hooks)->chains(), state, crihook::logger("hook"),
+                                       static_cast<size_t>(config.hook_workers));
   crihook::Server server(config, interceptor, crihook::logger("proxy"));
   if (auto s = server.start(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));

@@ -1,0 +1,90 @@
+#include "settings.h"
+
+#include "text.h"
+
+namespace crihook {
+
+absl::StatusOr<HookSettingsReader> HookSettingsReader::parse(const std::string& name,
+                                                             const std::string& json) {
+  HookSettingsReader r;
+  r.name_ = name;
+  r.json_ = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!r.json_.is_object()) {
+    return absl::InvalidArgumentError(cat("hook ", name, ": settings: expected a table"));
+  }
+  return r;
+}
+
+absl::Status HookSettingsReader::error(std::string_view key, std::string_view why) const {
+  return absl::InvalidArgumentError(cat("hook ", name_, ": settings.", key, ": ", why));
+}
+
+absl::Status HookSettingsReader::checkKnown(std::initializer_list<std::string_view> known) const {
+  for (const auto& [key, value] : json_.items()) {
+    bool ok = false;
+    for (auto k : known) ok = ok || k == key;
+    if (!ok) return error(key, "unknown setting");
+  }
+  return absl::OkStatus();
+}
+
+const nlohmann::json* HookSettingsReader::get(std::string_view key) const {
+  auto it = json_.find(std::string(key));
+  return it == json_.end() ? nullptr : &*it;
+}
+
+absl::StatusOr<std::vector<std::string>> HookSettingsReader::stringList(
+    std::string_view key) const {
+  std::vector<std::string> out;
+  const nlohmann::json* v = get(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) return error(key, cat("expected an array of strings, got ", v->dump()));
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string())
+      return error(cat(key, "[", i, "]"), cat("expected a string, got ", (*v)[i].dump()));
+    out.push_back((*v)[i].get<std::string>());
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> HookSettingsReader::stringMap(
+    std::string_view key) const {
+  std::map<std::string, std::string> out;
+  const nlohmann::json* v = get(key);
+  if (v == nullptr) return out;
+  if (!v->is_object()) return error(key, cat("expected a table of strings, got ", v->dump()));
+  for (const auto& [k, x] : v->items()) {
+    if (!x.is_string()) return error(cat(key, ".", k), cat("expected a string, got ", x.dump()));
+    out[k] = x.get<std::string>();
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<StageId>> HookSettingsReader::stages(
+    std::string_view key, std::vector<StageId> fallback,
+    const std::vector<StageId>& allowed) const {
+  if (get(key) == nullptr) return fallback;
+  auto names = stringList(key);
+  if (!names.ok()) return names.status();
+  std::vector<StageId> out;
+  for (size_t i = 0; i < names->size(); ++i) {
+    auto stage = parseStage((*names)[i]);
+    if (!stage.ok()) return error(cat(key, "[", i, "]"), sv(stage.status().message()));
+    if (!allowed.empty()) {
+      bool ok = false;
+      std::string list;
+      for (const StageId& a : allowed) {
+        ok = ok || (a.method == stage->method && a.phase == stage->phase);
+        list += cat(list.empty() ? "" : ", ", stageName(a.method, a.phase));
+      }
+      if (!ok) {
+        return error(cat(key, "[", i, "]"),
+                     cat("this hook cannot act on ", (*names)[i], "; it can on ", list));
+      }
+    }
+    out.push_back(*stage);
+  }
+  return out;
+}
+
+}  // namespace crihook

@@ -1,0 +1,39 @@
+#pragma once
+
+// Reading a built-in hook's [hook.settings] (given as JSON): the checks every
+// built-in hook shares, each error naming the setting.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "wire.h"
+
+namespace crihook {
+
+class HookSettingsReader {
+ public:
+  // INVALID_ARGUMENT unless `json` is an object.
+  static absl::StatusOr<HookSettingsReader> parse(const std::string& name, const std::string& json);
+
+  // Unknown keys are errors: a typo must not silently do nothing.
+  absl::Status checkKnown(std::initializer_list<std::string_view> known) const;
+
+  // Stage names ("PreCreateContainer"), each one of `allowed` when given;
+  // `fallback` when the key is absent.
+  absl::StatusOr<std::vector<StageId>> stages(std::string_view key, std::vector<StageId> fallback,
+                                              const std::vector<StageId>& allowed = {}) const;
+
+  absl::StatusOr<std::map<std::string, std::string>> stringMap(std::string_view key) const;
+  absl::StatusOr<std::vector<std::string>> stringList(std::string_view key) const;
+  const nlohmann::json* get(std::string_view key) const;
+
+  absl::Status error(std::string_view key, std::string_view why) const;
+
+ private:
+  std::string name_;
+  nlohmann::json json_;
+};
+
+}  // namespace crihook

@@ -1,0 +1,179 @@
+#include "hook_manager.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "module/module_hook.h"
+#include "remote/remote_hooks.h"
+#include "text.h"
+
+namespace crihook {
+
+HookManager::HookManager(const Config& config, std::shared_ptr<spdlog::logger> log)
+    : config_(config), log_(std::move(log)) {}
+
+absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
+    const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log) {
+  std::unique_ptr<HookManager> m(new HookManager(config, std::move(log)));
+  for (const HookConfig& h : config.hooks) {
+    HookSettings settings;
+    settings.timeout = h.timeout;
+    settings.failure_policy = h.ignore_failures ? FailurePolicy::kIgnore : FailurePolicy::kFail;
+    settings.wins_over = h.wins_over;
+    std::shared_ptr<Hook> hook;
+    if (!h.builtin.empty()) {
+      auto made = registry.create(h.builtin, h.name, h.settings_json);
+      if (!made.ok())
+        return absl::InvalidArgumentError(cat(h.origin, ": ", made.status().message()));
+      hook = *made;
+    } else if (!h.module.empty()) {
+      const std::string path = h.module[0] == '/'
+                                   ? h.module
+                                   : (std::filesystem::path(config.module_dir) / h.module).string();
+      auto made = loadModuleHook(h.name, path, h.settings_json);
+      if (!made.ok()) {
+        m->log_->error("{}: module refused, hook left out: {}", h.origin,
+                       sv(made.status().message()));
+        continue;
+      }
+      hook = *made;
+      m->log_->info("{}: module {} loaded", h.origin, path);
+    } else {
+      std::vector<StageId> stages;
+      for (size_t i = 0; i < h.stages.size(); ++i) {
+        auto stage = parseStage(h.stages[i]);
+        if (!stage.ok()) {
+          return absl::InvalidArgumentError(
+              cat(h.origin, ".stages[", i, "]: ", stage.status().message()));
+        }
+        stages.push_back(*stage);
+      }
+      hook = makeCrihookRemoteHook(h.name, *unixSocketPath(h.endpoint), std::move(stages));
+    }
+    m->configured_.push_back({std::move(hook), std::move(settings)});
+  }
+  m->reload();
+  return m;
+}
+
+HookManager::~HookManager() {
+  if (watcher_.joinable()) {
+    uint64_t one = 1;
+    (void)::write(stop_fd_, &one, sizeof(one));
+    watcher_.join();
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+void HookManager::reload() {
+  std::lock_guard lock(reload_mu_);
+  if (config_.hookserver_dir.empty()) {
+    if (!published_) publish();
+    return;
+  }
+  bool changed = false;
+  std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>> next;
+  for (HookServerFile& f : readHookServerDir(config_.hookserver_dir)) {
+    auto old = servers_.find(f.file);
+    if (!f.registration.ok()) {
+      if (old != servers_.end()) {
+        log_->error("{}; its previous registration stays in force",
+                    sv(f.registration.status().message()));
+        next.insert(*old);
+      } else {
+        log_->error("{}; not registered", sv(f.registration.status().message()));
+      }
+      continue;
+    }
+    HookServerRegistration& r = *f.registration;
+    if (old != servers_.end() && old->second.first.text == r.text) {
+      next.insert(*old);
+      continue;
+    }
+    std::string stages;
+    for (const StageId& s : r.stages)
+      stages += cat(stages.empty() ? "" : ",", stageName(s.method, s.phase));
+    log_->info("hook server {} {}: {} on {}, failure policy {}", r.file,
+               old == servers_.end() ? "registered" : "changed", r.socket_path, stages,
+               r.ignore_failures ? "Ignore" : "Fail");
+    auto hook = makeKoordinatorHook(r.name, r.socket_path, r.stages);
+    next[r.file] = {std::move(r), std::move(hook)};
+    changed = true;
+  }
+  for (const auto& [file, entry] : servers_) {
+    if (!next.count(file)) {
+      log_->info("hook server {} removed", file);
+      changed = true;
+    }
+  }
+  servers_ = std::move(next);
+  if (changed || !published_) publish();
+}
+
+void HookManager::publish() {
+  auto chain = std::make_shared<HookChain>(log_);
+  for (const Entry& e : configured_) chain->add(e.hook, e.settings);
+  for (const auto& [file, entry] : servers_) {
+    HookSettings s;
+    s.timeout = config_.hookserver_timeout;
+    s.failure_policy = entry.first.ignore_failures ? FailurePolicy::kIgnore : FailurePolicy::kFail;
+    chain->add(entry.second, s);
+  }
+  std::string names;
+  for (const auto& n : chain->names()) names += cat(names.empty() ? "" : ", ", n);
+  log_->info("hook chain: {}", names.empty() ? "no hooks" : names);
+  chains_.set(std::move(chain));
+  published_ = true;
+}
+
+void HookManager::watch() {
+  if (config_.hookserver_dir.empty() || watcher_.joinable()) return;
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  watcher_ = std::thread([this] { watchLoop(); });
+}
+
+void HookManager::watchLoop() {
+  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  int wd = -1;
+  constexpr uint32_t kEvents = IN_CREATE | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_FROM |
+                               IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF;
+  for (;;) {
+    if (wd < 0 && in >= 0) {
+      wd = ::inotify_add_watch(in, config_.hookserver_dir.c_str(), kEvents);
+      if (wd >= 0) reload();  // the directory appeared: read what it holds
+    }
+    pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {in, POLLIN, 0}};
+    int n = ::poll(fds, in >= 0 ? 2 : 1, wd < 0 || in < 0 ? 1000 : -1);
+    if (n > 0 && (fds[0].revents & POLLIN)) break;
+    if (in < 0) {
+      reload();  // no inotify: poll the directory
+      continue;
+    }
+    if (n > 0 && (fds[1].revents & POLLIN)) {
+      alignas(inotify_event) char buf[4096];
+      bool gone = false;
+      ssize_t len;
+      // Let a burst of events (an editor's write + rename) settle, then read them all.
+      ::usleep(20000);
+      while ((len = ::read(in, buf, sizeof(buf))) > 0) {
+        for (char* p = buf; p < buf + len;) {
+          auto* ev = reinterpret_cast<inotify_event*>(p);
+          gone = gone || (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF));
+          p += sizeof(inotify_event) + ev->len;
+        }
+      }
+      if (gone && wd >= 0) {
+        ::inotify_rm_watch(in, wd);
+        wd = -1;
+      }
+      reload();
+    }
+  }
+  if (in >= 0) ::close(in);
+}
+
+}  // namespace crihook

@@ -1,0 +1,70 @@
+#pragma once
+
+// Builds crihookd's hook chain from its configuration and keeps it current:
+// the [[hook]] entries (built-in hooks, modules, crihook-protocol servers) in
+// the order of the config file, then the Koordinator hook servers registered
+// in [hooks] hookserver_dir, in file-name order. Files added, edited or
+// removed there take effect within moments, without a restart: a new chain
+// is built and swapped in (calls in flight finish with the one they began
+// with).
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "chain.h"
+#include "config.h"
+#include "registry.h"
+#include "remote/hookserver_dir.h"
+
+namespace crihook {
+
+class HookManager {
+ public:
+  // Makes the configured hooks. An unknown built-in or bad settings is
+  // INVALID_ARGUMENT naming the config entry (crihookd does not start); a
+  // module that is refused (wrong ABI, missing symbol, failing init) is
+  // logged naming the file and the reason, and left out: the daemon runs.
+  // Reads hookserver_dir once.
+  static absl::StatusOr<std::unique_ptr<HookManager>> create(const Config& config,
+                                                             const HookRegistry& registry,
+                                                             std::shared_ptr<spdlog::logger> log);
+  ~HookManager();  // stops watching
+
+  const ChainHolder& chains() const { return chains_; }
+
+  // Re-reads hookserver_dir and swaps in a new chain if anything changed. A
+  // file that became invalid keeps its last valid registration (logged); a
+  // removed file removes its server. Thread-safe.
+  void reload();
+
+  // Starts a thread that calls reload() whenever hookserver_dir changes
+  // (inotify; until the directory exists, a check every second).
+  void watch();
+
+ private:
+  HookManager(const Config& config, std::shared_ptr<spdlog::logger> log);
+  void publish();
+  void watchLoop();
+
+  const Config config_;
+  std::shared_ptr<spdlog::logger> log_;
+  struct Entry {
+    std::shared_ptr<Hook> hook;
+    HookSettings settings;
+  };
+  std::vector<Entry> configured_;
+  std::mutex reload_mu_;
+  std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>>
+      servers_;  // by file
+  bool published_ = false;
+  ChainHolder chains_{std::make_shared<HookChain>(nullptr)};
+  int stop_fd_ = -1;
+  std::thread watcher_;
+};
+
+}  // namespace crihook

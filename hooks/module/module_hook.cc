@@ -1,0 +1,220 @@
+#include "module_hook.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "text.h"
+#include "wire.h"
+
+namespace crihook {
+namespace {
+
+static_assert(static_cast<int>(LifecycleMethod::kRunPodSandbox) == CRIHOOK_RUN_POD_SANDBOX &&
+                  static_cast<int>(LifecycleMethod::kCreateContainer) == CRIHOOK_CREATE_CONTAINER &&
+                  static_cast<int>(LifecycleMethod::kUpdateContainerResources) ==
+                      CRIHOOK_UPDATE_CONTAINER_RESOURCES,
+              "crihook_module.h's method numbers are LifecycleMethod's");
+static_assert(CRIHOOK_STAGE(CRIHOOK_CREATE_CONTAINER, CRIHOOK_POST) ==
+              stageBit(LifecycleMethod::kCreateContainer, Phase::kPost));
+
+#if defined(__x86_64__)
+constexpr int kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr int kMachine = EM_AARCH64;
+#else
+#error "crihook modules: add this machine's ELF e_machine"
+#endif
+
+constexpr const char* kFunctions[] = {"crihook_module_init", "crihook_module_run",
+                                      "crihook_module_free", "crihook_module_fini"};
+constexpr size_t kMaxModuleBytes = 256u << 20;
+
+using InitFn = int (*)(const char*, size_t, void**, char**);
+using RunFn = int (*)(void*, const char*, size_t, char**, size_t*, char**);
+using FreeFn = void (*)(void*);
+using FiniFn = void (*)(void*);
+
+// The bytes of a file, read whole (a module is small).
+absl::StatusOr<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(cat("module ", path, ": cannot be read: ", std::strerror(errno)));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() > kMaxModuleBytes)
+    return absl::FailedPreconditionError(cat("module ", path, ": larger than 256 MiB"));
+  return bytes;
+}
+
+template <typename T>
+const T* at(const std::string& file, uint64_t offset) {
+  if (offset > file.size() || file.size() - offset < sizeof(T)) return nullptr;
+  return reinterpret_cast<const T*>(file.data() + offset);
+}
+
+class ModuleHook final : public Hook {
+ public:
+  ModuleHook(std::string name, crihook_module_info info, void* instance, RunFn run, FreeFn free,
+             FiniFn fini)
+      : name_(std::move(name)),
+        info_(info),
+        instance_(instance),
+        run_(run),
+        free_(free),
+        fini_(fini) {}
+  ~ModuleHook() override { fini_(instance_); }
+
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return (info_.stages & stageBit(m, p)) != 0;
+  }
+  bool runsInline() const override { return (info_.flags & CRIHOOK_MODULE_INLINE) != 0; }
+
+  HookDecision run(const HookInput& input) override {
+    std::string request;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(hookRequest(input), &request, options);
+    char* reply = nullptr;
+    size_t reply_len = 0;
+    char* error = nullptr;
+    const int rc = run_(instance_, request.data(), request.size(), &reply, &reply_len, &error);
+    std::string reply_text = reply ? std::string(reply, reply_len) : std::string();
+    std::string error_text = error ? std::string(error) : std::string();
+    if (reply) free_(reply);
+    if (error) free_(error);
+    if (rc != 0) {
+      return HookDecision::error(absl::InternalError(
+          cat("module returned ", rc, ": ", error_text.empty() ? "no reason given" : error_text)));
+    }
+    hook::v1::HookResponse response;
+    if (auto s = google::protobuf::util::JsonStringToMessage(reply_text, &response); !s.ok()) {
+      return HookDecision::error(absl::InvalidArgumentError(
+          cat("reply of hook ", name_,
+              ": not a crihook.hook.v1.HookResponse: ", s.message().ToString())));
+    }
+    return hookDecision(response, input.phase, name_);
+  }
+
+ private:
+  std::string name_;
+  crihook_module_info info_;
+  void* instance_;
+  RunFn run_;
+  FreeFn free_;
+  FiniFn fini_;
+};
+
+}  // namespace
+
+absl::StatusOr<crihook_module_info> readModuleInfo(const std::string& path) {
+  auto file = readFile(path);
+  if (!file.ok()) return file.status();
+  auto bad = [&](std::string_view why) {
+    return absl::FailedPreconditionError(cat("module ", path, ": ", why));
+  };
+  const auto* eh = at<Elf64_Ehdr>(*file, 0);
+  if (eh == nullptr || std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+    return bad("not an ELF file");
+  if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
+      eh->e_machine != kMachine)
+    return bad("built for another machine");
+  if (eh->e_type != ET_DYN) return bad("not a shared object");
+  if (eh->e_shentsize != sizeof(Elf64_Shdr)) return bad("unexpected section header size");
+  auto section = [&](size_t i) {
+    return at<Elf64_Shdr>(*file, eh->e_shoff + i * sizeof(Elf64_Shdr));
+  };
+
+  const Elf64_Shdr* dynsym = nullptr;
+  for (size_t i = 0; i < eh->e_shnum; ++i) {
+    const Elf64_Shdr* sh = section(i);
+    if (sh == nullptr) return bad("truncated section headers");
+    if (sh->sh_type == SHT_DYNSYM) dynsym = sh;
+  }
+  if (dynsym == nullptr || dynsym->sh_entsize != sizeof(Elf64_Sym))
+    return bad("no dynamic symbol table");
+  const Elf64_Shdr* strtab = dynsym->sh_link < eh->e_shnum ? section(dynsym->sh_link) : nullptr;
+  if (strtab == nullptr || strtab->sh_offset > file->size() ||
+      file->size() - strtab->sh_offset < strtab->sh_size)
+    return bad("no dynamic string table");
+  std::string_view names(file->data() + strtab->sh_offset, strtab->sh_size);
+
+  const Elf64_Sym* info_sym = nullptr;
+  std::vector<std::string_view> functions;
+  for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= dynsym->sh_size; off += sizeof(Elf64_Sym)) {
+    const auto* sym = at<Elf64_Sym>(*file, dynsym->sh_offset + off);
+    if (sym == nullptr) return bad("truncated symbol table");
+    if (sym->st_shndx == SHN_UNDEF || sym->st_name >= names.size()) continue;
+    std::string_view name = names.substr(sym->st_name);
+    name = name.substr(0, name.find('\0'));
+    if (name == "crihook_module_info" && ELF64_ST_TYPE(sym->st_info) == STT_OBJECT) info_sym = sym;
+    if (ELF64_ST_TYPE(sym->st_info) == STT_FUNC) functions.push_back(name);
+  }
+  if (info_sym == nullptr) {
+    return absl::NotFoundError(cat("module ", path, ": exports no crihook_module_info"));
+  }
+  for (const char* f : kFunctions) {
+    if (std::find(functions.begin(), functions.end(), f) == functions.end())
+      return absl::NotFoundError(cat("module ", path, ": exports no ", f));
+  }
+  if (info_sym->st_size < offsetof(crihook_module_info, info_size) + sizeof(uint32_t))
+    return bad("crihook_module_info is too small");
+  const Elf64_Shdr* home = info_sym->st_shndx < eh->e_shnum ? section(info_sym->st_shndx) : nullptr;
+  if (home == nullptr || home->sh_type == SHT_NOBITS || info_sym->st_value < home->sh_addr)
+    return bad("crihook_module_info has no contents in the file");
+  const uint64_t offset = home->sh_offset + (info_sym->st_value - home->sh_addr);
+  crihook_module_info info{};
+  const size_t have = std::min<size_t>(info_sym->st_size, sizeof(info));
+  if (offset > file->size() || file->size() - offset < have)
+    return bad("truncated crihook_module_info");
+  std::memcpy(&info, file->data() + offset, have);
+
+  if (info.abi_version != CRIHOOK_MODULE_ABI_VERSION) {
+    return bad(cat("built for module ABI version ", info.abi_version, "; this crihookd speaks ",
+                   CRIHOOK_MODULE_ABI_VERSION));
+  }
+  if (info.info_size != sizeof(crihook_module_info) || info_sym->st_size != sizeof(info))
+    return bad(cat("crihook_module_info is ", info.info_size, " bytes; expected ", sizeof(info)));
+  if (std::memchr(info.name, '\0', sizeof(info.name)) == nullptr || info.name[0] == '\0')
+    return bad("crihook_module_info.name is empty or not NUL-terminated");
+  if (std::memchr(info.version, '\0', sizeof(info.version)) == nullptr)
+    return bad("crihook_module_info.version is not NUL-terminated");
+  if (info.stages == 0 || info.stages >= (uint64_t{1} << (2 * 8)))
+    return bad("crihook_module_info.stages names no stage or unknown ones");
+  if ((info.flags & ~CRIHOOK_MODULE_INLINE) != 0 || info.reserved != 0)
+    return bad("crihook_module_info has unknown flags set");
+  return info;
+}
+
+absl::StatusOr<std::shared_ptr<Hook>> loadModuleHook(const std::string& name,
+                                                     const std::string& path,
+                                                     const std::string& settings_json) {
+  auto info = readModuleInfo(path);
+  if (!info.ok()) return info.status();
+  // Never closed: a timed-out call may still be running module code.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    return absl::FailedPreconditionError(cat("module ", path, ": cannot be loaded: ", ::dlerror()));
+  }
+  auto init = reinterpret_cast<InitFn>(::dlsym(handle, "crihook_module_init"));
+  auto run = reinterpret_cast<RunFn>(::dlsym(handle, "crihook_module_run"));
+  auto free = reinterpret_cast<FreeFn>(::dlsym(handle, "crihook_module_free"));
+  auto fini = reinterpret_cast<FiniFn>(::dlsym(handle, "crihook_module_fini"));
+  if (!init || !run || !free || !fini) {
+    return absl::NotFoundError(
+        cat("module ", path, ": a crihook_module_* function did not resolve"));
+  }
+  void* instance = nullptr;
+  char* error = nullptr;
+  if (int rc = init(settings_json.data(), settings_json.size(), &instance, &error); rc != 0) {
+    std::string why = error ? error : "no reason given";
+    if (error) free(error);
+    return absl::InvalidArgumentError(cat("module ", path, ": init failed (", rc, "): ", why));
+  }
+  return std::make_shared<ModuleHook>(name, *info, instance, run, free, fini);
+}
+
+}  // namespace crihook

@@ -1,0 +1,30 @@
+#pragma once
+
+// Hook modules (tier 2): a shared object in [hooks] module_dir, speaking the
+// C ABI of crihook_module.h, reached by the chain as a Hook.
+
+#include <spdlog/logger.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "crihook_module.h"
+#include "hook.h"
+
+namespace crihook {
+
+// Reads the module's crihook_module_info from the file itself (its ELF
+// dynamic symbol table), running none of its code. NOT_FOUND for a missing
+// file or symbol, FAILED_PRECONDITION for a file that is not a 64-bit ELF
+// shared object of this machine or an info of another ABI version.
+absl::StatusOr<crihook_module_info> readModuleInfo(const std::string& path);
+
+// Checks the info, then loads the module (RTLD_NOW | RTLD_LOCAL), resolves
+// its functions and calls its init with `settings_json`. Errors name the file
+// and the reason. A loaded module stays loaded for the process's life.
+absl::StatusOr<std::shared_ptr<Hook>> loadModuleHook(const std::string& name,
+                                                     const std::string& path,
+                                                     const std::string& settings_json);
+
+}  // namespace crihook

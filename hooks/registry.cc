@@ -1,0 +1,39 @@
+#include "registry.h"
+
+#include "builtin/noop/noop_hook.h"
+#include "builtin/static/static_hook.h"
+#include "text.h"
+
+namespace crihook {
+
+void HookRegistry::add(std::string type, Factory factory) {
+  factories_[std::move(type)] = std::move(factory);
+}
+
+absl::StatusOr<std::shared_ptr<Hook>> HookRegistry::create(const std::string& type,
+                                                           const std::string& name,
+                                                           const std::string& settings) const {
+  auto it = factories_.find(type);
+  if (it == factories_.end()) {
+    std::string known;
+    for (const auto& t : types()) known += known.empty() ? t : ", " + t;
+    return absl::InvalidArgumentError(
+        cat("no built-in hook \"", type, "\"; built-in hooks are: ", known));
+  }
+  return it->second(name, settings);
+}
+
+std::vector<std::string> HookRegistry::types() const {
+  std::vector<std::string> out;
+  for (const auto& [t, f] : factories_) out.push_back(t);
+  return out;
+}
+
+HookRegistry builtinHooks() {
+  HookRegistry r;
+  r.add("noop", &NoopHook::create);
+  r.add("static", &StaticHook::create);
+  return r;
+}
+
+}  // namespace crihook

@@ -1,0 +1,41 @@
+#pragma once
+
+// Built-in hooks by type name. crihookd's config names a type in
+// `[[hook]] builtin = "static"`; the registry makes the hook from its
+// settings. Registration is explicit (builtinHooks()), not by static
+// initialisers, so nothing depends on link order.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hook.h"
+
+namespace crihook {
+
+class HookRegistry {
+ public:
+  // Makes a hook called `name` from `settings_json` ([hook.settings] as a JSON
+  // object). Bad settings are INVALID_ARGUMENT naming the setting.
+  using Factory = std::function<absl::StatusOr<std::shared_ptr<Hook>>(
+      const std::string& name, const std::string& settings_json)>;
+
+  void add(std::string type, Factory factory);
+
+  // INVALID_ARGUMENT for an unknown type (listing the known ones) or bad settings.
+  absl::StatusOr<std::shared_ptr<Hook>> create(const std::string& type, const std::string& name,
+                                               const std::string& settings_json) const;
+
+  std::vector<std::string> types() const;
+
+ private:
+  std::map<std::string, Factory> factories_;
+};
+
+// The hooks compiled into crihookd (hooks/builtin/*).
+HookRegistry builtinHooks();
+
+}  // namespace crihook

@@ -1,0 +1,251 @@
+#include "remote_hooks.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "crihook_hook_v1.grpc.pb.h"
+#include "koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "text.h"
+
+namespace crihook {
+namespace {
+
+namespace v1 = ::runtime::v1;
+namespace koord = ::runtime::v1alpha1;
+namespace hv1 = ::crihook::hook::v1;
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<grpc::Channel> unixChannel(const std::string& path) {
+  grpc::ChannelArguments args;
+  // A hook server that restarts must be reachable again within a second, not
+  // after gRPC's default reconnect backoff (up to two minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+}
+
+void setDeadline(grpc::ClientContext& ctx, Clock::time_point deadline) {
+  auto left = deadline == Clock::time_point::max() ? std::chrono::milliseconds(2000)
+                                                   : deadline - Clock::now();
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
+}
+
+HookDecision failed(const grpc::Status& s, const std::string& endpoint) {
+  return HookDecision::error(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                                          cat("hook server ", endpoint, ": ", s.error_message())));
+}
+
+class CrihookRemoteHook final : public Hook {
+ public:
+  CrihookRemoteHook(std::string name, std::string path, std::vector<StageId> stages)
+      : name_(std::move(name)),
+        path_(std::move(path)),
+        stages_(stageMask(stages)),
+        stub_(hv1::HookService::NewStub(unixChannel(path_))) {}
+
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return (stages_ & stageBit(m, p)) != 0;
+  }
+  HookDecision run(const HookInput& in) override {
+    grpc::ClientContext ctx;
+    setDeadline(ctx, in.deadline);
+    hv1::HookResponse reply;
+    grpc::Status s = stub_->Handle(&ctx, hookRequest(in), &reply);
+    if (!s.ok()) return failed(s, path_);
+    return hookDecision(reply, in.phase, name_);
+  }
+
+ private:
+  std::string name_, path_;
+  uint32_t stages_;
+  std::unique_ptr<hv1::HookService::Stub> stub_;
+};
+
+// runtime.v1 and Koordinator's runtime.v1alpha1 LinuxContainerResources have
+// the same fields under the same numbers and types (Koordinator copied the
+// CRI message), so the bytes of one are the other.
+koord::LinuxContainerResources toKoordinator(const v1::LinuxContainerResources& r) {
+  koord::LinuxContainerResources out;
+  out.ParseFromString(r.SerializeAsString());
+  return out;
+}
+
+// Koordinator's servers answer whole resource messages where zero means
+// "not specified"; only what they specify is their decision.
+void takeResources(const koord::LinuxContainerResources& r, Adjustment& a) {
+  if (r.cpu_period() > 0) a.cpu_period = r.cpu_period();
+  if (r.cpu_quota() != 0) a.cpu_quota = r.cpu_quota();
+  if (r.cpu_shares() > 0) a.cpu_shares = r.cpu_shares();
+  if (r.memory_limit_in_bytes() > 0) a.memory_limit_bytes = r.memory_limit_in_bytes();
+  if (!r.cpuset_cpus().empty()) a.cpuset_cpus = r.cpuset_cpus();
+  if (!r.cpuset_mems().empty()) a.cpuset_mems = r.cpuset_mems();
+  for (const auto& h : r.hugepage_limits()) a.hugepage_limits[h.page_size()] = h.limit();
+  for (const auto& [k, v] : r.unified()) a.unified[k] = v;
+}
+
+void podMeta(const HookInput& in, koord::PodSandboxMetadata& meta) {
+  if (in.pod) {
+    const auto& m = in.pod->config().metadata();
+    meta.set_name(m.name());
+    meta.set_uid(m.uid());
+    meta.set_namespace_(m.namespace_());
+    meta.set_attempt(m.attempt());
+  } else if (in.identity) {
+    meta.set_name(in.identity->pod_name);
+    meta.set_uid(in.identity->pod_uid);
+    meta.set_namespace_(in.identity->pod_namespace);
+  }
+}
+
+class KoordinatorHook final : public Hook {
+ public:
+  KoordinatorHook(std::string name, std::string path, std::vector<StageId> stages)
+      : name_(std::move(name)),
+        path_(std::move(path)),
+        stages_(stageMask(stages)),
+        stub_(koord::RuntimeHookService::NewStub(unixChannel(path_))) {}
+
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return (stages_ & stageBit(m, p)) != 0;
+  }
+  bool appliesTo(const HookInput& in) const override {
+    if (!in.pod) return true;
+    auto it = in.pod->config().labels().find(kSkipHookServerLabel);
+    return it == in.pod->config().labels().end() || it->second != "true";
+  }
+
+  HookDecision run(const HookInput& in) override {
+    grpc::ClientContext ctx;
+    setDeadline(ctx, in.deadline);
+    Adjustment a;
+    grpc::Status s;
+    if (in.method == LifecycleMethod::kRunPodSandbox ||
+        in.method == LifecycleMethod::kStopPodSandbox) {
+      koord::PodSandboxHookRequest req;
+      podMeta(in, *req.mutable_pod_meta());
+      if (in.pod) {
+        const auto& c = in.pod->config();
+        req.set_runtime_handler(in.pod->runtime_handler());
+        req.mutable_labels()->insert(c.labels().begin(), c.labels().end());
+        req.mutable_annotations()->insert(c.annotations().begin(), c.annotations().end());
+        req.set_cgroup_parent(c.linux().cgroup_parent());
+        if (c.linux().has_overhead()) *req.mutable_overhead() = toKoordinator(c.linux().overhead());
+        if (c.linux().has_resources())
+          *req.mutable_resources() = toKoordinator(c.linux().resources());
+      }
+      koord::PodSandboxHookResponse reply;
+      s = in.method == LifecycleMethod::kRunPodSandbox
+              ? stub_->PreRunPodSandboxHook(&ctx, req, &reply)
+              : stub_->PostStopPodSandboxHook(&ctx, req, &reply);
+      if (!s.ok()) return failed(s, path_);
+      a.labels.insert(reply.labels().begin(), reply.labels().end());
+      a.annotations.insert(reply.annotations().begin(), reply.annotations().end());
+      if (!reply.cgroup_parent().empty()) a.cgroup_parent = reply.cgroup_parent();
+      if (reply.has_resources()) takeResources(reply.resources(), a);
+    } else {
+      koord::ContainerResourceHookRequest req;
+      podMeta(in, *req.mutable_pod_meta());
+      if (in.pod) {
+        const auto& c = in.pod->config();
+        req.mutable_pod_annotations()->insert(c.annotations().begin(), c.annotations().end());
+        req.mutable_pod_labels()->insert(c.labels().begin(), c.labels().end());
+        req.set_pod_cgroup_parent(c.linux().cgroup_parent());
+        if (c.linux().has_resources())
+          *req.mutable_pod_resources() = toKoordinator(c.linux().resources());
+      }
+      if (in.container) {
+        // What the runtime has (sent), or what kubelet asked for if no hook changed it.
+        const v1::ContainerConfig& c =
+            in.container->has_sent() ? in.container->sent() : in.container->requested();
+        auto* meta = req.mutable_container_mata();
+        meta->set_name(c.metadata().name());
+        meta->set_attempt(c.metadata().attempt());
+        meta->set_id(in.container->id());
+        req.mutable_container_annotations()->insert(c.annotations().begin(), c.annotations().end());
+        if (c.linux().has_resources())
+          *req.mutable_container_resources() = toKoordinator(c.linux().resources());
+      } else if (in.identity) {
+        req.mutable_container_mata()->set_id(in.identity->container_id);
+      }
+      if (in.method == LifecycleMethod::kUpdateContainerResources && in.request) {
+        const auto& u = static_cast<const v1::UpdateContainerResourcesRequest&>(*in.request);
+        *req.mutable_container_resources() = toKoordinator(u.linux());
+      }
+      koord::ContainerResourceHookResponse reply;
+      using Call = grpc::Status (koord::RuntimeHookService::Stub::*)(
+          grpc::ClientContext*, const koord::ContainerResourceHookRequest&,
+          koord::ContainerResourceHookResponse*);
+      Call call = nullptr;
+      switch (in.method) {
+        case LifecycleMethod::kCreateContainer:
+          call = &koord::RuntimeHookService::Stub::PreCreateContainerHook;
+          break;
+        case LifecycleMethod::kStartContainer:
+          call = in.phase == Phase::kPre ? &koord::RuntimeHookService::Stub::PreStartContainerHook
+                                         : &koord::RuntimeHookService::Stub::PostStartContainerHook;
+          break;
+        case LifecycleMethod::kStopContainer:
+          call = &koord::RuntimeHookService::Stub::PostStopContainerHook;
+          break;
+        case LifecycleMethod::kUpdateContainerResources:
+          call = &koord::RuntimeHookService::Stub::PreUpdateContainerResourcesHook;
+          break;
+        default:
+          return HookDecision::proceed();  // not a stage of Koordinator's protocol
+      }
+      s = (stub_.get()->*call)(&ctx, req, &reply);
+      if (!s.ok()) return failed(s, path_);
+      a.annotations.insert(reply.container_annotations().begin(),
+                           reply.container_annotations().end());
+      if (reply.has_container_resources()) takeResources(reply.container_resources(), a);
+    }
+    if (in.phase == Phase::kPost) return HookDecision::proceed();
+    // The same checks as any other hook's reply (a cpuset that is not a list, ...).
+    auto checked = fromWire(toWire(a), cat("reply of hook ", name_));
+    if (!checked.ok()) return HookDecision::error(checked.status());
+    return HookDecision::proceed(std::move(*checked));
+  }
+
+ private:
+  std::string name_, path_;
+  uint32_t stages_;
+  std::unique_ptr<koord::RuntimeHookService::Stub> stub_;
+};
+
+}  // namespace
+
+std::shared_ptr<Hook> makeCrihookRemoteHook(std::string name, std::string socket_path,
+                                            std::vector<StageId> stages) {
+  return std::make_shared<CrihookRemoteHook>(std::move(name), std::move(socket_path),
+                                             std::move(stages));
+}
+
+std::shared_ptr<Hook> makeKoordinatorHook(std::string name, std::string socket_path,
+                                          std::vector<StageId> stages) {
+  return std::make_shared<KoordinatorHook>(std::move(name), std::move(socket_path),
+                                           std::move(stages));
+}
+
+absl::StatusOr<StageId> koordinatorStage(std::string_view type) {
+  static const std::pair<const char*, StageId> kTypes[] = {
+      {"PreRunPodSandbox", {LifecycleMethod::kRunPodSandbox, Phase::kPre}},
+      {"PostStopPodSandbox", {LifecycleMethod::kStopPodSandbox, Phase::kPost}},
+      {"PreCreateContainer", {LifecycleMethod::kCreateContainer, Phase::kPre}},
+      {"PreStartContainer", {LifecycleMethod::kStartContainer, Phase::kPre}},
+      {"PostStartContainer", {LifecycleMethod::kStartContainer, Phase::kPost}},
+      {"PostStopContainer", {LifecycleMethod::kStopContainer, Phase::kPost}},
+      {"PreUpdateContainerResources", {LifecycleMethod::kUpdateContainerResources, Phase::kPre}},
+  };
+  std::string known;
+  for (const auto& [name, stage] : kTypes) {
+    if (type == name) return stage;
+    known += cat(known.empty() ? "" : ", ", name);
+  }
+  return absl::InvalidArgumentError(
+      cat("unknown runtime hook \"", type, "\"; Koordinator's are ", known));
+}
+
+}  // namespace crihook

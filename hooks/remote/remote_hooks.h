@@ -1,0 +1,44 @@
+#pragma once
+
+// Remote hook servers (tier 3), over gRPC on Unix sockets, reached by the
+// chain as Hooks:
+//  - crihook's own protocol (crihook.hook.v1.HookService), configured as
+//    [[hook]] endpoint = ...: can return everything an Adjustment holds and
+//    reject a call;
+//  - Koordinator's RuntimeHookService (runtime.v1alpha1), registered by
+//    files in /etc/runtime/hookserver.d (hookserver_dir.h): labels,
+//    annotations, cgroup parent and resources, as koord-runtime-proxy sends
+//    them, so koordlet works unchanged.
+// Each call carries the chain's deadline for the hook; a server that is down,
+// crashes mid-call or answers garbage is a hook failure (its failure policy
+// decides), named in the message.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hook.h"
+#include "wire.h"
+
+namespace crihook {
+
+// The label by which a pod opts out of Koordinator hook servers (so a hook
+// server can itself run as a pod).
+inline constexpr const char* kSkipHookServerLabel = "runtimeproxy.koordinator.sh/skip-hookserver";
+
+std::shared_ptr<Hook> makeCrihookRemoteHook(std::string name, std::string socket_path,
+                                            std::vector<StageId> stages);
+
+// `stages`: Koordinator's hook types ("PreRunPodSandbox", ...) as crihook
+// stages (koordinatorStage()).
+std::shared_ptr<Hook> makeKoordinatorHook(std::string name, std::string socket_path,
+                                          std::vector<StageId> stages);
+
+// Koordinator's runtime hook type name -> stage: PreRunPodSandbox,
+// PostStopPodSandbox, PreCreateContainer, PreStartContainer,
+// PostStartContainer, PostStopContainer, PreUpdateContainerResources.
+// INVALID_ARGUMENT for anything else, listing these.
+absl::StatusOr<StageId> koordinatorStage(std::string_view hook_type);
+
+}  // namespace crihook

@@ -1,0 +1,219 @@
+#include "state_store.h"
+
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "text.h"
+
+namespace crihook {
+namespace {
+
+namespace hv1 = ::crihook::hook::v1;
+namespace fs = std::filesystem;
+using google::protobuf::util::JsonParseOptions;
+using google::protobuf::util::JsonPrintOptions;
+
+// Runtime ids are hex; anything else must not become a path.
+bool safeId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') return false;
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
+  }
+  return true;
+}
+
+absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in)
+    return absl::NotFoundError(cat(file.string(), ": cannot be read: ", std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  hv1::PodState state;
+  JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // records written by a newer crihookd
+  auto s = google::protobuf::util::JsonStringToMessage(text.str(), &state, options);
+  if (!s.ok())
+    return absl::InvalidArgumentError(
+        cat(file.string(), ": not a pod record: ", s.message().ToString()));
+  return state;
+}
+
+}  // namespace
+
+StateStore::StateStore(std::string dir, std::shared_ptr<spdlog::logger> log)
+    : dir_(std::move(dir)), log_(std::move(log)) {}
+
+absl::Status StateStore::load() {
+  if (dir_.empty()) return absl::OkStatus();
+  std::error_code ec;
+  fs::create_directories(fs::path(dir_) / "pods", ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        cat("state directory ", dir_, "/pods cannot be created: ", ec.message()));
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& entry : fs::directory_iterator(fs::path(dir_) / "pods", ec)) {
+    if (entry.path().extension() != ".json") continue;
+    auto state = readPodFile(entry.path());
+    if (!state.ok()) {
+      if (log_) log_->warn("state: {}; skipped", sv(state.status().message()));
+      continue;
+    }
+    const std::string id = entry.path().stem().string();
+    Pod& pod = pods_[id];
+    if (state->has_pod()) pod.record = std::make_shared<const hv1::PodRecord>(state->pod());
+    for (const auto& c : state->containers()) {
+      pod.containers[c.id()] = std::make_shared<const hv1::ContainerRecord>(c);
+      container_sandbox_[c.id()] = id;
+    }
+  }
+  if (log_) {
+    log_->info("state: {} pods and {} containers read from {}", pods_.size(),
+               container_sandbox_.size(), dir_);
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const hv1::PodRecord> StateStore::pod(const std::string& sandbox_id) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(sandbox_id);
+  return it == pods_.end() ? nullptr : it->second.record;
+}
+
+std::shared_ptr<const hv1::ContainerRecord> StateStore::container(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto s = container_sandbox_.find(id);
+  if (s == container_sandbox_.end()) return nullptr;
+  const Pod& pod = pods_.at(s->second);
+  auto it = pod.containers.find(id);
+  return it == pod.containers.end() ? nullptr : it->second;
+}
+
+void StateStore::putPod(hv1::PodRecord record) {
+  std::lock_guard lock(mu_);
+  const std::string id = record.sandbox_id();
+  pods_[id].record = std::make_shared<const hv1::PodRecord>(std::move(record));
+  persistLocked(id);
+}
+
+void StateStore::putContainer(hv1::ContainerRecord record) {
+  std::lock_guard lock(mu_);
+  const std::string id = record.id(), sandbox = record.sandbox_id();
+  pods_[sandbox].containers[id] = std::make_shared<const hv1::ContainerRecord>(std::move(record));
+  container_sandbox_[id] = sandbox;
+  persistLocked(sandbox);
+}
+
+void StateStore::removeContainer(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto s = container_sandbox_.find(id);
+  if (s == container_sandbox_.end()) return;
+  const std::string sandbox = s->second;
+  container_sandbox_.erase(s);
+  pods_[sandbox].containers.erase(id);
+  persistLocked(sandbox);
+}
+
+void StateStore::removePod(const std::string& sandbox_id) {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(sandbox_id);
+  if (it == pods_.end()) return;
+  for (const auto& [id, c] : it->second.containers) container_sandbox_.erase(id);
+  pods_.erase(it);
+  if (dir_.empty() || !safeId(sandbox_id)) return;
+  std::error_code ec;
+  fs::remove(fs::path(dir_) / "pods" / (sandbox_id + ".json"), ec);
+  if (ec && log_)
+    log_->warn("state: cannot remove the record of pod {}: {}", sandbox_id, ec.message());
+}
+
+size_t StateStore::podCount() const {
+  std::lock_guard lock(mu_);
+  return pods_.size();
+}
+
+size_t StateStore::containerCount() const {
+  std::lock_guard lock(mu_);
+  return container_sandbox_.size();
+}
+
+void StateStore::persistLocked(const std::string& sandbox_id) {
+  if (dir_.empty()) return;
+  if (!safeId(sandbox_id)) {
+    if (log_)
+      log_->warn("state: sandbox id \"{}\" is not a file name; kept in memory only", sandbox_id);
+    return;
+  }
+  const Pod& pod = pods_.at(sandbox_id);
+  hv1::PodState state;
+  if (pod.record) *state.mutable_pod() = *pod.record;
+  for (const auto& [id, c] : pod.containers) *state.add_containers() = *c;
+  std::string json;
+  JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(state, &json, options);
+
+  const fs::path dir = fs::path(dir_) / "pods";
+  const fs::path final_path = dir / (sandbox_id + ".json");
+  const fs::path tmp = dir / ("." + sandbox_id + ".tmp");
+  // Written whole, then renamed over the old record: a reader or a crash sees
+  // one or the other.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0;
+  for (size_t done = 0; ok && done < json.size();) {
+    ssize_t n = ::write(fd, json.data() + done, json.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    done += ok ? static_cast<size_t>(n) : 0;
+  }
+  const int saved = errno;
+  if (fd >= 0) ::close(fd);
+  if (ok && ::rename(tmp.c_str(), final_path.c_str()) == 0) return;
+  if (log_) {
+    log_->warn("state: cannot write {}: {}; the record is kept in memory only", final_path.string(),
+               std::strerror(ok ? errno : saved));
+  }
+  ::unlink(tmp.c_str());
+}
+
+absl::StatusOr<hv1::PodState> StateStore::findContainer(const std::string& dir,
+                                                        const std::string& id,
+                                                        std::string* full_id) {
+  std::error_code ec;
+  fs::directory_iterator it(fs::path(dir) / "pods", ec);
+  if (ec) {
+    return absl::NotFoundError(
+        cat("state directory ", dir, "/pods cannot be read: ", ec.message()));
+  }
+  std::optional<hv1::PodState> found;
+  int matches = 0;
+  for (const auto& entry : it) {
+    if (entry.path().extension() != ".json") continue;
+    auto state = readPodFile(entry.path());
+    if (!state.ok()) continue;
+    for (const auto& c : state->containers()) {
+      if (c.id().compare(0, id.size(), id) != 0 || id.empty()) continue;
+      ++matches;
+      if (c.id() == id) matches = 1;  // an exact id wins over prefixes
+      *full_id = c.id();
+      found = *state;
+      if (c.id() == id) return *found;
+    }
+  }
+  if (matches == 0) return absl::NotFoundError(cat("no container ", id, " in ", dir));
+  if (matches > 1)
+    return absl::InvalidArgumentError(
+        cat("container id prefix ", id, " matches ", matches, " containers; give more of it"));
+  return *found;
+}
+
+}  // namespace crihook

@@ -1,0 +1,73 @@
+#pragma once
+
+// What crihookd remembers about the pods and containers it saw: their
+// configuration, what the hooks decided at each stage (with owners), and what
+// went to the runtime. Hooks read it at later stages (StopContainer sees what
+// CreateContainer applied), UpdateContainerResources re-applies the hooks'
+// resource decisions from it, and `crihookctl explain` prints it.
+//
+// Kept in memory as immutable snapshots (readers hold a shared_ptr; writers
+// replace it) and, when a directory is configured, one JSON file per pod
+// (<dir>/pods/<sandbox id>.json, a crihook.hook.v1.PodState), written to a
+// temporary file and renamed, so a crash leaves the old or the new record,
+// never half of one; read back on start.
+
+#include <spdlog/logger.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "crihook_hook_v1.pb.h"
+
+namespace crihook {
+
+class StateStore {
+ public:
+  // `dir` empty: memory only.
+  StateStore(std::string dir, std::shared_ptr<spdlog::logger> log);
+
+  // Creates the directory and reads the records in it. A file that cannot be
+  // read or parsed is logged (naming it) and skipped; only a directory that
+  // cannot be created is an error.
+  absl::Status load();
+
+  // Snapshots; null when unknown. Thread-safe, non-blocking.
+  std::shared_ptr<const hook::v1::PodRecord> pod(const std::string& sandbox_id) const;
+  std::shared_ptr<const hook::v1::ContainerRecord> container(const std::string& id) const;
+
+  // Store or replace, then persist the pod's file (a failed write is logged,
+  // the memory copy stays). Thread-safe; writes a small file on the caller's
+  // thread.
+  void putPod(hook::v1::PodRecord pod);
+  void putContainer(hook::v1::ContainerRecord container);
+  void removeContainer(const std::string& id);
+  void removePod(const std::string& sandbox_id);  // and its containers
+
+  size_t podCount() const;
+  size_t containerCount() const;
+
+  // Reads `dir` (not a running store) for the container whose id is `id` or
+  // starts with it. NOT_FOUND, or INVALID_ARGUMENT when the prefix matches
+  // several. Used by `crihookctl explain`.
+  static absl::StatusOr<hook::v1::PodState> findContainer(const std::string& dir,
+                                                          const std::string& id,
+                                                          std::string* full_id);
+
+ private:
+  struct Pod {
+    std::shared_ptr<const hook::v1::PodRecord> record;
+    std::map<std::string, std::shared_ptr<const hook::v1::ContainerRecord>> containers;
+  };
+  void persistLocked(const std::string& sandbox_id);
+
+  std::string dir_;
+  std::shared_ptr<spdlog::logger> log_;
+  mutable std::mutex mu_;
+  std::map<std::string, Pod> pods_;                       // by sandbox id
+  std::map<std::string, std::string> container_sandbox_;  // container id -> sandbox id
+};
+
+}  // namespace crihook
