@@ -24,8 +24,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 std::vector<std::string> withStateDir(std::vector<std::string> args, const std::string& dir) {
-  args.push_back("--state-dir");
-  args.push_back(dir);
+  args.insert(args.begin(), {"--state-dir", dir});
   return args;
 }
 
