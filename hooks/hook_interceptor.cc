@@ -230,6 +230,9 @@ void HookInterceptor::record(const InterceptedCall& call, CallState& cs) {
       hv1::PodRecord r = *cs.pod;
       r.set_sandbox_id(
           static_cast<const v1::RunPodSandboxResponse&>(*call.response).pod_sandbox_id());
+      if (call.request_changed) {  // keep what the runtime has: later hooks see the pod as it is
+        *r.mutable_config() = static_cast<const v1::RunPodSandboxRequest&>(*call.request).config();
+      }
       if (cs.decision) *r.add_decisions() = *cs.decision;
       cs.pod = std::make_shared<const hv1::PodRecord>(r);
       state_.putPod(std::move(r));

@@ -101,7 +101,8 @@ void HookManager::reload() {
                old == servers_.end() ? "registered" : "changed", r.socket_path, stages,
                r.ignore_failures ? "Ignore" : "Fail");
     auto hook = makeKoordinatorHook(r.name, r.socket_path, r.stages);
-    next[r.file] = {std::move(r), std::move(hook)};
+    const std::string file = r.file;
+    next[file] = {std::move(r), std::move(hook)};
     changed = true;
   }
   for (const auto& [file, entry] : servers_) {

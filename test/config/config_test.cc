@@ -105,6 +105,92 @@ TEST(Config, FileOnDiskIsRead) {
   EXPECT_EQ(c->listen_path, Config{}.listen_path) << "keys not in the file keep their defaults";
 }
 
+TEST(Config, HooksAreReadInTheirOrder) {
+  auto c = parseConfig(R"(
+[hooks]
+state_dir = "/var/lib/crihook-test"
+module_dir = "/opt/crihook/modules"
+hookserver_dir = ""
+hookserver_timeout = "500ms"
+workers = 8
+
+[[hook]]
+name = "site-env"
+builtin = "static"
+timeout = "100ms"
+failure_policy = "ignore"
+wins_over = ["gpu"]
+[hook.settings]
+namespaces = ["ml"]
+[hook.settings.adjustment]
+env = [{ key = "SITE", value = "eu-1" }]
+
+[[hook]]
+name = "gpu"
+endpoint = "unix:///run/gpu-hook.sock"
+stages = ["PreCreateContainer", "PostStopContainer"]
+
+[[hook]]
+name = "example"
+module = "example_module.so"
+)",
+                       "f");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->state_dir, "/var/lib/crihook-test");
+  EXPECT_EQ(c->module_dir, "/opt/crihook/modules");
+  EXPECT_EQ(c->hookserver_dir, "");
+  EXPECT_EQ(c->hookserver_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->hook_workers, 8);
+  ASSERT_EQ(c->hooks.size(), 3u);
+  EXPECT_EQ(c->hooks[0].name, "site-env");
+  EXPECT_EQ(c->hooks[0].builtin, "static");
+  EXPECT_TRUE(c->hooks[0].ignore_failures);
+  EXPECT_EQ(c->hooks[0].timeout, std::chrono::milliseconds(100));
+  EXPECT_EQ(c->hooks[0].wins_over, std::vector<std::string>{"gpu"});
+  EXPECT_THAT(c->hooks[0].settings_json, HasSubstr(R"("key" : "SITE")"));
+  EXPECT_EQ(c->hooks[0].origin, "config f: hook[site-env]");
+  EXPECT_EQ(c->hooks[1].endpoint, "unix:///run/gpu-hook.sock");
+  EXPECT_EQ(c->hooks[1].stages.size(), 2u);
+  EXPECT_FALSE(c->hooks[1].ignore_failures);
+  EXPECT_EQ(c->hooks[2].module, "example_module.so");
+  EXPECT_EQ(c->hooks[2].settings_json, "{}");
+}
+
+TEST(Config, BadHooksNameTheEntry) {
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"[[hook]]\nname = \"a b\"\nbuiltin = \"noop\"",
+       "config f: hook[0].name: expected 1-63 letters"},
+      {"[[hook]]\nname = \"a\"",
+       "config f: hook[a].builtin: expected exactly one of builtin, module and endpoint"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nmodule = \"m.so\"",
+       "hook[a].builtin: expected exactly one"},
+      {"[[hook]]\nname = \"a\"\nendpoint = \"unix:///a.sock\"",
+       "hook[a].stages: a hook server needs the stages"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nstages = [\"PreCreateContainer\"]",
+       "hook[a].stages: only a hook server"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nfailure_policy = \"retry\"",
+       "hook[a].failure_policy: expected \"fail\" or \"ignore\""},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\ntimeout = \"0s\"",
+       "hook[a].timeout: expected a duration above 0"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nwins_over = [\"b\"]",
+       "hook[a].wins_over: no other hook is named \"b\""},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\n[[hook]]\nname = \"a\"\nbuiltin = \"noop\"",
+       "hook[a]: the name is used twice"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\ncolour = 1", "hook[a].colour: unknown key"},
+      {"hook = 3", "config f: hook: expected [[hook]] tables"},
+      {"[hooks]\nstate_dir = \"var/lib\"", "hooks.state_dir: expected an absolute path"},
+      {"[hooks]\nworkers = 0", "hooks.workers: expected an integer in 1..256"},
+  };
+  for (const Case& k : cases) {
+    auto c = parseConfig(k.text, "f");
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_THAT(message(c.status()), HasSubstr(k.want)) << k.text;
+  }
+}
+
 TEST(Endpoint, UnixSocketsOnly) {
   EXPECT_EQ(*unixSocketPath("unix:///run/containerd/containerd.sock"),
             "/run/containerd/containerd.sock");

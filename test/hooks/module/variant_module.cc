@@ -1,0 +1,80 @@
+// Modules that go wrong in one way each, built from this file with one
+// VARIANT_* macro (test/meson.build), for module_test.cc.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "crihook_module.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#ifndef VARIANT_ABI
+#define VARIANT_ABI CRIHOOK_MODULE_ABI_VERSION
+#endif
+#ifdef VARIANT_SLOW
+#define VARIANT_FLAGS 0u
+#else
+#define VARIANT_FLAGS CRIHOOK_MODULE_INLINE
+#endif
+
+// Proves whether any of the module's code ran: loading runs constructors.
+__attribute__((constructor)) static void loaded() {
+  if (const char* marker = std::getenv("CRIHOOK_TEST_MODULE_MARKER")) {
+    if (FILE* f = std::fopen(marker, "w")) std::fclose(f);
+  }
+}
+
+extern "C" {
+
+EXPORT extern const struct crihook_module_info crihook_module_info;
+const struct crihook_module_info crihook_module_info = {
+    VARIANT_ABI,
+    sizeof(struct crihook_module_info),
+    "variant",
+    "0",
+    CRIHOOK_STAGE(CRIHOOK_CREATE_CONTAINER, CRIHOOK_PRE),
+    VARIANT_FLAGS,
+    0,
+};
+
+static char* copy(const char* s) {
+  char* out = static_cast<char*>(std::malloc(std::strlen(s) + 1));
+  std::strcpy(out, s);
+  return out;
+}
+
+EXPORT int crihook_module_init(const char*, size_t, void** instance, char**) {
+  *instance = nullptr;
+  return 0;
+}
+
+EXPORT int crihook_module_run(void*, const char*, size_t, char** reply, size_t* reply_len,
+                              char** error) {
+#if defined(VARIANT_FAIL)
+  *error = copy("device busy");
+  return 3;
+#elif defined(VARIANT_GARBAGE)
+  *reply = copy("not json");
+  *reply_len = std::strlen(*reply);
+  return 0;
+#else
+#ifdef VARIANT_SLOW
+  ::usleep(500 * 1000);
+#endif
+  *reply = copy("{}");
+  *reply_len = 2;
+  (void)error;
+  return 0;
+#endif
+}
+
+EXPORT void crihook_module_free(void* p) { std::free(p); }
+
+#ifndef VARIANT_NO_FINI
+EXPORT void crihook_module_fini(void*) {}
+#endif
+
+}  // extern "C"
