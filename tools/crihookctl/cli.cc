@@ -11,7 +11,9 @@
 #include <map>
 #include <sstream>
 
+#include "explain.h"
 #include "runtime_v1.grpc.pb.h"
+#include "state_store.h"
 #include "text.h"
 
 namespace crihook::ctl {
@@ -47,6 +49,11 @@ commands:
   inspect ID | inspectp ID | inspecti IMAGE
                                     container, pod or image status as JSON
   update --cpuset-cpus CPUS ID      UpdateContainerResources
+  explain [--state-dir DIR] ID      what crihookd's hooks did to a container: what
+                                    kubelet sent, each change and the hook that
+                                    made it, what went to the runtime (reads
+                                    crihookd's state, default /var/lib/crihook;
+                                    an ID prefix will do)
 
 Configs are JSON files in crictl's format (CRI field names, snake_case or
 lowerCamelCase).
@@ -352,6 +359,27 @@ int cmdUpdate(Client& c, const Options&, const Args& args, std::ostream& out) {
   return 0;
 }
 
+int cmdExplain(const Options& o, const Args& args, std::ostream& out) {
+  Parsed p = parse(args, {{"--state-dir", true}});
+  needArgs(p, 1, "a container ID");
+  const std::string dir =
+      p.flags.count("--state-dir") ? p.flags["--state-dir"] : "/var/lib/crihook";
+  std::string id;
+  auto state = StateStore::findContainer(dir, p.positional[0], &id);
+  if (!state.ok()) throw CallError(std::string(state.status().message()));
+  if (o.json) {
+    hook::v1::PodState only;
+    *only.mutable_pod() = state->pod();
+    for (const auto& c : state->containers()) {
+      if (c.id() == id) *only.add_containers() = c;
+    }
+    out << toJson(only);
+    return 0;
+  }
+  explainContainer(*state, id, out);
+  return 0;
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
@@ -389,6 +417,7 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     if (i >= argv.size()) throw UsageError("no command given");
     const std::string cmd = argv[i];
     Args rest(argv.begin() + static_cast<long>(i) + 1, argv.end());
+    if (cmd == "explain") return cmdExplain(o, rest, out);
     Client c(o);
     if (cmd == "version") return cmdVersion(c, o, rest, out);
     if (cmd == "info") return cmdInfo(c, o, rest, out);
