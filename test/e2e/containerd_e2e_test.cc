@@ -18,7 +18,9 @@
 #include <thread>
 
 #include "child_process.h"
+#include "cli.h"
 #include "fake_cri_server.h"
+#include "koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "runtime_v1.grpc.pb.h"
 
 namespace crihook::testing {
@@ -47,8 +49,55 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
+// A Koordinator-protocol hook server, as koordlet is one: it refuses
+// containers of pods annotated crihook.test/reject.
+class RefusingHookServer final : public ::runtime::v1alpha1::RuntimeHookService::Service {
+ public:
+  grpc::Status PreCreateContainerHook(
+      grpc::ServerContext*, const ::runtime::v1alpha1::ContainerResourceHookRequest* req,
+      ::runtime::v1alpha1::ContainerResourceHookResponse*) override {
+    if (req->pod_annotations().count("crihook.test/reject"))
+      return grpc::Status(grpc::StatusCode::INTERNAL, "the e2e hook server refuses this pod");
+    return grpc::Status::OK;
+  }
+};
+
+// crihookd's hooks in the e2e run: a built-in hook adding an env var, a bind
+// mount and a device node to pods annotated crihook.test/hooks=on, and the
+// refusing Koordinator server registered with failure policy Fail.
+std::string writeHookConfig(const std::string& dir) {
+  std::filesystem::create_directories(dir + "/hostdata");
+  std::filesystem::create_directories(dir + "/hookserver.d");
+  std::filesystem::create_directories(dir + "/dev");
+  std::ofstream(dir + "/hostdata/hello") << "hello from the host\n";
+  run("mknod -m 0666 " + dir + "/dev/zero0 c 1 5");  // the major and minor of /dev/zero
+  std::ofstream(dir + "/hookserver.d/refuser.json")
+      << R"({"remote-endpoint": ")" << dir << R"(/refuser.sock", "failure-policy": "Fail",
+            "runtime-hooks": ["PreCreateContainer"]})";
+  std::ofstream(dir + "/crihookd.toml") << R"(
+[hooks]
+state_dir = ")" << dir << R"(/state"
+hookserver_dir = ")" << dir << R"(/hookserver.d"
+
+[[hook]]
+name = "e2e-static"
+builtin = "static"
+[hook.settings]
+pod_annotations = { "crihook.test/hooks" = "on" }
+[hook.settings.adjustment]
+env = [{ key = "CRIHOOK_E2E", value = "from-a-hook" }]
+mounts = [{ container_path = "/crihook-data", host_path = ")"
+                                        << dir << R"(/hostdata", readonly = true }]
+devices = [{ container_path = "/dev/crihook-zero", host_path = ")"
+                                        << dir << R"(/dev/zero0", permissions = "rw" }]
+)";
+  return dir + "/crihookd.toml";
+}
+
 struct Env {
   std::string dir;
+  std::unique_ptr<RefusingHookServer> refuser_service;
+  std::unique_ptr<grpc::Server> refuser;
   pid_t containerd = -1;
   std::unique_ptr<ChildProcess> crihookd;
   std::shared_ptr<grpc::Channel> direct, proxied;
@@ -82,11 +131,24 @@ class ContainerdE2E : public ::testing::Test {
       fatal_ = e.what();
       return;
     }
+    std::string config;
+    try {
+      config = writeHookConfig(env->dir);
+    } catch (const std::exception& e) {
+      fatal_ = e.what();
+      return;
+    }
+    env->refuser_service = std::make_unique<RefusingHookServer>();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + env->dir + "/refuser.sock",
+                             grpc::InsecureServerCredentials());
+    builder.RegisterService(env->refuser_service.get());
+    env->refuser = builder.BuildAndStart();
     env->crihookd = std::make_unique<ChildProcess>(
         CRIHOOKD_BINARY,
-        std::vector<std::string>{"--listen", env->dir + "/crihook.sock", "--backend",
-                                 "unix://" + env->dir + "/ctd/containerd.sock", "--log-level",
-                                 "info", "--state-dir", env->dir + "/state"},
+        std::vector<std::string>{"--config", config, "--listen", env->dir + "/crihook.sock",
+                                 "--backend", "unix://" + env->dir + "/ctd/containerd.sock",
+                                 "--log-level", "info"},
         env->dir + "/crihookd.log");
     if (!waitForFile(env->dir + "/crihook.sock", 10s))
       fatal_ = "crihookd did not start: " + readFile(env->dir + "/crihookd.log");
@@ -119,6 +181,7 @@ class ContainerdE2E : public ::testing::Test {
       env->crihookd->signal(SIGTERM);
       env->crihookd->wait(10s);
     }
+    if (env->refuser) env->refuser->Shutdown(std::chrono::system_clock::now());
     if (env->containerd > 0) {
       ::kill(env->containerd, SIGTERM);
       for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i)
@@ -324,6 +387,101 @@ TEST_F(ContainerdE2E, V1alpha2CallsReachContainerdUnchanged) {
                     stop.SerializeAsString(), &proxied);
   EXPECT_EQ(s1.error_code(), s2.error_code());
   EXPECT_EQ(s1.error_message(), s2.error_message());
+}
+
+v1::CreateContainerRequest boxRequest(const std::string& pod, const v1::PodSandboxConfig& config,
+                                      const std::string& name) {
+  v1::CreateContainerRequest create;
+  create.set_pod_sandbox_id(pod);
+  *create.mutable_sandbox_config() = config;
+  auto* cfg = create.mutable_config();
+  cfg->mutable_metadata()->set_name(name);
+  cfg->mutable_image()->set_image(kImage);
+  cfg->add_command("/bin/sleep");
+  cfg->add_args("3600");
+  cfg->set_log_path(name + ".log");
+  return create;
+}
+
+void removePod(const std::string& pod) {
+  auto stub = v1::RuntimeService::NewStub(env->proxied);
+  grpc::ClientContext c1, c2;
+  v1::StopPodSandboxRequest stop;
+  stop.set_pod_sandbox_id(pod);
+  v1::StopPodSandboxResponse r1;
+  EXPECT_TRUE(stub->StopPodSandbox(&c1, stop, &r1).ok());
+  v1::RemovePodSandboxRequest rm;
+  rm.set_pod_sandbox_id(pod);
+  v1::RemovePodSandboxResponse r2;
+  EXPECT_TRUE(stub->RemovePodSandbox(&c2, rm, &r2).ok());
+}
+
+TEST_F(ContainerdE2E, EnvMountAndDeviceFromAHookAreThereInsideTheContainer) {
+  using RS = v1::RuntimeService::Stub;
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-hooked");
+  (*run.mutable_config()->mutable_annotations())["crihook.test/hooks"] = "on";
+  const std::string pod = viaProxy(&RS::RunPodSandbox, run).pod_sandbox_id();
+  ASSERT_FALSE(pod.empty());
+  const std::string ctr =
+      viaProxy(&RS::CreateContainer, boxRequest(pod, run.config(), "hooked")).container_id();
+  ASSERT_FALSE(ctr.empty());
+  v1::StartContainerRequest start;
+  start.set_container_id(ctr);
+  viaProxy(&RS::StartContainer, start);
+
+  v1::ExecSyncRequest exec;
+  exec.set_container_id(ctr);
+  exec.add_cmd("sh");
+  exec.add_cmd("-c");
+  exec.add_cmd(
+      "echo $CRIHOOK_E2E; cat /crihook-data/hello; "
+      "touch /crihook-data/x 2>/dev/null && echo writable || echo read-only; "
+      "ls -l /dev/crihook-zero | cut -c1; head -c 4 /dev/crihook-zero | od -An -tx1");
+  exec.set_timeout(20);
+  v1::ExecSyncResponse out = viaProxy(&RS::ExecSync, exec);
+  EXPECT_EQ(out.stdout(), "from-a-hook\nhello from the host\nread-only\nc\n 00 00 00 00\n")
+      << out.stderr();
+  EXPECT_EQ(out.exit_code(), 0);
+
+  // And crihookctl explains it from crihookd's state.
+  std::ostringstream text, err;
+  ASSERT_EQ(ctl::run({"explain", "--state-dir", env->dir + "/state", ctr.substr(0, 12)}, text, err),
+            0)
+      << err.str();
+  EXPECT_THAT(text.str(), HasSubstr("pod       default/e2e-hooked"));
+  EXPECT_THAT(text.str(),
+              ::testing::ContainsRegex("set env CRIHOOK_E2E=from-a-hook +by e2e-static"));
+  EXPECT_THAT(text.str(),
+              ::testing::ContainsRegex("device /dev/crihook-zero <- .* +by e2e-static"));
+  removePod(pod);
+}
+
+TEST_F(ContainerdE2E, ACreateContainerRejectedByAHookLeavesNoContainer) {
+  using RS = v1::RuntimeService::Stub;
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-refused");
+  (*run.mutable_config()->mutable_annotations())["crihook.test/reject"] = "yes";
+  const std::string pod = viaProxy(&RS::RunPodSandbox, run).pod_sandbox_id();
+  ASSERT_FALSE(pod.empty());
+
+  auto stub = runtime(env->proxied);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+  v1::CreateContainerResponse resp;
+  grpc::Status s = stub->CreateContainer(&ctx, boxRequest(pod, run.config(), "refused"), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_THAT(s.error_message(), HasSubstr("hook hookserver/refuser failed in PreCreateContainer"));
+  EXPECT_THAT(s.error_message(), HasSubstr("the e2e hook server refuses this pod"));
+
+  // containerd itself (not through crihookd) has no container for the pod.
+  v1::ListContainersRequest list;
+  list.mutable_filter()->set_pod_sandbox_id(pod);
+  v1::ListContainersResponse lc;
+  grpc::ClientContext c2;
+  ASSERT_TRUE(runtime(env->direct)->ListContainers(&c2, list, &lc).ok());
+  EXPECT_EQ(lc.containers_size(), 0);
+  removePod(pod);
 }
 
 }  // namespace
