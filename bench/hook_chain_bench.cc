@@ -1,11 +1,19 @@
-// hook_chain_bench: what the hook chain itself costs per call, in process:
-// an empty chain, five built-in (inline) no-op hooks, and five hooks that
-// each set one env var (merge + apply to a CreateContainer request).
+// hook_chain_bench: what the hook framework costs per CreateContainer, in
+// process:
+//  - the chain alone: empty, five built-in no-op hooks (builtin "noop"), five
+//    built-in hooks that each set an env var (builtin "static"; merge + apply);
+//  - the whole pre- and post-stage as crihookd runs them (HookInterceptor:
+//    context from the state records, chain, apply, record), same chains;
+//  - one remote hook (crihook protocol, an in-process gRPC server on a Unix
+//    socket) against one plain gRPC round trip to the same server.
 //
-//   hook_chain_bench [--iterations N]
+//   hook_chain_bench [--iterations N] [--remote-iterations N]
 //
-// Reports the median and p99 per chain run in nanoseconds. Through the
-// proxy, crihook_bench measures the whole call.
+// Reports medians and p99s. Through the proxy, crihook_bench measures the
+// whole CRI call.
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,48 +23,60 @@
 
 #include "apply.h"
 #include "chain.h"
+#include "crihook_hook_v1.grpc.pb.h"
+#include "hook_interceptor.h"
+#include "registry.h"
+#include "remote/remote_hooks.h"
 #include "runtime_v1.pb.h"
+#include "wire.h"
 
 namespace {
 
 using namespace crihook;
 using Clock = std::chrono::steady_clock;
+namespace v1 = ::runtime::v1;
+namespace hv1 = ::crihook::hook::v1;
 
-class NoOpHook : public Hook {
- public:
-  NoOpHook(std::string name, bool sets_env) : name_(std::move(name)), sets_env_(sets_env) {}
-  const std::string& name() const override { return name_; }
-  bool subscribes(LifecycleMethod m, Phase p) const override {
-    return m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
-  }
-  bool runsInline() const override { return true; }
-  HookDecision run(const HookInput&) override {
-    if (!sets_env_) return HookDecision::proceed();
-    Adjustment a;
-    a.env = {{"HOOK_" + name_, "1"}};
-    return HookDecision::proceed(std::move(a));
-  }
-
- private:
-  std::string name_;
-  bool sets_env_;
-};
-
-void measure(const char* label, const HookChain& chain, int iterations) {
-  runtime::v1::CreateContainerRequest base;
+v1::CreateContainerRequest createRequest() {
+  v1::CreateContainerRequest base;
   base.set_pod_sandbox_id("sb");
+  base.mutable_sandbox_config()->mutable_metadata()->set_name("train-0");
+  base.mutable_sandbox_config()->mutable_metadata()->set_namespace_("ml");
   base.mutable_config()->mutable_metadata()->set_name("c");
   for (int i = 0; i < 20; ++i) {
     auto* e = base.mutable_config()->add_envs();
     e->set_key("ENV_" + std::to_string(i));
     e->set_value("v");
   }
-  CallIdentity id;
+  return base;
+}
+
+struct Figures {
+  double p50, p99;
+};
+
+template <typename F>
+Figures timeIt(int iterations, F&& once) {
   std::vector<double> ns;
   ns.reserve(static_cast<size_t>(iterations));
   for (int i = 0; i < iterations; ++i) {
-    runtime::v1::CreateContainerRequest req = base;  // the proxy decodes a fresh one per call
     auto t0 = Clock::now();
+    once();
+    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+  }
+  std::sort(ns.begin(), ns.end());
+  return {ns[ns.size() / 2], ns[ns.size() * 99 / 100]};
+}
+
+void report(const char* label, Figures f) {
+  std::printf("%-58s p50 %9.0f ns   p99 %9.0f ns\n", label, f.p50, f.p99);
+}
+
+Figures chainOnly(const HookChain& chain, int iterations) {
+  const v1::CreateContainerRequest base = createRequest();
+  CallIdentity id;
+  return timeIt(iterations, [&] {
+    v1::CreateContainerRequest req = base;  // the proxy decodes a fresh one per call
     HookInput in;
     in.method = LifecycleMethod::kCreateContainer;
     in.phase = Phase::kPre;
@@ -64,27 +84,114 @@ void measure(const char* label, const HookChain& chain, int iterations) {
     in.identity = &id;
     ChainOutcome out = chain.run(in, Clock::time_point::max());
     if (!out.merged.result().empty()) applyToContainer(out.merged.result(), *req.mutable_config());
-    ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
-  }
-  std::sort(ns.begin(), ns.end());
-  std::printf("%-40s p50 %8.0f ns   p99 %8.0f ns\n", label, ns[ns.size() / 2],
-              ns[ns.size() * 99 / 100]);
+  });
 }
+
+// Pre-stage, a successful runtime answer, post-stage: what crihookd adds to
+// a CreateContainer besides the relay (records kept in memory here).
+Figures throughInterceptor(std::shared_ptr<const HookChain> chain, int iterations) {
+  ChainHolder holder(std::move(chain));
+  StateStore state("", nullptr);
+  HookInterceptor interceptor(holder, state, nullptr, 1);
+  const v1::CreateContainerRequest base = createRequest();
+  int n = 0;
+  return timeIt(iterations, [&] {
+    auto call = std::make_shared<InterceptedCall>();
+    call->method = LifecycleMethod::kCreateContainer;
+    call->api = CriApi::kV1;
+    call->deadline = Clock::time_point::max();
+    call->request = std::make_unique<v1::CreateContainerRequest>(base);
+    interceptor.pre(call, [](absl::Status) {});
+    auto resp = std::make_unique<v1::CreateContainerResponse>();
+    resp->set_container_id("ctr-" + std::to_string(n++ % 1000));
+    call->response = std::move(resp);
+    interceptor.post(call, [] {});
+  });
+}
+
+class EmptyAnswer final : public hv1::HookService::Service {
+  grpc::Status Handle(grpc::ServerContext*, const hv1::HookRequest*, hv1::HookResponse*) override {
+    return grpc::Status::OK;
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = 200000;
+  int iterations = 200000, remote_iterations = 5000;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--iterations") iterations = std::stoi(argv[++i]);
+    if (std::string(argv[i]) == "--remote-iterations") remote_iterations = std::stoi(argv[++i]);
   }
-  HookChain empty(nullptr), noop(nullptr), env(nullptr);
+  HookRegistry builtins = builtinHooks();
+  auto empty = std::make_shared<HookChain>(nullptr);
+  auto noop = std::make_shared<HookChain>(nullptr);
+  auto env = std::make_shared<HookChain>(nullptr);
   for (int i = 0; i < 5; ++i) {
-    noop.add(std::make_shared<NoOpHook>("noop" + std::to_string(i), false), {});
-    env.add(std::make_shared<NoOpHook>("env" + std::to_string(i), true), {});
+    noop->add(*builtins.create("noop", "noop" + std::to_string(i), "{}"), {});
+    env->add(*builtins.create("static", "env" + std::to_string(i),
+                              R"({"adjustment": {"env": [{"key": "HOOK_)" + std::to_string(i) +
+                                  R"(", "value": "1"}]}})"),
+             {});
   }
-  measure("empty chain", empty, iterations);
-  measure("5 built-in no-op hooks", noop, iterations);
-  measure("5 built-in hooks, one env var each", env, iterations);
+  const Figures chain_empty = chainOnly(*empty, iterations);
+  const Figures chain_noop = chainOnly(*noop, iterations);
+  report("chain: empty", chain_empty);
+  report("chain: 5 built-in no-op hooks", chain_noop);
+  report("chain: 5 built-in static hooks, one env var each", chainOnly(*env, iterations));
+  std::printf("  -> per no-op hook: %.0f ns (goal < 5000 ns)\n",
+              (chain_noop.p50 - chain_empty.p50) / 5);
+  const int staged = std::max(1, iterations / 10);
+  const Figures stage_empty = throughInterceptor(empty, staged);
+  const Figures stage_noop = throughInterceptor(noop, staged);
+  report("pre+post stage: empty chain", stage_empty);
+  report("pre+post stage: 5 built-in no-op hooks", stage_noop);
+  report("pre+post stage: 5 built-in static hooks", throughInterceptor(env, staged));
+  std::printf("  -> per no-op hook: %.0f ns\n", (stage_noop.p50 - stage_empty.p50) / 5);
+
+  // One remote hook against one plain round trip to the same server.
+  char tmpl[] = "/tmp/crihook-bench-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string socket = dir + "/hook.sock";
+  EmptyAnswer service;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  auto stub = hv1::HookService::NewStub(
+      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
+  const v1::CreateContainerRequest base = createRequest();
+  HookInput in;
+  in.method = LifecycleMethod::kCreateContainer;
+  in.phase = Phase::kPre;
+  in.request = &base;
+  const hv1::HookRequest request = hookRequest(in);
+  auto round_trip = [&] {
+    grpc::ClientContext ctx;
+    hv1::HookResponse reply;
+    (void)stub->Handle(&ctx, request, &reply);
+  };
+  for (int i = 0; i < 200; ++i) round_trip();  // connect and warm up
+  auto remote = std::make_shared<HookChain>(nullptr);
+  remote->add(
+      makeCrihookRemoteHook("remote", socket, {{LifecycleMethod::kCreateContainer, Phase::kPre}}),
+      {});
+  (void)chainOnly(*remote, 200);
+  // Interleaved rounds, so both see the same machine.
+  std::vector<double> rt, hook;
+  for (int round = 0; round < 5; ++round) {
+    rt.push_back(timeIt(remote_iterations / 5, round_trip).p50);
+    hook.push_back(chainOnly(*remote, remote_iterations / 5).p50 - chain_empty.p50);
+  }
+  std::sort(rt.begin(), rt.end());
+  std::sort(hook.begin(), hook.end());
+  std::printf("%-58s p50 %9.0f ns\n", "one plain gRPC round trip (HookService/Handle)", rt[2]);
+  std::printf("%-58s p50 %9.0f ns\n", "chain: one remote hook, added over the empty chain",
+              hook[2]);
+  std::printf("  -> remote hook / round trip: %.2f (goal <= 1 round trip added)\n",
+              hook[2] / rt[2]);
+  server->Shutdown();
+  ::unlink(socket.c_str());
+  ::rmdir(dir.c_str());
   return 0;
 }

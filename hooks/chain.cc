@@ -75,9 +75,19 @@ HookDecision call(Hook& hook, const HookInput& input) {
 HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
                                std::chrono::milliseconds budget) const {
   const auto start = Clock::now();
-  if (e.hook->runsInline()) {
-    HookDecision d = call(*e.hook, input);  // inline hooks do not wait: no deadline to pass
+  if (e.hook->runsInline() || e.hook->honoursDeadline()) {
+    HookDecision d;
+    if (e.hook->honoursDeadline()) {
+      HookInput bounded = input;
+      bounded.deadline = start + budget;
+      d = call(*e.hook, bounded);
+    } else {
+      d = call(*e.hook, input);  // inline hooks do not wait: no deadline to pass
+    }
     if (Clock::now() - start > budget) {
+      e.counters->timeouts.fetch_add(1);
+      // A failure it reported itself (a remote call's DEADLINE_EXCEEDED) says more.
+      if (d.kind == HookDecision::Kind::kError) return d;
       return HookDecision::error(absl::DeadlineExceededError(
           cat("ran ",
               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),

@@ -84,6 +84,11 @@ class Hook {
   // them directly instead of under a watchdog thread, and checks their time
   // afterwards.
   virtual bool runsInline() const { return false; }
+
+  // True for hooks that return by HookInput::deadline on their own (a remote
+  // call carrying it as its gRPC deadline): the chain calls them directly on
+  // its worker thread instead of under a watchdog thread of their own.
+  virtual bool honoursDeadline() const { return false; }
 };
 
 }  // namespace crihook

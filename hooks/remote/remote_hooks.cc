@@ -48,6 +48,7 @@ class CrihookRemoteHook final : public Hook {
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return (stages_ & stageBit(m, p)) != 0;
   }
+  bool honoursDeadline() const override { return true; }
   HookDecision run(const HookInput& in) override {
     grpc::ClientContext ctx;
     setDeadline(ctx, in.deadline);
@@ -111,6 +112,7 @@ class KoordinatorHook final : public Hook {
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return (stages_ & stageBit(m, p)) != 0;
   }
+  bool honoursDeadline() const override { return true; }
   bool appliesTo(const HookInput& in) const override {
     if (!in.pod) return true;
     auto it = in.pod->config().labels().find(kSkipHookServerLabel);

@@ -215,5 +215,35 @@ TEST_F(ChainTest, AbandonedHookWorksOnItsOwnCopyOfTheRequest) {
   EXPECT_TRUE(read_ok.load());
 }
 
+// A hook that bounds its own time (a remote call) gets the deadline and is
+// called on the chain's thread, without a watchdog thread.
+class DeadlineHook : public Hook {
+ public:
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod, Phase) const override { return true; }
+  bool honoursDeadline() const override { return true; }
+  HookDecision run(const HookInput& in) override {
+    thread = std::this_thread::get_id();
+    left = in.deadline - Clock::now();
+    return HookDecision::proceed();
+  }
+  std::thread::id thread;
+  Clock::duration left{};
+
+ private:
+  std::string name_ = "remote";
+};
+
+TEST_F(ChainTest, HooksThatHonourTheDeadlineGetItAndRunOnTheChainsThread) {
+  auto h = std::make_shared<DeadlineHook>();
+  HookSettings s;
+  s.timeout = 300ms;
+  chain_.add(h, s);
+  EXPECT_TRUE(chain_.run(input(), Clock::now() + 100ms).status.ok());
+  EXPECT_EQ(h->thread, std::this_thread::get_id());
+  EXPECT_GT(h->left, 50ms);  // the caller's deadline, being sooner than the hook's timeout
+  EXPECT_LE(h->left, 100ms);
+}
+
 }  // namespace
 }  // namespace crihook
