@@ -9,6 +9,9 @@
 #include "text.h"
 
 namespace crihook {
+
+const char* const kDefaultModuleDir = CRIHOOK_MODULE_DIR;
+
 namespace {
 
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",

@@ -13,6 +13,9 @@
 
 namespace crihook {
 
+// Where `meson install` puts hook modules (set by the build).
+extern const char* const kDefaultModuleDir;
+
 // One [[hook]] entry: a built-in hook, a hook module or a crihook-protocol
 // hook server, in the chain in the order of the file.
 struct HookConfig {
@@ -49,7 +52,7 @@ struct Config {
 
   // [hooks]
   std::string state_dir = "/var/lib/crihook";  // empty: records kept in memory only
-  std::string module_dir = "/usr/lib/crihook/modules";
+  std::string module_dir = kDefaultModuleDir;  // <prefix>/lib/crihook/modules
   // Koordinator's hook server registrations; empty: none are read.
   std::string hookserver_dir = "/etc/runtime/hookserver.d";
   std::chrono::milliseconds hookserver_timeout{2000};

@@ -133,5 +133,32 @@ TEST_F(CrihookdTest, SecondDaemonOnTheSameSocketIsRefused) {
   EXPECT_EQ(first.wait(10s), 0);
 }
 
+TEST_F(CrihookdTest, AModuleOfAnotherAbiIsRefusedWithALogLineAndTheDaemonServes) {
+  backend_.start();
+  std::ofstream(dir_.file("c.toml"))
+      << "[hooks]\nhookserver_dir = \"\"\n"
+      << "[[hook]]\nname = \"old\"\nmodule = \"" << VARIANT_DIR << "/variant_abi99.so\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  EXPECT_TRUE(version(dir_.file("s.sock")).ok());
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("hook[old]: module refused, hook left out: module " VARIANT_DIR
+                        "/variant_abi99.so: built for module ABI version 99"));
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
+TEST_F(CrihookdTest, BadBuiltInHookSettingsStopStartupNamingTheHook) {
+  std::ofstream(dir_.file("c.toml")) << "[[hook]]\nname = \"env\"\nbuiltin = \"static\"\n"
+                                     << "[hook.settings.adjustment]\ncpuset_cpus = \"all\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock")}, dir_.file("log"));
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("hook[env]: hook env: settings: adjustment.cpuset_cpus: expected a CPU or "
+                        "node list"));
+}
+
 }  // namespace
 }  // namespace crihook::testing
