@@ -65,7 +65,7 @@ absl::Status StateStore::load() {
     if (entry.path().extension() != ".json") continue;
     auto state = readPodFile(entry.path());
     if (!state.ok()) {
-      if (log_) log_->warn("state: {}; skipped", sv(state.status().message()));
+      if (log_) log_->warn("{}; skipped", sv(state.status().message()));
       continue;
     }
     const std::string id = entry.path().stem().string();
@@ -77,8 +77,8 @@ absl::Status StateStore::load() {
     }
   }
   if (log_) {
-    log_->info("state: {} pods and {} containers read from {}", pods_.size(),
-               container_sandbox_.size(), dir_);
+    log_->info("{} pods and {} containers read from {}", pods_.size(), container_sandbox_.size(),
+               dir_);
   }
   return absl::OkStatus();
 }
@@ -132,8 +132,7 @@ void StateStore::removePod(const std::string& sandbox_id) {
   if (dir_.empty() || !safeId(sandbox_id)) return;
   std::error_code ec;
   fs::remove(fs::path(dir_) / "pods" / (sandbox_id + ".json"), ec);
-  if (ec && log_)
-    log_->warn("state: cannot remove the record of pod {}: {}", sandbox_id, ec.message());
+  if (ec && log_) log_->warn("cannot remove the record of pod {}: {}", sandbox_id, ec.message());
 }
 
 size_t StateStore::podCount() const {
@@ -149,8 +148,7 @@ size_t StateStore::containerCount() const {
 void StateStore::persistLocked(const std::string& sandbox_id) {
   if (dir_.empty()) return;
   if (!safeId(sandbox_id)) {
-    if (log_)
-      log_->warn("state: sandbox id \"{}\" is not a file name; kept in memory only", sandbox_id);
+    if (log_) log_->warn("sandbox id \"{}\" is not a file name; kept in memory only", sandbox_id);
     return;
   }
   const Pod& pod = pods_.at(sandbox_id);
@@ -179,7 +177,7 @@ void StateStore::persistLocked(const std::string& sandbox_id) {
   if (fd >= 0) ::close(fd);
   if (ok && ::rename(tmp.c_str(), final_path.c_str()) == 0) return;
   if (log_) {
-    log_->warn("state: cannot write {}: {}; the record is kept in memory only", final_path.string(),
+    log_->warn("cannot write {}: {}; the record is kept in memory only", final_path.string(),
                std::strerror(ok ? errno : saved));
   }
   ::unlink(tmp.c_str());

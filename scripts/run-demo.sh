@@ -48,14 +48,29 @@ if [[ -z "$backend" ]]; then
 fi
 
 listen=/run/crihook/crihook.sock
-echo "== starting crihookd on $listen, in front of unix://$backend"
-build/tools/crihookd --listen "$listen" --backend "unix://$backend" --log-level info 2> >(sed 's/^/   crihookd| /' >&2) &
+# One built-in hook, for pods annotated crihook.demo/hooks=on (the demo pod):
+# it sets an env var, which the demo then reads inside the container.
+cat >"$demo/crihookd.toml" <<TOML
+[hooks]
+state_dir = "$demo/state"
+
+[[hook]]
+name = "demo-env"
+builtin = "static"
+[hook.settings]
+pod_annotations = { "crihook.demo/hooks" = "on" }
+[hook.settings.adjustment]
+env = [{ key = "SET_BY_HOOK", value = "demo-env, a built-in static hook" }]
+TOML
+echo "== starting crihookd on $listen, in front of unix://$backend, config $demo/crihookd.toml"
+build/tools/crihookd --config "$demo/crihookd.toml" --listen "$listen" --backend "unix://$backend" --log-level info 2> >(sed 's/^/   crihookd| /' >&2) &
 pids+=($!)
 for _ in $(seq 1 100); do [[ -S "$listen" ]] && break; sleep 0.05; done
 
 ctl() { echo "\$ crihookctl $*" >&2; build/tools/crihookctl/crihookctl -r "unix://$listen" "$@"; }
 cat >"$demo/pod.json" <<JSON
 {"metadata":{"name":"demo","namespace":"default","uid":"crihook-demo-1"},
+ "annotations":{"crihook.demo/hooks":"on"},
  "log_directory":"$demo/logs","linux":{"security_context":{"namespace_options":{"network":"NODE"}}}}
 JSON
 cat >"$demo/container.json" <<JSON
@@ -68,9 +83,10 @@ ctl version
 pod=$(ctl runp "$demo/pod.json")
 ctr_id=$(ctl create "$pod" "$demo/container.json" "$demo/pod.json")
 ctl start "$ctr_id" >/dev/null
-ctl exec "$ctr_id" sh -c 'echo "$GREETING"'
+ctl exec "$ctr_id" sh -c 'echo "$GREETING"; echo "SET_BY_HOOK=$SET_BY_HOOK"'
 ctl pods
 ctl ps
+ctl explain --state-dir "$demo/state" "$ctr_id"
 ctl stop "$ctr_id" >/dev/null
 ctl rm "$ctr_id" >/dev/null
 ctl stopp "$pod" >/dev/null

@@ -1,5 +1,6 @@
 #include "explain.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <map>
@@ -68,8 +69,8 @@ void changes(const hv1::StageDecision& d, std::ostream& out) {
   auto line = [&](const std::string& what, const std::string& owner_key) {
     auto it = d.owners().find(owner_key);
     std::string text = cat("  ", what);
-    if (text.size() < 52) text.resize(52, ' ');
-    out << text << " by " << (it == d.owners().end() ? "?" : it->second) << '\n';
+    text.resize(std::max<size_t>(text.size() + 2, 52), ' ');
+    out << text << "by " << (it == d.owners().end() ? "?" : it->second) << '\n';
   };
   for (const auto& e : a.env()) line(cat("set env ", e.key(), "=", e.value()), "env:" + e.key());
   for (const auto& n : a.env_remove()) line(cat("unset env ", n), "env:" + n);
