@@ -14,6 +14,7 @@
 
 #include "child_process.h"
 #include "fake_cri_server.h"
+#include "koord_server.h"
 #include "runtime_v1.grpc.pb.h"
 
 namespace crihook::testing {
@@ -158,6 +159,57 @@ TEST_F(CrihookdTest, BadBuiltInHookSettingsStopStartupNamingTheHook) {
   EXPECT_THAT(slurp(dir_.file("log")),
               HasSubstr("hook[env]: hook env: settings: adjustment.cpuset_cpus: expected a CPU or "
                         "node list"));
+}
+
+TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
+  backend_.onUnary("/runtime.v1.RuntimeService/CreateContainer", [](FakeCall&, std::string* out) {
+    v1::CreateContainerResponse r;
+    r.set_container_id("c1");
+    *out = r.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  KoordServer koordlet(dir_.file("koordlet.sock"));
+  koordlet.start();
+  std::filesystem::create_directories(dir_.file("hookserver.d"));
+  std::ofstream(dir_.file("c.toml"))
+      << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  // Whether the runtime got a CreateContainer annotated by koordlet.
+  auto annotated = [&] {
+    v1::CreateContainerRequest req;
+    req.set_pod_sandbox_id("sb");
+    req.mutable_config()->mutable_metadata()->set_name("c");
+    auto stub = v1::RuntimeService::NewStub(unixChannel(dir_.file("s.sock")));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::CreateContainerResponse resp;
+    EXPECT_TRUE(stub->CreateContainer(&ctx, req, &resp).ok());
+    v1::CreateContainerRequest seen;
+    EXPECT_TRUE(seen.ParseFromString(backend_.calls().back().request));
+    return seen.config().annotations().count("seen-by") == 1;
+  };
+  auto eventually = [&](bool want) {
+    for (int i = 0; i < 50; ++i) {
+      if (annotated() == want) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  EXPECT_FALSE(annotated());
+  std::ofstream(dir_.file("hookserver.d/koordlet.json"))
+      << R"({"remote-endpoint": ")" << dir_.file("koordlet.sock")
+      << R"(", "failure-policy": "Fail", "runtime-hooks": ["PreCreateContainer"]})";
+  EXPECT_TRUE(eventually(true)) << slurp(dir_.file("log"));
+  std::filesystem::remove(dir_.file("hookserver.d/koordlet.json"));
+  EXPECT_TRUE(eventually(false)) << slurp(dir_.file("log"));
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json registered"));
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json removed"));
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
 }
 
 }  // namespace
