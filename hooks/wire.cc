@@ -123,24 +123,24 @@ absl::StatusOr<Adjustment> fromWire(const hv1::Adjustment& w, std::string_view w
       return bad(cat("env_remove[", i, "]"), why);
     a.env_remove.push_back(w.env_remove(i));
   }
-  for (int i = 0; i < w.mounts_size(); ++i) {
-    const auto& m = w.mounts(i);
-    for (auto [name, path] : {std::pair{"container_path", &m.container_path()},
-                              std::pair{"host_path", &m.host_path()}}) {
+  // Mounts and devices: both paths absolute.
+  auto checkPaths = [&](const char* list, int i, const auto& x) -> absl::Status {
+    for (auto [name, path] : {std::pair{"container_path", &x.container_path()},
+                              std::pair{"host_path", &x.host_path()}}) {
       if (!absolute(*path))
-        return bad(cat("mounts[", i, "].", name),
+        return bad(cat(list, "[", i, "].", name),
                    cat("expected an absolute path, got \"", *path, "\""));
     }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < w.mounts_size(); ++i) {
+    const auto& m = w.mounts(i);
+    if (auto s = checkPaths("mounts", i, m); !s.ok()) return s;
     a.mounts.push_back({m.container_path(), m.host_path(), m.readonly(), m.propagation()});
   }
   for (int i = 0; i < w.devices_size(); ++i) {
     const auto& d = w.devices(i);
-    for (auto [name, path] : {std::pair{"container_path", &d.container_path()},
-                              std::pair{"host_path", &d.host_path()}}) {
-      if (!absolute(*path))
-        return bad(cat("devices[", i, "].", name),
-                   cat("expected an absolute path, got \"", *path, "\""));
-    }
+    if (auto s = checkPaths("devices", i, d); !s.ok()) return s;
     if (auto why = badPermissions(d.permissions()); !why.empty())
       return bad(cat("devices[", i, "].permissions"), why);
     a.devices.push_back({d.container_path(), d.host_path(),

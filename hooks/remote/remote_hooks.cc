@@ -36,19 +36,29 @@ HookDecision failed(const grpc::Status& s, const std::string& endpoint) {
                                           cat("hook server ", endpoint, ": ", s.error_message())));
 }
 
-class CrihookRemoteHook final : public Hook {
+// What both protocols' hooks share: a name, a socket, the stages they are
+// called on, and a gRPC deadline that bounds every call.
+class RemoteHook : public Hook {
  public:
-  CrihookRemoteHook(std::string name, std::string path, std::vector<StageId> stages)
-      : name_(std::move(name)),
-        path_(std::move(path)),
-        stages_(stageMask(stages)),
-        stub_(hv1::HookService::NewStub(unixChannel(path_))) {}
-
+  RemoteHook(std::string name, std::string path, const std::vector<StageId>& stages)
+      : name_(std::move(name)), path_(std::move(path)), stages_(stageMask(stages)) {}
   const std::string& name() const override { return name_; }
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return (stages_ & stageBit(m, p)) != 0;
   }
   bool honoursDeadline() const override { return true; }
+
+ protected:
+  std::string name_, path_;
+  uint32_t stages_;
+};
+
+class CrihookRemoteHook final : public RemoteHook {
+ public:
+  CrihookRemoteHook(std::string name, std::string path, std::vector<StageId> stages)
+      : RemoteHook(std::move(name), std::move(path), stages),
+        stub_(hv1::HookService::NewStub(unixChannel(path_))) {}
+
   HookDecision run(const HookInput& in) override {
     grpc::ClientContext ctx;
     setDeadline(ctx, in.deadline);
@@ -59,8 +69,6 @@ class CrihookRemoteHook final : public Hook {
   }
 
  private:
-  std::string name_, path_;
-  uint32_t stages_;
   std::unique_ptr<hv1::HookService::Stub> stub_;
 };
 
@@ -100,19 +108,12 @@ void podMeta(const HookInput& in, koord::PodSandboxMetadata& meta) {
   }
 }
 
-class KoordinatorHook final : public Hook {
+class KoordinatorHook final : public RemoteHook {
  public:
   KoordinatorHook(std::string name, std::string path, std::vector<StageId> stages)
-      : name_(std::move(name)),
-        path_(std::move(path)),
-        stages_(stageMask(stages)),
+      : RemoteHook(std::move(name), std::move(path), stages),
         stub_(koord::RuntimeHookService::NewStub(unixChannel(path_))) {}
 
-  const std::string& name() const override { return name_; }
-  bool subscribes(LifecycleMethod m, Phase p) const override {
-    return (stages_ & stageBit(m, p)) != 0;
-  }
-  bool honoursDeadline() const override { return true; }
   bool appliesTo(const HookInput& in) const override {
     if (!in.pod) return true;
     auto it = in.pod->config().labels().find(kSkipHookServerLabel);
@@ -212,8 +213,6 @@ class KoordinatorHook final : public Hook {
   }
 
  private:
-  std::string name_, path_;
-  uint32_t stages_;
   std::unique_ptr<koord::RuntimeHookService::Stub> stub_;
 };
 

@@ -255,6 +255,20 @@ v1::PodSandboxConfig podConfig(const std::string& name) {
   return c;
 }
 
+v1::CreateContainerRequest boxRequest(const std::string& pod, const v1::PodSandboxConfig& config,
+                                      const std::string& name) {
+  v1::CreateContainerRequest create;
+  create.set_pod_sandbox_id(pod);
+  *create.mutable_sandbox_config() = config;
+  auto* cfg = create.mutable_config();
+  cfg->mutable_metadata()->set_name(name);
+  cfg->mutable_image()->set_image(kImage);
+  cfg->add_command("/bin/sleep");
+  cfg->add_args("3600");
+  cfg->set_log_path(name + ".log");
+  return create;
+}
+
 TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   using RS = v1::RuntimeService::Stub;
   using IS = v1::ImageService::Stub;
@@ -275,18 +289,10 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   EXPECT_EQ(ps.status().metadata().name(), "e2e-pod");
 
   // CreateContainer + StartContainer
-  v1::CreateContainerRequest create;
-  create.set_pod_sandbox_id(pod);
-  *create.mutable_sandbox_config() = run.config();
-  auto* cfg = create.mutable_config();
-  cfg->mutable_metadata()->set_name("box");
-  cfg->mutable_image()->set_image(kImage);
-  cfg->add_command("/bin/sleep");
-  cfg->add_args("3600");
-  auto* e = cfg->add_envs();
+  v1::CreateContainerRequest create = boxRequest(pod, run.config(), "box");
+  auto* e = create.mutable_config()->add_envs();
   e->set_key("GREETING");
   e->set_value("through-crihook");
-  cfg->set_log_path("box.log");
   const std::string ctr = viaProxy(&RS::CreateContainer, create).container_id();
   ASSERT_FALSE(ctr.empty());
   v1::StartContainerRequest start;
@@ -387,20 +393,6 @@ TEST_F(ContainerdE2E, V1alpha2CallsReachContainerdUnchanged) {
                     stop.SerializeAsString(), &proxied);
   EXPECT_EQ(s1.error_code(), s2.error_code());
   EXPECT_EQ(s1.error_message(), s2.error_message());
-}
-
-v1::CreateContainerRequest boxRequest(const std::string& pod, const v1::PodSandboxConfig& config,
-                                      const std::string& name) {
-  v1::CreateContainerRequest create;
-  create.set_pod_sandbox_id(pod);
-  *create.mutable_sandbox_config() = config;
-  auto* cfg = create.mutable_config();
-  cfg->mutable_metadata()->set_name(name);
-  cfg->mutable_image()->set_image(kImage);
-  cfg->add_command("/bin/sleep");
-  cfg->add_args("3600");
-  cfg->set_log_path(name + ".log");
-  return create;
 }
 
 void removePod(const std::string& pod) {
