@@ -102,7 +102,7 @@ void StateStore::putPod(hv1::PodRecord record) {
   std::lock_guard lock(mu_);
   const std::string id = record.sandbox_id();
   pods_[id].record = std::make_shared<const hv1::PodRecord>(std::move(record));
-  persistLocked(id);
+  markDirtyLocked(id);
 }
 
 void StateStore::putContainer(hv1::ContainerRecord record) {
@@ -110,7 +110,7 @@ void StateStore::putContainer(hv1::ContainerRecord record) {
   const std::string id = record.id(), sandbox = record.sandbox_id();
   pods_[sandbox].containers[id] = std::make_shared<const hv1::ContainerRecord>(std::move(record));
   container_sandbox_[id] = sandbox;
-  persistLocked(sandbox);
+  markDirtyLocked(sandbox);
 }
 
 void StateStore::removeContainer(const std::string& id) {
@@ -120,7 +120,7 @@ void StateStore::removeContainer(const std::string& id) {
   const std::string sandbox = s->second;
   container_sandbox_.erase(s);
   pods_[sandbox].containers.erase(id);
-  persistLocked(sandbox);
+  markDirtyLocked(sandbox);
 }
 
 void StateStore::removePod(const std::string& sandbox_id) {
@@ -129,10 +129,7 @@ void StateStore::removePod(const std::string& sandbox_id) {
   if (it == pods_.end()) return;
   for (const auto& [id, c] : it->second.containers) container_sandbox_.erase(id);
   pods_.erase(it);
-  if (dir_.empty() || !safeId(sandbox_id)) return;
-  std::error_code ec;
-  fs::remove(fs::path(dir_) / "pods" / (sandbox_id + ".json"), ec);
-  if (ec && log_) log_->warn("cannot remove the record of pod {}: {}", sandbox_id, ec.message());
+  markDirtyLocked(sandbox_id);  // the writer removes the file
 }
 
 size_t StateStore::podCount() const {
@@ -145,30 +142,77 @@ size_t StateStore::containerCount() const {
   return container_sandbox_.size();
 }
 
-void StateStore::persistLocked(const std::string& sandbox_id) {
+void StateStore::markDirtyLocked(const std::string& sandbox_id) {
   if (dir_.empty()) return;
   if (!safeId(sandbox_id)) {
     if (log_) log_->warn("sandbox id \"{}\" is not a file name; kept in memory only", sandbox_id);
     return;
   }
-  const Pod& pod = pods_.at(sandbox_id);
-  hv1::PodState state;
-  if (pod.record) *state.mutable_pod() = *pod.record;
-  for (const auto& [id, c] : pod.containers) *state.add_containers() = *c;
-  std::string json;
-  JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(state, &json, options);
+  dirty_.insert(sandbox_id);
+  if (!writer_.joinable()) writer_ = std::thread([this] { writeLoop(); });
+  cv_.notify_one();
+}
 
+void StateStore::flush() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return dirty_.empty() && !writing_; });
+}
+
+StateStore::~StateStore() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();  // writes what is still dirty first
+}
+
+void StateStore::writeLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !dirty_.empty(); });
+    if (dirty_.empty()) return;  // stopping, and everything written
+    std::set<std::string> batch;
+    batch.swap(dirty_);
+    writing_ = true;
+    for (const std::string& id : batch) {
+      // Serialised under the lock (a consistent snapshot), written without it.
+      auto it = pods_.find(id);
+      std::optional<std::string> json;
+      if (it != pods_.end()) {
+        hv1::PodState state;
+        if (it->second.record) *state.mutable_pod() = *it->second.record;
+        for (const auto& [cid, c] : it->second.containers) *state.add_containers() = *c;
+        JsonPrintOptions options;
+        options.preserve_proto_field_names = true;
+        json.emplace();
+        (void)google::protobuf::util::MessageToJsonString(state, &*json, options);
+      }
+      lock.unlock();
+      writeFile(id, json);
+      lock.lock();
+    }
+    writing_ = false;
+    cv_.notify_all();
+  }
+}
+
+void StateStore::writeFile(const std::string& sandbox_id, const std::optional<std::string>& json) {
   const fs::path dir = fs::path(dir_) / "pods";
   const fs::path final_path = dir / (sandbox_id + ".json");
+  if (!json) {  // the pod is gone
+    std::error_code ec;
+    fs::remove(final_path, ec);
+    if (ec && log_) log_->warn("cannot remove {}: {}", final_path.string(), ec.message());
+    return;
+  }
   const fs::path tmp = dir / ("." + sandbox_id + ".tmp");
   // Written whole, then renamed over the old record: a reader or a crash sees
   // one or the other.
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   bool ok = fd >= 0;
-  for (size_t done = 0; ok && done < json.size();) {
-    ssize_t n = ::write(fd, json.data() + done, json.size() - done);
+  for (size_t done = 0; ok && done < json->size();) {
+    ssize_t n = ::write(fd, json->data() + done, json->size() - done);
     if (n < 0 && errno == EINTR) continue;
     ok = n > 0;
     done += ok ? static_cast<size_t>(n) : 0;

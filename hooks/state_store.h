@@ -10,14 +10,20 @@
 // replace it) and, when a directory is configured, one JSON file per pod
 // (<dir>/pods/<sandbox id>.json, a crihook.hook.v1.PodState), written to a
 // temporary file and renamed, so a crash leaves the old or the new record,
-// never half of one; read back on start.
+// never half of one; read back on start. Files are written by the store's
+// own writer thread, never by the caller: a burst of changes to one pod is
+// one write of its latest state, and a proxy event loop never waits on disk.
 
 #include <spdlog/logger.h>
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "crihook_hook_v1.pb.h"
@@ -28,6 +34,7 @@ class StateStore {
  public:
   // `dir` empty: memory only.
   StateStore(std::string dir, std::shared_ptr<spdlog::logger> log);
+  ~StateStore();  // writes what is still pending
 
   // Creates the directory and reads the records in it. A file that cannot be
   // read or parsed is logged (naming it) and skipped; only a directory that
@@ -38,13 +45,16 @@ class StateStore {
   std::shared_ptr<const hook::v1::PodRecord> pod(const std::string& sandbox_id) const;
   std::shared_ptr<const hook::v1::ContainerRecord> container(const std::string& id) const;
 
-  // Store or replace, then persist the pod's file (a failed write is logged,
-  // the memory copy stays). Thread-safe; writes a small file on the caller's
-  // thread.
+  // Store or replace in memory at once, and mark the pod's file to be
+  // written (a failed write is logged; the memory copy stays). Thread-safe,
+  // non-blocking.
   void putPod(hook::v1::PodRecord pod);
   void putContainer(hook::v1::ContainerRecord container);
   void removeContainer(const std::string& id);
   void removePod(const std::string& sandbox_id);  // and its containers
+
+  // Blocks until every change made so far is on disk.
+  void flush();
 
   size_t podCount() const;
   size_t containerCount() const;
@@ -61,11 +71,18 @@ class StateStore {
     std::shared_ptr<const hook::v1::PodRecord> record;
     std::map<std::string, std::shared_ptr<const hook::v1::ContainerRecord>> containers;
   };
-  void persistLocked(const std::string& sandbox_id);
+  void markDirtyLocked(const std::string& sandbox_id);
+  void writeLoop();
+  // The pod's record as `json`, or (nullopt) its file removed.
+  void writeFile(const std::string& sandbox_id, const std::optional<std::string>& json);
 
   std::string dir_;
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::set<std::string> dirty_;  // sandbox ids whose file is out of date
+  bool writing_ = false, stopping_ = false;
+  std::thread writer_;                                    // started by the first change
   std::map<std::string, Pod> pods_;                       // by sandbox id
   std::map<std::string, std::string> container_sandbox_;  // container id -> sandbox id
 };

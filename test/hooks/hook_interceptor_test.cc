@@ -158,6 +158,7 @@ TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {
   // crihookd restarts: a new store reads the records back from the state directory.
   stopProxy();
   hooks_.reset();
+  state_.flush();
   StateStore reread(dir_.file("state"), logger("state"));
   ASSERT_TRUE(reread.load().ok());
   ASSERT_NE(reread.container("ctr-1"), nullptr);
@@ -212,6 +213,7 @@ TEST_P(HookInterceptorTest, RemoveContainerForgetsItsRecord) {
   rm.set_container_id("ctr-1");
   call(kRemove, rm);
   EXPECT_EQ(state_.container("ctr-1"), nullptr);
+  state_.flush();
   StateStore reread(dir_.file("state"), logger("state"));
   ASSERT_TRUE(reread.load().ok());
   EXPECT_EQ(reread.containerCount(), 0u);

@@ -50,6 +50,7 @@ TEST(StateStoreTest, RecordsAreReadBackAndRemovedWithTheirPod) {
   EXPECT_EQ(s.container("c2"), nullptr);
   s.removePod("sb1");
   EXPECT_EQ(s.container("c1"), nullptr);
+  s.flush();
   EXPECT_FALSE(std::filesystem::exists(dir.file("pods/sb1.json")));
   EXPECT_TRUE(std::filesystem::is_empty(dir.file("pods")));  // no temporary left behind
 }
