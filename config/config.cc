@@ -90,6 +90,15 @@ class TableReader {
     return absl::OkStatus();
   }
 
+  absl::Status readBool(std::string_view key, bool& out) const {
+    const toml::node* node = get(key);
+    if (!node) return absl::OkStatus();
+    if (!node->is_boolean())
+      return error(key, cat("expected true or false, got ", describe(*node)));
+    out = node->as_boolean()->get();
+    return absl::OkStatus();
+  }
+
   absl::Status readDuration(std::string_view key, std::chrono::milliseconds& out) const {
     std::string text;
     if (auto s = readString(key, text); !s.ok() || text.empty()) return s;
@@ -226,8 +235,10 @@ absl::Status readHook(const toml::table& t, size_t index, std::string_view origi
   }
   h.origin = cat("config ", origin, ": hook[", h.name, "]");
   TableReader r(t, cat("hook[", h.name, "]."), origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"name", "builtin", "module", "endpoint", "stages",
-                                        "timeout", "failure_policy", "wins_over", "settings"}));
+  CRIHOOK_RETURN_IF_ERROR(
+      r.checkKnown({"name", "enabled", "builtin", "module", "endpoint", "stages", "timeout",
+                    "failure_policy", "wins_over", "settings"}));
+  CRIHOOK_RETURN_IF_ERROR(r.readBool("enabled", h.enabled));
   CRIHOOK_RETURN_IF_ERROR(r.readString("builtin", h.builtin));
   CRIHOOK_RETURN_IF_ERROR(r.readString("module", h.module));
   CRIHOOK_RETURN_IF_ERROR(r.readString("endpoint", h.endpoint));

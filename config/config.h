@@ -20,6 +20,7 @@ extern const char* const kDefaultModuleDir;
 // hook server, in the chain in the order of the file.
 struct HookConfig {
   std::string name;
+  bool enabled = true;  // false: configured but left out of the chain
   // Exactly one of these three says what the hook is.
   std::string builtin;              // a built-in hook's type ("static", "noop", ...)
   std::string module;               // a module file: absolute, or relative to hooks.module_dir

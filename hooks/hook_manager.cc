@@ -20,6 +20,10 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log) {
   std::unique_ptr<HookManager> m(new HookManager(config, std::move(log)));
   for (const HookConfig& h : config.hooks) {
+    if (!h.enabled) {
+      m->log_->info("{}: disabled (enabled = false)", h.origin);
+      continue;
+    }
     HookSettings settings;
     settings.timeout = h.timeout;
     settings.failure_policy = h.ignore_failures ? FailurePolicy::kIgnore : FailurePolicy::kFail;

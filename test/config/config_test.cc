@@ -154,6 +154,8 @@ module = "example_module.so"
   EXPECT_FALSE(c->hooks[1].ignore_failures);
   EXPECT_EQ(c->hooks[2].module, "example_module.so");
   EXPECT_EQ(c->hooks[2].settings_json, "{}");
+  EXPECT_FALSE(c->hooks[2].enabled);
+  EXPECT_TRUE(c->hooks[0].enabled);
 }
 
 TEST(Config, BadHooksNameTheEntry) {
@@ -181,6 +183,8 @@ TEST(Config, BadHooksNameTheEntry) {
        "hook[a]: the name is used twice"},
       {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\ncolour = 1", "hook[a].colour: unknown key"},
       {"hook = 3", "config f: hook: expected [[hook]] tables"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nenabled = \"no\"",
+       "hook[a].enabled: expected true or false, got \"no\""},
       {"[hooks]\nstate_dir = \"var/lib\"", "hooks.state_dir: expected an absolute path"},
       {"[hooks]\nworkers = 0", "hooks.workers: expected an integer in 1..256"},
   };

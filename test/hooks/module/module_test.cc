@@ -130,7 +130,10 @@ TEST(ModuleTest, CrihookdLeavesARefusedModuleOutAndKeepsTheOthers) {
   bad.module = "variant_abi99.so";
   good.name = "example";
   good.module = EXAMPLE_MODULE;
-  config.hooks = {bad, good};
+  HookConfig off = good;
+  off.name = "off";
+  off.enabled = false;
+  config.hooks = {bad, good, off};
   auto manager = HookManager::create(config, builtinHooks(), logger("hook"));
   ASSERT_TRUE(manager.ok()) << manager.status();
   EXPECT_EQ((*manager)->chains().get()->names(), std::vector<std::string>{"example"});
