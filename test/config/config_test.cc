@@ -132,6 +132,7 @@ stages = ["PreCreateContainer", "PostStopContainer"]
 
 [[hook]]
 name = "example"
+enabled = false
 module = "example_module.so"
 )",
                        "f");
