@@ -255,6 +255,17 @@ v1::PodSandboxConfig podConfig(const std::string& name) {
   return c;
 }
 
+// ExecSync of `sh -c script` in `container`.
+v1::ExecSyncRequest shell(const std::string& container, const std::string& script) {
+  v1::ExecSyncRequest exec;
+  exec.set_container_id(container);
+  exec.add_cmd("sh");
+  exec.add_cmd("-c");
+  exec.add_cmd(script);
+  exec.set_timeout(20);
+  return exec;
+}
+
 v1::CreateContainerRequest boxRequest(const std::string& pod, const v1::PodSandboxConfig& config,
                                       const std::string& name) {
   v1::CreateContainerRequest create;
@@ -300,12 +311,8 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   viaProxy(&RS::StartContainer, start);
 
   // ExecSync: the same command through crihookd and directly.
-  v1::ExecSyncRequest exec;
-  exec.set_container_id(ctr);
-  exec.add_cmd("sh");
-  exec.add_cmd("-c");
-  exec.add_cmd("echo $GREETING; ps -o args | grep -c '^/bin/sleep 3600$'; exit 7");
-  exec.set_timeout(20);
+  v1::ExecSyncRequest exec =
+      shell(ctr, "echo $GREETING; ps -o args | grep -c '^/bin/sleep 3600$'; exit 7");
   v1::ExecSyncResponse out = same(&runtime, &RS::ExecSync, exec);
   EXPECT_EQ(out.stdout(), "through-crihook\n1\n");
   EXPECT_EQ(out.exit_code(), 7);
@@ -422,15 +429,11 @@ TEST_F(ContainerdE2E, EnvMountAndDeviceFromAHookAreThereInsideTheContainer) {
   start.set_container_id(ctr);
   viaProxy(&RS::StartContainer, start);
 
-  v1::ExecSyncRequest exec;
-  exec.set_container_id(ctr);
-  exec.add_cmd("sh");
-  exec.add_cmd("-c");
-  exec.add_cmd(
-      "echo $CRIHOOK_E2E; cat /crihook-data/hello; "
-      "touch /crihook-data/x 2>/dev/null && echo writable || echo read-only; "
-      "ls -l /dev/crihook-zero | cut -c1; head -c 4 /dev/crihook-zero | od -An -tx1");
-  exec.set_timeout(20);
+  v1::ExecSyncRequest exec =
+      shell(ctr,
+            "echo $CRIHOOK_E2E; cat /crihook-data/hello; "
+            "touch /crihook-data/x 2>/dev/null && echo writable || echo read-only; "
+            "ls -l /dev/crihook-zero | cut -c1; head -c 4 /dev/crihook-zero | od -An -tx1");
   v1::ExecSyncResponse out = viaProxy(&RS::ExecSync, exec);
   EXPECT_EQ(out.stdout(), "from-a-hook\nhello from the host\nread-only\nc\n 00 00 00 00\n")
       << out.stderr();
