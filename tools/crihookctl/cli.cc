@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <ctime>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "explain.h"
+#include "report.h"
 #include "runtime_v1.grpc.pb.h"
 #include "state_store.h"
 #include "text.h"
@@ -49,6 +51,11 @@ commands:
   inspect ID | inspectp ID | inspecti IMAGE
                                     container, pod or image status as JSON
   update --cpuset-cpus CPUS ID      UpdateContainerResources
+  topology [--root DIR] [--output tree|json|device-crd] [--format yaml|json]
+           [--node NAME] [--pcie-id switch|root-complex]
+                                    the node's NUMA, PCIe, GPU and RDMA layout read
+                                    from sysfs (under DIR: a fixture tree); as a
+                                    tree, JSON, or a Koordinator Device object
   explain [--state-dir DIR] ID      what crihookd's hooks did to a container: what
                                     kubelet sent, each change and the hook that
                                     made it, what went to the runtime (reads
@@ -380,6 +387,42 @@ int cmdExplain(const Options& o, const Args& args, std::ostream& out) {
   return 0;
 }
 
+int cmdTopology(const Options& o, const Args& args, std::ostream& out) {
+  Parsed p = parse(args, {{"--root", true},
+                          {"--output", true},
+                          {"--format", true},
+                          {"--node", true},
+                          {"--pcie-id", true}});
+  const std::string output =
+      p.flags.count("--output") ? p.flags["--output"] : (o.json ? "json" : "tree");
+  const std::string format = p.flags.count("--format") ? p.flags["--format"] : "yaml";
+  if (output != "tree" && output != "json" && output != "device-crd")
+    throw UsageError(cat("--output must be tree, json or device-crd, got ", output));
+  if (format != "yaml" && format != "json")
+    throw UsageError(cat("--format must be yaml or json, got ", format));
+  topology::DeviceReportOptions report;
+  if (p.flags.count("--pcie-id")) {
+    const std::string& id = p.flags["--pcie-id"];
+    if (id != "switch" && id != "root-complex")
+      throw UsageError(cat("--pcie-id must be switch or root-complex, got ", id));
+    report.pcie_id = id == "switch" ? topology::PcieId::kSwitch : topology::PcieId::kRootComplex;
+  }
+  const topology::Snapshot snap =
+      topology::discover(topology::SysRoot(p.flags.count("--root") ? p.flags["--root"] : "/"));
+  if (output == "tree") {
+    out << topology::tree(snap);
+  } else if (output == "json") {
+    out << topology::toJson(snap).dump(2) << '\n';
+  } else {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    report.node_name = p.flags.count("--node") ? p.flags["--node"] : host;
+    nlohmann::json device = topology::deviceObject(snap, report);
+    out << (format == "json" ? device.dump(2) + "\n" : topology::toYaml(device));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
@@ -418,6 +461,7 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     const std::string cmd = argv[i];
     Args rest(argv.begin() + static_cast<long>(i) + 1, argv.end());
     if (cmd == "explain") return cmdExplain(o, rest, out);
+    if (cmd == "topology") return cmdTopology(o, rest, out);
     Client c(o);
     if (cmd == "version") return cmdVersion(c, o, rest, out);
     if (cmd == "info") return cmdInfo(c, o, rest, out);

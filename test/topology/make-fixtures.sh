@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Builds fixture trees of machines crihook must understand, each a directory
+# holding sys/ (and proc/ where a driver exposes something there), as the
+# kernel lays them out: real directories under sys/devices, relative symlinks
+# under sys/bus and sys/class, SR-IOV physfn/virtfn links.
+#
+#   make-fixtures.sh OUTDIR
+#     OUTDIR/dgx          2 sockets, 8 NVIDIA GPUs on 4 PCIe switches, 5
+#                         Mellanox NICs (one with 2 SR-IOV VFs), 2 NUMA nodes
+#     OUTDIR/workstation  1 socket, 4 NVIDIA GPUs straight on root ports, no RDMA
+#     OUTDIR/intel-rdma   an Intel E810 RoCE NIC (irdma, not mlx5_N) and an AMD
+#                         GPU whose numa_node is -1, 2 NUMA nodes
+set -euo pipefail
+out=${1:?usage: make-fixtures.sh OUTDIR}
+rm -rf "$out"
+mkdir -p "$out"
+
+rel() { realpath -m --relative-to="$(dirname "$2")" "$1"; }
+link() { mkdir -p "$(dirname "$2")"; ln -sfn "$(rel "$1" "$2")" "$2"; }
+
+# cpus ROOT SOCKETS CORES_PER_SOCKET THREADS NODES: CPU n is core (n % total
+# cores), thread n / total cores (Linux's usual numbering); node = socket.
+cpus() {
+  local root=$1 sockets=$2 cores=$3 threads=$4
+  local total=$(($2 * $3)) n=$(($2 * $3 * $4)) c s core t
+  local sys=$1/sys/devices/system
+  mkdir -p "$sys/cpu" "$sys/node"
+  echo "0-$((n - 1))" >"$sys/cpu/online"
+  echo "0-$((sockets - 1))" >"$sys/node/online"
+  for ((c = 0; c < n; c++)); do
+    core=$((c % total)); t=$((c / total)); s=$((core / cores))
+    mkdir -p "$sys/cpu/cpu$c/topology"
+    echo "$s" >"$sys/cpu/cpu$c/topology/physical_package_id"
+    echo "$((core % cores))" >"$sys/cpu/cpu$c/topology/core_id"
+    local sib=""
+    for ((t2 = 0; t2 < threads; t2++)); do sib+="${sib:+,}$((core + t2 * total))"; done
+    echo "$sib" >"$sys/cpu/cpu$c/topology/thread_siblings_list"
+    link "$sys/node/node$s" "$sys/cpu/cpu$c/node$s"
+  done
+  for ((s = 0; s < sockets; s++)); do
+    local list=""
+    for ((t = 0; t < threads; t++)); do
+      list+="${list:+,}$((s * cores + t * total))-$((s * cores + t * total + cores - 1))"
+    done
+    mkdir -p "$sys/node/node$s"
+    echo "$list" >"$sys/node/node$s/cpulist"
+    printf 'Node %d MemTotal:       %d kB\nNode %d MemFree:        1024 kB\n' "$s" $((256 * 1024 * 1024)) "$s" \
+      >"$sys/node/node$s/meminfo"
+    local d=""
+    for ((o = 0; o < sockets; o++)); do d+="${d:+ }$([[ $o == "$s" ]] && echo 10 || echo 21)"; done
+    echo "$d" >"$sys/node/node$s/distance"
+  done
+}
+
+# pci ROOT PATH VENDOR DEVICE CLASS NUMA [DRIVER]: PATH is the device's path
+# under sys/devices (pci0000:17/0000:17:00.0/...), its last part the address.
+pci() {
+  local root=$1 path=$2 vendor=$3 device=$4 class=$5 numa=$6 driver=${7:-}
+  local d=$1/sys/devices/$2 addr
+  addr=$(basename "$path")
+  mkdir -p "$d"
+  echo "$vendor" >"$d/vendor"
+  echo "$device" >"$d/device"
+  echo "$class" >"$d/class"
+  echo "$numa" >"$d/numa_node"
+  link "$d" "$root/sys/bus/pci/devices/$addr"
+  if [[ -n "$driver" ]]; then
+    mkdir -p "$root/sys/bus/pci/drivers/$driver"
+    link "$root/sys/bus/pci/drivers/$driver" "$d/driver"
+  fi
+}
+
+bridge() { pci "$1" "$2" 0x10b5 0xc010 0x060400 "$3" pcieport; }  # a PLX/Broadcom switch port
+
+nvidia_gpu() {  # ROOT PATH NUMA MINOR UUID
+  local root=$1 path=$2 addr
+  addr=$(basename "$path")
+  pci "$root" "$path" 0x10de 0x20b0 0x030200 "$3" nvidia
+  mkdir -p "$root/proc/driver/nvidia/gpus/$addr"
+  printf 'Model: \t\t NVIDIA A100-SXM4-40GB\nIRQ:   \t\t 180\nGPU UUID: \t %s\nVideo BIOS: \t 92.00.36.00.01\nBus Type: \t PCIe\nDMA Size: \t 47 bits\nDevice Minor: \t %d\nBlacklisted:\t No\n' \
+    "$5" "$4" >"$root/proc/driver/nvidia/gpus/$addr/information"
+}
+
+# ibdev ROOT PCI-PATH NAME UVERBS-N NETDEV LINK-LAYER
+ibdev() {
+  local root=$1
+  local d=$root/sys/devices/$2 name=$3 n=$4
+  mkdir -p "$d/infiniband/$name/ports/1" "$d/infiniband_verbs/uverbs$n" "$d/net/$5"
+  echo "4: ACTIVE" >"$d/infiniband/$name/ports/1/state"
+  echo "$6" >"$d/infiniband/$name/ports/1/link_layer"
+  link "$d" "$d/infiniband/$name/device"
+  link "$d/infiniband/$name" "$root/sys/class/infiniband/$name"
+  echo "$name" >"$d/infiniband_verbs/uverbs$n/ibdev"
+  echo "231:$((192 + n))" >"$d/infiniband_verbs/uverbs$n/dev"
+  link "$d/infiniband_verbs/uverbs$n" "$root/sys/class/infiniband_verbs/uverbs$n"
+  link "$d/net/$5" "$root/sys/class/net/$5"
+}
+
+mlx_nic() {  # ROOT PATH NUMA NAME UVERBS NETDEV
+  pci "$1" "$2" 0x15b3 0x101b 0x020700 "$3" mlx5_core
+  ibdev "$1" "$2" "$4" "$5" "$6" InfiniBand
+}
+
+sriov() {  # ROOT PF-PATH VF-ADDR...: VFs beside their PF
+  local root=$1 pf=$2 i=0
+  shift 2
+  echo "$#" >"$root/sys/devices/$pf/sriov_numvfs"
+  for vf in "$@"; do
+    local vpath
+    vpath=$(dirname "$pf")/$vf
+    pci "$root" "$vpath" 0x15b3 0x101c 0x020700 "$(cat "$root/sys/devices/$pf/numa_node")" mlx5_core
+    link "$root/sys/devices/$vpath" "$root/sys/devices/$pf/virtfn$i"
+    link "$root/sys/devices/$pf" "$root/sys/devices/$vpath/physfn"
+    i=$((i + 1))
+  done
+}
+
+# --- (1) dgx: 2 sockets x 16 cores x 2 threads; 4 switches ------------------
+r=$out/dgx
+cpus "$r" 2 16 2
+mkdir -p "$r/proc/driver/nvidia"
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:56:32 UTC 2023" \
+  >"$r/proc/driver/nvidia/version"
+gpu=0 uv=0 ib=0
+# switch ROOTBUS NUMA NICS: root complex pciDDDD:RB, root port RB:00.0,
+# switch upstream port RB+1:00.0, downstream ports RB+2:0N.0, endpoints RB+3+N.
+switch() {
+  local rb=$1 numa=$2 nics=$3
+  local rc=pci0000:$rb rp=0000:$rb:00.0 up=0000:$(printf %02x $((0x$rb + 1))):00.0
+  bridge "$r" "$rc/$rp" "$numa"
+  bridge "$r" "$rc/$rp/$up" "$numa"
+  local port=0
+  for _ in 1 2; do
+    local dp=0000:$(printf %02x $((0x$rb + 2))):0$port.0
+    local ep=0000:$(printf %02x $((0x$rb + 3 + port))):00.0
+    bridge "$r" "$rc/$rp/$up/$dp" "$numa"
+    nvidia_gpu "$r" "$rc/$rp/$up/$dp/$ep" "$numa" "$gpu" "GPU-$(printf '%08d' "$gpu")-aaaa-bbbb-cccc-dddddddddddd"
+    gpu=$((gpu + 1)) port=$((port + 1))
+  done
+  for ((k = 0; k < nics; k++)); do
+    local dp=0000:$(printf %02x $((0x$rb + 2))):0$port.0
+    local ep=0000:$(printf %02x $((0x$rb + 3 + port))):00.0
+    bridge "$r" "$rc/$rp/$up/$dp" "$numa"
+    mlx_nic "$r" "$rc/$rp/$up/$dp/$ep" "$numa" "mlx5_$ib" "$uv" "ibp$((0x$rb + 3 + port))s0"
+    NIC_PATH=$rc/$rp/$up/$dp/$ep
+    ib=$((ib + 1)) uv=$((uv + 1)) port=$((port + 1))
+  done
+}
+switch 17 0 1
+first_nic=$NIC_PATH
+switch 37 0 1
+switch 97 1 2
+switch b7 1 1
+# mlx5_0 has two VFs, each its own RDMA device.
+sriov "$r" "$first_nic" 0000:1c:00.2 0000:1c:00.3
+vfdir=$(dirname "$first_nic")
+ibdev "$r" "$vfdir/0000:1c:00.2" "mlx5_$ib" "$uv" ibp28s0v0 InfiniBand
+ib=$((ib + 1)) uv=$((uv + 1))
+ibdev "$r" "$vfdir/0000:1c:00.3" "mlx5_$ib" "$uv" ibp28s0v1 InfiniBand
+
+# --- (2) workstation: 1 socket x 8 cores x 2 threads; GPUs on root ports -----
+r=$out/workstation
+cpus "$r" 1 8 2
+mkdir -p "$r/proc/driver/nvidia"
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024" \
+  >"$r/proc/driver/nvidia/version"
+for i in 0 1 2 3; do
+  rp=0000:00:0$((i + 1)).0
+  bridge "$r" "pci0000:00/$rp" 0
+  nvidia_gpu "$r" "pci0000:00/$rp/0000:0$((i + 1)):00.0" 0 "$i" "GPU-ws00000$i-1111-2222-3333-444444444444"
+done
+pci "$r" pci0000:00/0000:00:1f.6 0x8086 0x15b8 0x020000 0 e1000e  # a plain Ethernet NIC, no RDMA
+
+# --- (3) intel-rdma: 2 sockets x 4 cores x 1 thread; irdma NIC, AMD GPU -------
+r=$out/intel-rdma
+cpus "$r" 2 4 1
+bridge "$r" pci0000:16/0000:16:02.0 0
+pci "$r" pci0000:16/0000:16:02.0/0000:18:00.0 0x8086 0x1593 0x020000 0 ice
+ibdev "$r" pci0000:16/0000:16:02.0/0000:18:00.0 rocep24s0 0 ens2f0 Ethernet
+bridge "$r" pci0000:80/0000:80:01.0 -1
+pci "$r" pci0000:80/0000:80:01.0/0000:83:00.0 0x1002 0x740f 0x030200 -1 amdgpu

@@ -1,0 +1,394 @@
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "text.h"
+#include "topology.h"
+
+namespace crihook::topology {
+namespace {
+
+bool isPciAddress(std::string_view s) {
+  // dddd:bb:dd.f
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11})
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  return true;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t i = s.find(sep, start);
+    out.push_back(s.substr(start, i - start));
+    if (i == std::string::npos) return out;
+    start = i + 1;
+  }
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+class Reader {
+ public:
+  Reader(const SysRoot& root, Snapshot& snap) : root_(root), snap_(snap) {}
+
+  std::optional<std::string> text(const std::string& path, bool required = true) {
+    auto v = root_.read(path);
+    if (!v && required) warn(path, "cannot be read");
+    return v;
+  }
+
+  std::optional<long> integer(const std::string& path, bool required = true) {
+    auto v = text(path, required);
+    if (!v) return std::nullopt;
+    char* end = nullptr;
+    long n = std::strtol(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0') {
+      warn(path, cat("expected an integer, got \"", *v, "\""));
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::vector<int> cpuList(const std::string& path) {
+    std::vector<int> out;
+    auto v = text(path);
+    if (v && !parseCpuList(*v, out)) warn(path, cat("expected a CPU list, got \"", *v, "\""));
+    return out;
+  }
+
+  void warn(const std::string& path, std::string_view why) {
+    snap_.warnings.push_back(cat(root_.root() == "/" ? "/" : root_.root() + "/", path, ": ", why));
+  }
+
+  const SysRoot& root() const { return root_; }
+
+ private:
+  const SysRoot& root_;
+  Snapshot& snap_;
+};
+
+void readCpusAndNodes(Reader& r, Snapshot& snap) {
+  const std::string sys = "sys/devices/system/";
+  std::vector<int> online = r.cpuList(sys + "cpu/online");
+  std::map<int, int> node_of;  // cpu -> node
+  std::vector<int> node_ids;
+  if (r.root().exists(sys + "node/online")) {
+    node_ids = r.cpuList(sys + "node/online");
+  }
+  for (int n : node_ids) {
+    NumaNode node;
+    node.id = n;
+    const std::string dir = cat(sys, "node/node", n, "/");
+    node.cpus = r.cpuList(dir + "cpulist");
+    for (int c : node.cpus) node_of[c] = n;
+    if (auto mem = r.text(dir + "meminfo")) {
+      for (const std::string& line : split(*mem, '\n')) {
+        auto at = line.find("MemTotal:");
+        if (at == std::string::npos) continue;
+        node.memory_bytes = std::strtoull(line.c_str() + at + 9, nullptr, 10) * 1024;
+      }
+    }
+    if (auto d = r.text(dir + "distance")) {
+      for (const std::string& x : split(*d, ' ')) {
+        if (!x.empty()) node.distances.push_back(std::atoi(x.c_str()));
+      }
+    }
+    snap.nodes.push_back(std::move(node));
+  }
+  for (int id : online) {
+    Cpu cpu;
+    cpu.id = id;
+    const std::string dir = cat(sys, "cpu/cpu", id, "/topology/");
+    cpu.socket = static_cast<int>(r.integer(dir + "physical_package_id").value_or(-1));
+    cpu.core = static_cast<int>(r.integer(dir + "core_id").value_or(-1));
+    cpu.siblings = r.cpuList(dir + "thread_siblings_list");
+    auto n = node_of.find(id);
+    // A machine without NUMA nodes in sysfs is one node.
+    cpu.node = n != node_of.end() ? n->second : (node_ids.empty() ? 0 : -1);
+    snap.cpus.push_back(std::move(cpu));
+  }
+  if (node_ids.empty()) {
+    NumaNode only;
+    for (const Cpu& c : snap.cpus) only.cpus.push_back(c.id);
+    snap.nodes.push_back(std::move(only));
+  }
+  for (NumaNode& node : snap.nodes) {
+    for (int c : node.cpus) {
+      if (const Cpu* cpu = snap.cpu(c); cpu && cpu->socket >= 0) {
+        node.socket = cpu->socket;
+        break;
+      }
+    }
+  }
+}
+
+void readPci(Reader& r, Snapshot& snap) {
+  const std::string bus = "sys/bus/pci/devices/";
+  for (const std::string& addr : r.root().list(bus)) {
+    auto path = r.root().resolve(bus + addr);
+    if (!path) {
+      r.warn(bus + addr, "a dangling link");
+      continue;
+    }
+    PciDevice d;
+    d.address = addr;
+    const std::vector<std::string> parts = split(*path, '/');
+    for (const std::string& p : parts) {
+      if (p.rfind("pci", 0) == 0 && p.size() > 3 && !isPciAddress(p)) {
+        d.root_complex = p;
+      } else if (isPciAddress(p) && p != addr && !d.root_complex.empty()) {
+        d.bridges.push_back(p);
+      }
+    }
+    d.vendor = r.text(bus + addr + "/vendor").value_or("");
+    d.device = r.text(bus + addr + "/device").value_or("");
+    d.class_code = r.text(bus + addr + "/class").value_or("");
+    d.numa_node = static_cast<int>(r.integer(bus + addr + "/numa_node", false).value_or(-1));
+    if (auto drv = r.root().resolve(bus + addr + "/driver")) {
+      d.driver = split(*drv, '/').back();
+    }
+    if (d.bridges.size() >= 3) d.pcie_switch = d.bridges[d.bridges.size() - 2];
+    snap.pci.push_back(std::move(d));
+  }
+}
+
+Locality localityOf(const Snapshot& snap, const PciDevice& d) {
+  Locality l;
+  l.numa_node = d.numa_node;
+  // One NUMA node: a device reporting -1 can only be on it.
+  if (l.numa_node < 0 && snap.nodes.size() == 1) l.numa_node = snap.nodes[0].id;
+  l.socket = snap.socketOfNode(l.numa_node);
+  l.pcie_switch = d.pcie_switch;
+  l.root_port = d.rootPort();
+  l.root_complex = d.root_complex;
+  return l;
+}
+
+std::string vendorName(const std::string& id) {
+  if (id == "0x10de") return "nvidia";
+  if (id == "0x1002") return "amd";
+  if (id == "0x8086") return "intel";
+  return id;
+}
+
+void readGpus(Reader& r, Snapshot& snap) {
+  for (const PciDevice& d : snap.pci) {
+    if (d.class_code.rfind("0x03", 0) != 0) continue;  // display controllers
+    Gpu g;
+    g.address = d.address;
+    g.vendor = vendorName(d.vendor);
+    g.model = cat(g.vendor, " ", d.device);
+    g.where = localityOf(snap, d);
+    const std::string info = "proc/driver/nvidia/gpus/" + d.address + "/information";
+    if (g.vendor == "nvidia" && r.root().exists(info)) {
+      for (const std::string& line : split(r.text(info).value_or(""), '\n')) {
+        auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+        if (key == "Model") g.model = value;
+        if (key == "GPU UUID") g.uuid = value;
+        if (key == "Device Minor") g.minor = std::atoi(value.c_str());
+      }
+    }
+    snap.gpus.push_back(std::move(g));
+  }
+}
+
+void readRdma(Reader& r, Snapshot& snap) {
+  const std::string cls = "sys/class/infiniband/";
+  for (const std::string& name : r.root().list(cls)) {
+    auto dev = r.root().resolve(cls + name + "/device");
+    if (!dev) {
+      r.warn(cls + name + "/device", "a dangling link");
+      continue;
+    }
+    RdmaDevice x;
+    x.name = name;
+    x.address = split(*dev, '/').back();
+    const PciDevice* pci = snap.pciDevice(x.address);
+    if (pci == nullptr) {
+      r.warn(cls + name, cat("its device ", x.address, " is not a PCI device of this machine"));
+      continue;
+    }
+    x.driver = pci->driver;
+    x.where = localityOf(snap, *pci);
+    for (const std::string& port : r.root().list(cls + name + "/ports")) {
+      RdmaPort p;
+      p.number = std::atoi(port.c_str());
+      p.state = r.text(cls + name + "/ports/" + port + "/state").value_or("");
+      p.link_layer = r.text(cls + name + "/ports/" + port + "/link_layer").value_or("");
+      x.ports.push_back(std::move(p));
+    }
+    for (const std::string& uv : r.root().list(*dev + "/infiniband_verbs")) {
+      if (r.text(*dev + "/infiniband_verbs/" + uv + "/ibdev", false).value_or("") != name) continue;
+      x.uverbs = uv;
+      x.uverbs_dev = r.text(*dev + "/infiniband_verbs/" + uv + "/dev").value_or("");
+    }
+    x.netdevs = r.root().list(*dev + "/net");
+    if (auto pf = r.root().resolve(*dev + "/physfn")) x.physical_function = split(*pf, '/').back();
+    std::map<int, std::string> vfs;
+    for (const std::string& e : r.root().list(*dev)) {
+      if (e.rfind("virtfn", 0) != 0) continue;
+      if (auto vf = r.root().resolve(*dev + "/" + e)) {
+        vfs[std::atoi(e.c_str() + 6)] = split(*vf, '/').back();
+      } else {
+        r.warn(*dev + "/" + e, "a dangling link");
+      }
+    }
+    for (auto& [i, a] : vfs) x.virtual_functions.push_back(a);
+    snap.rdma.push_back(std::move(x));
+  }
+}
+
+// NVML, when libnvidia-ml.so.1 can be loaded (never a build dependency):
+// memory size and health of the host's NVIDIA GPUs.
+void readNvml(Snapshot& snap) {
+  if (snap.root != "/") return;
+  bool any = std::any_of(snap.gpus.begin(), snap.gpus.end(),
+                         [](const Gpu& g) { return g.vendor == "nvidia"; });
+  if (!any) return;
+  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return;
+  struct Memory {
+    unsigned long long total, free, used;
+  };
+  using Init = int (*)();
+  using ByBus = int (*)(const char*, void**);
+  using MemoryInfo = int (*)(void*, Memory*);
+  auto init = reinterpret_cast<Init>(::dlsym(lib, "nvmlInit_v2"));
+  auto shutdown = reinterpret_cast<Init>(::dlsym(lib, "nvmlShutdown"));
+  auto by_bus = reinterpret_cast<ByBus>(::dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+  auto memory = reinterpret_cast<MemoryInfo>(::dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+  if (init && shutdown && by_bus && memory && init() == 0) {
+    for (Gpu& g : snap.gpus) {
+      if (g.vendor != "nvidia") continue;
+      void* handle = nullptr;
+      Memory m{};
+      g.health = by_bus(g.address.c_str(), &handle) == 0 && memory(handle, &m) == 0;
+      if (g.health) g.memory_bytes = m.total;
+    }
+    shutdown();
+  }
+  ::dlclose(lib);
+}
+
+}  // namespace
+
+const std::string& PciDevice::rootPort() const {
+  static const std::string none;
+  return bridges.empty() ? none : bridges.front();
+}
+
+const PciDevice* Snapshot::pciDevice(std::string_view address) const {
+  auto it = std::lower_bound(pci.begin(), pci.end(), address,
+                             [](const PciDevice& d, std::string_view a) { return d.address < a; });
+  return it != pci.end() && it->address == address ? &*it : nullptr;
+}
+
+const Gpu* Snapshot::gpu(std::string_view address) const {
+  for (const Gpu& g : gpus) {
+    if (g.address == address) return &g;
+  }
+  return nullptr;
+}
+
+const Gpu* Snapshot::gpuByMinor(int minor) const {
+  for (const Gpu& g : gpus) {
+    if (g.minor == minor) return &g;
+  }
+  return nullptr;
+}
+
+const RdmaDevice* Snapshot::rdmaByName(std::string_view name) const {
+  for (const RdmaDevice& x : rdma) {
+    if (x.name == name) return &x;
+  }
+  return nullptr;
+}
+
+const RdmaDevice* Snapshot::rdmaByAddress(std::string_view address) const {
+  for (const RdmaDevice& x : rdma) {
+    if (x.address == address) return &x;
+  }
+  return nullptr;
+}
+
+const Cpu* Snapshot::cpu(int id) const {
+  for (const Cpu& c : cpus) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+int Snapshot::socketOfNode(int node) const {
+  for (const NumaNode& n : nodes) {
+    if (n.id == node) return n.socket;
+  }
+  return -1;
+}
+
+bool parseCpuList(std::string_view text, std::vector<int>& out) {
+  out.clear();
+  if (text.empty()) return true;
+  for (const std::string& part : split(std::string(text), ',')) {
+    char* end = nullptr;
+    long lo = std::strtol(part.c_str(), &end, 10);
+    long hi = lo;
+    if (end == part.c_str()) return false;
+    if (*end == '-') {
+      const char* start = end + 1;
+      hi = std::strtol(start, &end, 10);
+      if (end == start) return false;
+    }
+    if (*end != '\0' || lo < 0 || hi < lo || hi > 65535) return false;
+    for (long c = lo; c <= hi; ++c) out.push_back(static_cast<int>(c));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return true;
+}
+
+std::string formatCpuList(std::vector<int> cpus) {
+  std::sort(cpus.begin(), cpus.end());
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    out += cat(out.empty() ? "" : ",", cpus[i]);
+    if (j > i) out += cat("-", cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+Snapshot discover(const SysRoot& root) {
+  Snapshot snap;
+  snap.root = root.root();
+  Reader r(root, snap);
+  readCpusAndNodes(r, snap);
+  readPci(r, snap);
+  readGpus(r, snap);
+  readRdma(r, snap);
+  if (auto v = root.read("proc/driver/nvidia/version")) {
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct ..."
+    auto at = v->find("Kernel Module");
+    if (at != std::string::npos) {
+      std::string rest = trim(v->substr(at + 13));
+      snap.nvidia_driver_version = rest.substr(0, rest.find(' '));
+    }
+  }
+  readNvml(snap);
+  return snap;
+}
+
+}  // namespace crihook::topology

@@ -1,0 +1,243 @@
+#include "placement.h"
+
+#include <algorithm>
+#include <map>
+
+#include "text.h"
+
+namespace crihook::topology {
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += cat(out.empty() ? "" : ", ", s);
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Free CPUs of the given NUMA nodes, whole cores first (by node, core), `n`
+// of them; fewer when there are not enough.
+std::vector<int> takeCpus(const Snapshot& snap, const std::vector<int>& nodes, int n,
+                          const std::vector<int>& taken) {
+  std::vector<const Cpu*> free;
+  for (const Cpu& c : snap.cpus) {
+    if (std::find(nodes.begin(), nodes.end(), c.node) == nodes.end()) continue;
+    if (std::find(taken.begin(), taken.end(), c.id) != taken.end()) continue;
+    free.push_back(&c);
+  }
+  // Cores whose every thread is free come first, so a container does not
+  // share a core with another.
+  auto whole = [&](const Cpu* c) {
+    for (int s : c->siblings)
+      if (std::find(taken.begin(), taken.end(), s) != taken.end()) return false;
+    return true;
+  };
+  std::stable_sort(free.begin(), free.end(), [&](const Cpu* a, const Cpu* b) {
+    return std::make_tuple(!whole(a), a->node, a->socket, a->core, a->id) <
+           std::make_tuple(!whole(b), b->node, b->socket, b->core, b->id);
+  });
+  std::vector<int> out;
+  for (const Cpu* c : free) {
+    if (static_cast<int>(out.size()) == n) break;
+    out.push_back(c->id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Candidate {
+  std::vector<const Gpu*> gpus;
+  const RdmaDevice* nic = nullptr;
+};
+
+}  // namespace
+
+std::string_view scopeName(Scope s) {
+  switch (s) {
+    case Scope::kSamePcieSwitch:
+      return "SamePCIeSwitch";
+    case Scope::kSameNumaNode:
+      return "SameNUMANode";
+    case Scope::kSameSocket:
+      return "SameSocket";
+    case Scope::kNone:
+      break;
+  }
+  return "None";
+}
+
+absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& set) {
+  std::vector<const Locality*> places;
+  std::vector<std::string> names;
+  for (const std::string& a : set.gpus) {
+    const Gpu* g = snap.gpu(a);
+    if (g == nullptr) return absl::InvalidArgumentError(cat("no GPU ", a, " on this node"));
+    places.push_back(&g->where);
+    names.push_back("GPU " + a);
+  }
+  for (const std::string& a : set.rdma) {
+    const RdmaDevice* x = snap.rdmaByAddress(a);
+    if (x == nullptr) return absl::InvalidArgumentError(cat("no RDMA device ", a, " on this node"));
+    places.push_back(&x->where);
+    names.push_back("RDMA " + a);
+  }
+  std::vector<int> cpu_nodes, cpu_sockets;
+  for (int c : set.cpus) {
+    const Cpu* cpu = snap.cpu(c);
+    if (cpu == nullptr) return absl::InvalidArgumentError(cat("no CPU ", c, " on this node"));
+    cpu_nodes.push_back(cpu->node);
+    cpu_sockets.push_back(cpu->socket);
+  }
+  auto all = [&](auto get, const std::vector<int>& cpu_values) -> bool {
+    std::optional<decltype(get(*places.front()))> first;
+    for (const Locality* l : places) {
+      auto v = get(*l);
+      if (!first) first = v;
+      if (v != *first) return false;
+    }
+    for (int v : cpu_values) {
+      if constexpr (std::is_same_v<decltype(get(*places.front())), int>) {
+        if (first && v != *first) return false;
+        if (!first) first = v;
+      }
+    }
+    return true;
+  };
+  ScopeAnswer a;
+  const std::string what =
+      join(names) +
+      (set.cpus.empty() ? "" : cat(names.empty() ? "" : " and ", "CPUs ", formatCpuList(set.cpus)));
+  if (places.empty() && set.cpus.empty()) {
+    a.why = "nothing to place";
+    return a;
+  }
+  const bool switch_ok = !places.empty() && set.cpus.empty() &&
+                         !places.front()->pcie_switch.empty() &&
+                         all([](const Locality& l) { return l.pcie_switch; }, {});
+  if (switch_ok) {
+    a.scope = Scope::kSamePcieSwitch;
+    a.why = cat(what, " share PCIe switch ", places.front()->pcie_switch);
+    return a;
+  }
+  const int node = places.empty() ? cpu_nodes.front() : places.front()->numa_node;
+  if (node >= 0 && all([](const Locality& l) { return l.numa_node; }, cpu_nodes)) {
+    a.scope = Scope::kSameNumaNode;
+    a.why = cat(what, " share NUMA node ", node);
+    return a;
+  }
+  const int socket = places.empty() ? cpu_sockets.front() : places.front()->socket;
+  if (socket >= 0 && all([](const Locality& l) { return l.socket; }, cpu_sockets)) {
+    a.scope = Scope::kSameSocket;
+    a.why = cat(what, " share socket ", socket);
+    return a;
+  }
+  a.why = cat(what, " span sockets (or sit where the kernel does not say)");
+  return a;
+}
+
+absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const DeviceSet& taken) {
+  std::vector<const Gpu*> free_gpus;
+  for (const Gpu& g : snap.gpus) {
+    if (!contains(taken.gpus, g.address)) free_gpus.push_back(&g);
+  }
+  std::vector<const RdmaDevice*> free_nics;
+  for (const RdmaDevice& x : snap.rdma) {
+    if (!x.isVirtualFunction() && !contains(taken.rdma, x.address)) free_nics.push_back(&x);
+  }
+  // Try each scope, tightest first; within a scope, groups in address order.
+  auto key = [](const Locality& l, Scope s) -> std::string {
+    switch (s) {
+      case Scope::kSamePcieSwitch:
+        return l.pcie_switch;
+      case Scope::kSameNumaNode:
+        return l.numa_node < 0 ? "" : cat(l.numa_node);
+      case Scope::kSameSocket:
+        return l.socket < 0 ? "" : cat(l.socket);
+      case Scope::kNone:
+        break;
+    }
+    return "";
+  };
+  for (Scope s : {Scope::kSamePcieSwitch, Scope::kSameNumaNode, Scope::kSameSocket}) {
+    std::map<std::string, Candidate> groups;
+    std::vector<std::string> order;
+    auto group = [&](const std::string& k) -> Candidate& {
+      if (!groups.count(k)) order.push_back(k);
+      return groups[k];
+    };
+    for (const Gpu* g : free_gpus) {
+      if (auto k = key(g->where, s); !k.empty()) group(k).gpus.push_back(g);
+    }
+    for (const RdmaDevice* x : free_nics) {
+      auto k = key(x->where, s);
+      if (k.empty()) continue;
+      Candidate& c = group(k);
+      if (c.nic == nullptr) c.nic = x;
+    }
+    if (req.gpus == 0 && !req.rdma) {
+      // CPUs only: any node (or socket) that has them.
+      if (s == Scope::kSamePcieSwitch) continue;
+      order.clear();
+      for (const NumaNode& n : snap.nodes)
+        order.push_back(s == Scope::kSameNumaNode ? cat(n.id) : cat(n.socket));
+      order.erase(std::unique(order.begin(), order.end()), order.end());
+    }
+    for (const std::string& k : order) {
+      Candidate& c = groups[k];
+      if (static_cast<int>(c.gpus.size()) < req.gpus) continue;
+      if (req.rdma && c.nic == nullptr) continue;
+      Choice choice;
+      choice.scope = s;
+      std::vector<int> nodes;
+      for (int i = 0; i < req.gpus; ++i) choice.devices.gpus.push_back(c.gpus[i]->address);
+      if (req.rdma) choice.devices.rdma.push_back(c.nic->address);
+      // The CPUs: on the NUMA node(s) of the chosen devices, or of the group.
+      auto addNode = [&](int n) {
+        if (n >= 0 && std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+      };
+      for (int i = 0; i < req.gpus; ++i) addNode(c.gpus[i]->where.numa_node);
+      if (req.rdma) addNode(c.nic->where.numa_node);
+      if (nodes.empty()) {
+        for (const NumaNode& n : snap.nodes) {
+          if ((s == Scope::kSameNumaNode && cat(n.id) == k) ||
+              (s == Scope::kSameSocket && cat(n.socket) == k))
+            addNode(n.id);
+        }
+      }
+      if (s == Scope::kSameSocket) {  // any node of the socket
+        for (const NumaNode& n : snap.nodes) {
+          if (cat(n.socket) == k) addNode(n.id);
+        }
+      }
+      choice.devices.cpus = takeCpus(snap, nodes, req.cpus, taken.cpus);
+      if (static_cast<int>(choice.devices.cpus.size()) < req.cpus) continue;
+      // Say why.
+      std::vector<std::string> parts;
+      if (!choice.devices.gpus.empty()) parts.push_back("GPUs " + join(choice.devices.gpus));
+      if (req.rdma) parts.push_back(cat("RDMA ", c.nic->name, " (", c.nic->address, ")"));
+      std::string where = s == Scope::kSamePcieSwitch ? cat("PCIe switch ", k)
+                          : s == Scope::kSameNumaNode ? cat("NUMA node ", k)
+                                                      : cat("socket ", k);
+      choice.why = cat(join(parts), parts.empty() ? "" : " share ", parts.empty() ? "" : where);
+      if (req.cpus > 0) {
+        choice.why += cat(parts.empty() ? "" : "; ", "CPUs ", formatCpuList(choice.devices.cpus),
+                          " are on NUMA node", nodes.size() > 1 ? "s " : " ");
+        std::vector<std::string> ns;
+        for (int n : nodes) ns.push_back(cat(n));
+        choice.why += join(ns);
+      }
+      if (s != Scope::kSamePcieSwitch && (req.gpus > 0 || req.rdma))
+        choice.why += cat(" (no single PCIe switch", s == Scope::kSameSocket ? " or NUMA node" : "",
+                          " has enough free)");
+      return choice;
+    }
+  }
+  return absl::ResourceExhaustedError(cat("no socket of this node has ", req.gpus, " free GPUs",
+                                          req.rdma ? " with a free RDMA NIC" : "", " and ",
+                                          req.cpus, " free CPUs together"));
+}
+
+}  // namespace crihook::topology

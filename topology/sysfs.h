@@ -1,0 +1,36 @@
+#pragma once
+
+// The OS behind a seam: every file topology discovery reads is read through a
+// SysRoot, a directory standing for "/" (the host's, or a fixture tree holding
+// sys/, proc/ and dev/). Nothing in topology/ opens a hard-coded path.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crihook::topology {
+
+class SysRoot {
+ public:
+  explicit SysRoot(std::string root = "/");
+  const std::string& root() const { return root_; }
+
+  // The file's contents without the trailing newline; nullopt when it cannot
+  // be read. `path` is relative to the root ("sys/devices/system/cpu/online").
+  std::optional<std::string> read(const std::string& path) const;
+
+  // Entry names in a directory, sorted; empty when it cannot be read.
+  std::vector<std::string> list(const std::string& path) const;
+
+  // `path` with every symlink followed, relative to the root again
+  // ("sys/devices/pci0000:17/..."); nullopt for a dangling link, a missing
+  // path, or one leading out of the root.
+  std::optional<std::string> resolve(const std::string& path) const;
+
+  bool exists(const std::string& path) const;
+
+ private:
+  std::string root_;
+};
+
+}  // namespace crihook::topology
