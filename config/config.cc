@@ -192,6 +192,15 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
   return absl::OkStatus();
 }
 
+absl::Status readTopology(const toml::table& t, std::string_view origin, Config& c) {
+  TableReader r(t, "topology.", origin);
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"root"}));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("root", c.topology_root));
+  if (c.topology_root.empty() || c.topology_root[0] != '/')
+    return r.error("root", cat("expected an absolute path, got \"", c.topology_root, "\""));
+  return absl::OkStatus();
+}
+
 bool validHookName(const std::string& name) {
   if (name.empty() || name.size() > 63) return false;
   for (char ch : name) {
@@ -356,13 +365,15 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   }
   Config config;
   TableReader top(root, "", origin);
-  CRIHOOK_RETURN_IF_ERROR(top.checkKnown({"server", "backend", "log", "hooks", "hook"}));
+  CRIHOOK_RETURN_IF_ERROR(
+      top.checkKnown({"server", "backend", "log", "hooks", "hook", "topology"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend},
-                           Section{"log", readLog}, Section{"hooks", readHooks}}) {
+  for (const Section& s :
+       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog},
+        Section{"hooks", readHooks}, Section{"topology", readTopology}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));

@@ -61,6 +61,9 @@ struct Config {
 
   // [[hook]]
   std::vector<HookConfig> hooks;
+
+  // [topology]
+  std::string topology_root = "/";  // where sys/, proc/ and dev/ are read (a fixture tree in tests)
 };
 
 // Parses TOML text. `origin` names the file in messages. Errors are

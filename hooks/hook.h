@@ -12,6 +12,7 @@
 #include "adjustment.h"
 #include "crihook_hook_v1.pb.h"
 #include "interceptor.h"
+#include "topology.h"
 
 namespace crihook {
 
@@ -38,6 +39,10 @@ struct HookInput {
   // (created before crihook ran, or state lost). Immutable snapshots.
   std::shared_ptr<const hook::v1::PodRecord> pod;
   std::shared_ptr<const hook::v1::ContainerRecord> container;
+
+  // The node's hardware layout (topology/topology.h) as last discovered;
+  // never null under crihookd (an empty snapshot when discovery found nothing).
+  std::shared_ptr<const topology::Snapshot> topology;
 
   // When the chain stops waiting for this hook (its timeout, or the caller's
   // deadline if sooner). A hook that calls out passes it on.

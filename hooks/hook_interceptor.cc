@@ -69,6 +69,7 @@ std::string containerIdOf(const InterceptedCall& call) {
 // What a call carries from its pre-stage to its post-stage.
 struct HookInterceptor::CallState {
   std::shared_ptr<const HookChain> chain;
+  std::shared_ptr<const topology::Snapshot> topology;
   std::shared_ptr<const hv1::PodRecord> pod;
   std::shared_ptr<const hv1::ContainerRecord> container;
   std::optional<hv1::StageDecision> decision;  // when pre-stage hooks ran
@@ -76,8 +77,9 @@ struct HookInterceptor::CallState {
 };
 
 HookInterceptor::HookInterceptor(const ChainHolder& chains, StateStore& state,
-                                 std::shared_ptr<spdlog::logger> log, size_t workers)
-    : chains_(chains), state_(state), log_(std::move(log)), pool_(workers) {}
+                                 std::shared_ptr<spdlog::logger> log, size_t workers,
+                                 const topology::SnapshotHolder* topology)
+    : chains_(chains), state_(state), topology_(topology), log_(std::move(log)), pool_(workers) {}
 
 HookInterceptor::~HookInterceptor() { pool_.join(); }
 
@@ -121,6 +123,7 @@ void HookInterceptor::pre(std::shared_ptr<InterceptedCall> call,
                           std::function<void(absl::Status)> done) {
   auto cs = std::make_shared<CallState>();
   cs->chain = chains_.get();
+  if (topology_) cs->topology = topology_->get();
   call->interceptor_data = cs;
   assembleContext(*call, *cs);
   const bool stored_resources = call->method == LifecycleMethod::kUpdateContainerResources &&
@@ -146,6 +149,7 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
   in.identity = &call.identity;
   in.pod = cs.pod;
   in.container = cs.container;
+  in.topology = cs.topology;
   ChainOutcome out = cs.chain->run(in, call.deadline);
   if (!out.status.ok()) {
     return absl::Status(out.status.code(),
@@ -288,6 +292,7 @@ void HookInterceptor::runPost(InterceptedCall& call, const CallState& cs) {
   in.backend_status = call.backend_status;
   in.pod = cs.pod;
   in.container = cs.container;
+  in.topology = cs.topology;
   // The outcome is not needed: post-stage failures were logged and counted by the chain.
   cs.chain->run(in, std::chrono::steady_clock::time_point::max());
 }

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "chain.h"
+#include "holder.h"
 #include "interceptor.h"
 #include "state_store.h"
 
@@ -29,10 +30,11 @@ namespace crihook {
 
 class HookInterceptor final : public Interceptor {
  public:
-  // `chains` and `state` must outlive this. `workers` threads run hooks that
-  // may block.
+  // `chains`, `state` and `topology` (when given) must outlive this.
+  // `workers` threads run hooks that may block; hooks see `topology`'s
+  // snapshot as it was when their call began.
   HookInterceptor(const ChainHolder& chains, StateStore& state, std::shared_ptr<spdlog::logger> log,
-                  size_t workers = 4);
+                  size_t workers = 4, const topology::SnapshotHolder* topology = nullptr);
   ~HookInterceptor() override;  // waits for running hooks
 
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override;
@@ -47,6 +49,7 @@ class HookInterceptor final : public Interceptor {
 
   const ChainHolder& chains_;
   StateStore& state_;
+  const topology::SnapshotHolder* topology_;
   std::shared_ptr<spdlog::logger> log_;
   boost::asio::thread_pool pool_;
 };

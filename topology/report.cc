@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "holder.h"
 #include "text.h"
 
 namespace crihook::topology {
@@ -34,6 +35,11 @@ nlohmann::json localityJson(const Locality& l) {
 }
 
 }  // namespace
+
+std::string summary(const Snapshot& snap) {
+  return cat(snap.cpus.size(), " CPUs, ", snap.nodes.size(), " NUMA nodes, ", snap.gpus.size(),
+             " GPUs, ", snap.rdma.size(), " RDMA devices, ", snap.warnings.size(), " warnings");
+}
 
 std::string tree(const Snapshot& snap) {
   std::string out;

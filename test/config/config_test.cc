@@ -107,6 +107,9 @@ TEST(Config, FileOnDiskIsRead) {
 
 TEST(Config, HooksAreReadInTheirOrder) {
   auto c = parseConfig(R"(
+[topology]
+root = "/srv/fixtures/dgx"
+
 [hooks]
 state_dir = "/var/lib/crihook-test"
 module_dir = "/opt/crihook/modules"
@@ -142,6 +145,7 @@ module = "example_module.so"
   EXPECT_EQ(c->hookserver_dir, "");
   EXPECT_EQ(c->hookserver_timeout, std::chrono::milliseconds(500));
   EXPECT_EQ(c->hook_workers, 8);
+  EXPECT_EQ(c->topology_root, "/srv/fixtures/dgx");
   ASSERT_EQ(c->hooks.size(), 3u);
   EXPECT_EQ(c->hooks[0].name, "site-env");
   EXPECT_EQ(c->hooks[0].builtin, "static");
@@ -188,6 +192,8 @@ TEST(Config, BadHooksNameTheEntry) {
        "hook[a].enabled: expected true or false, got \"no\""},
       {"[hooks]\nstate_dir = \"var/lib\"", "hooks.state_dir: expected an absolute path"},
       {"[hooks]\nworkers = 0", "hooks.workers: expected an integer in 1..256"},
+      {"[topology]\nroot = \"fixtures\"", "topology.root: expected an absolute path"},
+      {"[topology]\nroute = \"/\"", "topology.route: unknown key"},
   };
   for (const Case& k : cases) {
     auto c = parseConfig(k.text, "f");

@@ -35,11 +35,13 @@ class StartWatcher : public Hook {
     std::lock_guard lock(mu);
     seen = in.container;
     pod = in.pod;
+    topology = in.topology;
     return HookDecision::proceed();
   }
   std::mutex mu;
   std::shared_ptr<const hook::v1::ContainerRecord> seen;
   std::shared_ptr<const hook::v1::PodRecord> pod;
+  std::shared_ptr<const topology::Snapshot> topology;
 
  private:
   std::string name_ = "watcher";
@@ -117,8 +119,9 @@ class HookInterceptorTest : public ProxyFixture, public ::testing::WithParamInte
   std::shared_ptr<StartWatcher> watcher_ = std::make_shared<StartWatcher>();
   ChainHolder chains_{chain_};
   StateStore state_{dir_.file("state"), logger("state")};
+  topology::SnapshotHolder topology_;
   std::unique_ptr<HookInterceptor> hooks_ =
-      std::make_unique<HookInterceptor>(chains_, state_, logger("hook"));
+      std::make_unique<HookInterceptor>(chains_, state_, logger("hook"), 4, &topology_);
 };
 
 TEST_P(HookInterceptorTest, HookDecisionsReachTheRuntime) {
@@ -201,6 +204,7 @@ TEST_P(HookInterceptorTest, LaterStagesSeeWhatCreateContainerApplied) {
   EXPECT_EQ(c.decisions(0).owners().at("cpuset_cpus"), "gpu");
   ASSERT_NE(watcher_->pod, nullptr);
   EXPECT_EQ(watcher_->pod->config().metadata().name(), "train-0");
+  EXPECT_EQ(watcher_->topology, topology_.get());  // the node's layout, as discovered
 }
 
 TEST_P(HookInterceptorTest, RemoveContainerForgetsItsRecord) {

@@ -212,5 +212,32 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
   EXPECT_EQ(d.wait(5s), 0);
 }
 
+TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
+  backend_.start();
+  ASSERT_EQ(std::system(("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " +
+                         dir_.file("fixtures"))
+                            .c_str()),
+            0);
+  std::ofstream(dir_.file("c.toml")) << "[topology]\nroot = \"" << dir_.file("fixtures/dgx")
+                                     << "\"\n[hooks]\nhookserver_dir = \"\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  const std::string line = "64 CPUs, 2 NUMA nodes, 8 GPUs, 7 RDMA devices, 0 warnings";
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr(line));
+  d.signal(SIGHUP);
+  bool again = false;
+  for (int i = 0; i < 50 && !again; ++i) {
+    std::this_thread::sleep_for(50ms);
+    const std::string log = slurp(dir_.file("log"));
+    again = log.find(line) != log.rfind(line);
+  }
+  EXPECT_TRUE(again) << slurp(dir_.file("log"));
+  EXPECT_TRUE(version(dir_.file("s.sock")).ok());  // SIGHUP does not stop it
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(5s), 0);
+}
+
 }  // namespace
 }  // namespace crihook::testing

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config.h"
+#include "holder.h"
 #include "hook_interceptor.h"
 #include "hook_manager.h"
 #include "logging.h"
@@ -30,6 +31,8 @@ forwarded to the real runtime, lifecycle calls run through crihook's hooks.
   --backend ENDPOINT   runtime to forward to (default unix:///run/containerd/containerd.sock)
   --log-level LEVEL    trace, debug, info, warn, error, critical, off (default info)
   --state-dir DIR      where pod and container records are kept (default /var/lib/crihook)
+
+SIGHUP rediscovers the node's topology.
   --version            print the version and exit
   --help               print this and exit
 
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -131,8 +135,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   (*hooks)->watch();
+  auto topo_log = crihook::logger("topology");
+  crihook::topology::SnapshotHolder topology;
+  auto discover = [&] {
+    auto snap = std::make_shared<const crihook::topology::Snapshot>(
+        crihook::topology::discover(crihook::topology::SysRoot(config.topology_root)));
+    topo_log->info("{} (root {})", crihook::topology::summary(*snap), config.topology_root);
+    for (const std::string& w : snap->warnings) topo_log->warn("{}", w);
+    topology.set(std::move(snap));
+  };
+  discover();
   crihook::HookInterceptor interceptor((*hooks)->chains(), state, crihook::logger("hook"),
-                                       static_cast<size_t>(config.hook_workers));
+                                       static_cast<size_t>(config.hook_workers), &topology);
   crihook::Server server(config, interceptor, crihook::logger("proxy"));
   if (auto s = server.start(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
@@ -141,7 +155,7 @@ int main(int argc, char** argv) {
   crihook::notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) discover();
   log->info("{}: stopping; in-flight calls get up to {}ms", strsignal(sig),
             config.shutdown_grace.count());
   crihook::notifySystemd("STOPPING=1");
