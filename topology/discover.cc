@@ -135,7 +135,7 @@ void readCpusAndNodes(Reader& r, Snapshot& snap) {
 void readPci(Reader& r, Snapshot& snap) {
   const std::string bus = "sys/bus/pci/devices/";
   for (const std::string& addr : r.root().list(bus)) {
-    auto path = r.root().resolve(bus + addr);
+    auto path = r.root().follow(bus + addr);
     if (!path) {
       r.warn(bus + addr, "a dangling link");
       continue;
@@ -154,7 +154,7 @@ void readPci(Reader& r, Snapshot& snap) {
     d.device = r.text(bus + addr + "/device").value_or("");
     d.class_code = r.text(bus + addr + "/class").value_or("");
     d.numa_node = static_cast<int>(r.integer(bus + addr + "/numa_node", false).value_or(-1));
-    if (auto drv = r.root().resolve(bus + addr + "/driver")) {
+    if (auto drv = r.root().follow(*path + "/driver")) {
       d.driver = split(*drv, '/').back();
     }
     if (d.bridges.size() >= 3) d.pcie_switch = d.bridges[d.bridges.size() - 2];
@@ -207,7 +207,8 @@ void readGpus(Reader& r, Snapshot& snap) {
 void readRdma(Reader& r, Snapshot& snap) {
   const std::string cls = "sys/class/infiniband/";
   for (const std::string& name : r.root().list(cls)) {
-    auto dev = r.root().resolve(cls + name + "/device");
+    auto ibdir = r.root().follow(cls + name);
+    auto dev = ibdir ? r.root().follow(*ibdir + "/device") : std::nullopt;
     if (!dev) {
       r.warn(cls + name + "/device", "a dangling link");
       continue;
@@ -222,11 +223,11 @@ void readRdma(Reader& r, Snapshot& snap) {
     }
     x.driver = pci->driver;
     x.where = localityOf(snap, *pci);
-    for (const std::string& port : r.root().list(cls + name + "/ports")) {
+    for (const std::string& port : r.root().list(*ibdir + "/ports")) {
       RdmaPort p;
       p.number = std::atoi(port.c_str());
-      p.state = r.text(cls + name + "/ports/" + port + "/state").value_or("");
-      p.link_layer = r.text(cls + name + "/ports/" + port + "/link_layer").value_or("");
+      p.state = r.text(*ibdir + "/ports/" + port + "/state").value_or("");
+      p.link_layer = r.text(*ibdir + "/ports/" + port + "/link_layer").value_or("");
       x.ports.push_back(std::move(p));
     }
     for (const std::string& uv : r.root().list(*dev + "/infiniband_verbs")) {
@@ -235,11 +236,11 @@ void readRdma(Reader& r, Snapshot& snap) {
       x.uverbs_dev = r.text(*dev + "/infiniband_verbs/" + uv + "/dev").value_or("");
     }
     x.netdevs = r.root().list(*dev + "/net");
-    if (auto pf = r.root().resolve(*dev + "/physfn")) x.physical_function = split(*pf, '/').back();
+    if (auto pf = r.root().follow(*dev + "/physfn")) x.physical_function = split(*pf, '/').back();
     std::map<int, std::string> vfs;
     for (const std::string& e : r.root().list(*dev)) {
       if (e.rfind("virtfn", 0) != 0) continue;
-      if (auto vf = r.root().resolve(*dev + "/" + e)) {
+      if (auto vf = r.root().follow(*dev + "/" + e)) {
         vfs[std::atoi(e.c_str() + 6)] = split(*vf, '/').back();
       } else {
         r.warn(*dev + "/" + e, "a dangling link");

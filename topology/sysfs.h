@@ -27,9 +27,16 @@ class SysRoot {
   // path, or one leading out of the root.
   std::optional<std::string> resolve(const std::string& path) const;
 
+  // The target of the symlink `path`, relative to the root, worked out from
+  // the link's text (sysfs links are relative, through real directories), so
+  // one readlink and one access instead of realpath's walk; nullopt for no
+  // link, a dangling one, or one leading out of the root.
+  std::optional<std::string> follow(const std::string& path) const;
+
   bool exists(const std::string& path) const;
 
  private:
+  std::string full(const std::string& path) const;
   std::string root_;
 };
 
