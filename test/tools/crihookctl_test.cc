@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli.h"
@@ -178,6 +179,33 @@ TEST(CrihookctlExplain, ShowsWhatKubeletSentEachHooksChangeAndWhatTheRuntimeGot)
   std::ostringstream none, why;
   EXPECT_EQ(ctl::run({"explain", "--state-dir", dir.path(), "beef"}, none, why), 1);
   EXPECT_THAT(why.str(), HasSubstr("no container beef in " + dir.path()));
+}
+
+TEST(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
+  TempDir dir;
+  ASSERT_EQ(
+      std::system(
+          ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir.path()).c_str()),
+      0);
+  const std::string root = dir.path() + "/dgx";
+  Result tree = ctl({"topology", "--root", root});
+  ASSERT_EQ(tree.code, 0) << tree.err;
+  EXPECT_THAT(tree.out, HasSubstr("socket 1\n  NUMA node 1: CPUs 16-31,48-63, 256 GiB\n"
+                                  "    PCIe switch 0000:98:00.0\n"));
+  Result json = ctl({"topology", "--root", root, "--output", "json"});
+  ASSERT_EQ(json.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(json.out)["gpus"].size(), 8u);
+  Result crd = ctl({"topology", "--root", root, "--output", "device-crd", "--format", "json",
+                    "--node", "gpu-node-7", "--pcie-id", "root-complex"});
+  ASSERT_EQ(crd.code, 0) << crd.err;
+  auto device = nlohmann::json::parse(crd.out);
+  EXPECT_EQ(device["metadata"]["name"], "gpu-node-7");
+  EXPECT_EQ(device["spec"]["devices"][0]["topology"]["pcieID"], "pci0000:17");
+  Result yaml = ctl({"topology", "--root", root, "--output", "device-crd", "--node", "n"});
+  EXPECT_THAT(yaml.out, HasSubstr("kind: \"Device\"\n"));
+  Result bad = ctl({"topology", "--output", "xml"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--output must be tree, json or device-crd, got xml"));
 }
 
 }  // namespace
