@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "current.h"
 #include "hook.h"
 
 namespace crihook {
@@ -80,23 +81,7 @@ class HookChain {
 
 // The chain in force. Reloading (a hook server registered or removed)
 // builds a new chain and swaps it in whole; a call keeps the chain it started
-// with for its pre and post stages. Thread-safe.
-class ChainHolder {
- public:
-  explicit ChainHolder(std::shared_ptr<const HookChain> chain) : chain_(std::move(chain)) {}
-  std::shared_ptr<const HookChain> get() const {
-    std::lock_guard lock(mu_);
-    return chain_;
-  }
-  void set(std::shared_ptr<const HookChain> chain) {
-    std::lock_guard lock(mu_);
-    chain_.swap(chain);
-    // the old chain goes when its last call finishes
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const HookChain> chain_;
-};
+// with for its pre and post stages.
+using ChainHolder = Current<HookChain>;
 
 }  // namespace crihook

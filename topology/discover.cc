@@ -296,39 +296,32 @@ const PciDevice* Snapshot::pciDevice(std::string_view address) const {
   return it != pci.end() && it->address == address ? &*it : nullptr;
 }
 
+namespace {
+template <typename T, typename Pred>
+const T* findIn(const std::vector<T>& items, Pred pred) {
+  auto it = std::find_if(items.begin(), items.end(), pred);
+  return it == items.end() ? nullptr : &*it;
+}
+}  // namespace
+
 const Gpu* Snapshot::gpu(std::string_view address) const {
-  for (const Gpu& g : gpus) {
-    if (g.address == address) return &g;
-  }
-  return nullptr;
+  return findIn(gpus, [&](const Gpu& g) { return g.address == address; });
 }
 
 const Gpu* Snapshot::gpuByMinor(int minor) const {
-  for (const Gpu& g : gpus) {
-    if (g.minor == minor) return &g;
-  }
-  return nullptr;
+  return findIn(gpus, [&](const Gpu& g) { return g.minor == minor; });
 }
 
 const RdmaDevice* Snapshot::rdmaByName(std::string_view name) const {
-  for (const RdmaDevice& x : rdma) {
-    if (x.name == name) return &x;
-  }
-  return nullptr;
+  return findIn(rdma, [&](const RdmaDevice& x) { return x.name == name; });
 }
 
 const RdmaDevice* Snapshot::rdmaByAddress(std::string_view address) const {
-  for (const RdmaDevice& x : rdma) {
-    if (x.address == address) return &x;
-  }
-  return nullptr;
+  return findIn(rdma, [&](const RdmaDevice& x) { return x.address == address; });
 }
 
 const Cpu* Snapshot::cpu(int id) const {
-  for (const Cpu& c : cpus) {
-    if (c.id == id) return &c;
-  }
-  return nullptr;
+  return findIn(cpus, [&](const Cpu& c) { return c.id == id; });
 }
 
 int Snapshot::socketOfNode(int node) const {
