@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include "builtin/devices/device_hooks.h"
 #include "builtin/noop/noop_hook.h"
 #include "builtin/static/static_hook.h"
 #include "text.h"
@@ -31,7 +32,10 @@ std::vector<std::string> HookRegistry::types() const {
 
 HookRegistry builtinHooks() {
   HookRegistry r;
+  r.add("cpuset", &makeCpusetHook);
+  r.add("gpu", &makeGpuHook);
   r.add("noop", &NoopHook::create);
+  r.add("rdma", &makeRdmaHook);
   r.add("static", &StaticHook::create);
   return r;
 }

@@ -19,7 +19,7 @@ absl::Status HookSettingsReader::error(std::string_view key, std::string_view wh
   return absl::InvalidArgumentError(cat("hook ", name_, ": settings.", key, ": ", why));
 }
 
-absl::Status HookSettingsReader::checkKnown(std::initializer_list<std::string_view> known) const {
+absl::Status HookSettingsReader::checkKnown(const std::vector<std::string_view>& known) const {
   for (const auto& [key, value] : json_.items()) {
     bool ok = false;
     for (auto k : known) ok = ok || k == key;

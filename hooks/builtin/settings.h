@@ -18,7 +18,7 @@ class HookSettingsReader {
   static absl::StatusOr<HookSettingsReader> parse(const std::string& name, const std::string& json);
 
   // Unknown keys are errors: a typo must not silently do nothing.
-  absl::Status checkKnown(std::initializer_list<std::string_view> known) const;
+  absl::Status checkKnown(const std::vector<std::string_view>& known) const;
 
   // Stage names ("PreCreateContainer"), each one of `allowed` when given;
   // `fallback` when the key is absent.

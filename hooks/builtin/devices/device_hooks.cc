@@ -1,0 +1,264 @@
+#include "device_hooks.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "../settings.h"
+#include "allocation.h"
+#include "logging.h"
+#include "text.h"
+#include "topology.h"
+
+namespace crihook {
+namespace {
+
+namespace topo = ::crihook::topology;
+
+constexpr const char* kNvidiaControlNodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
+                                               "nvidia-modeset"};
+
+// What the three hooks share: settings, the pod's annotations, the error policy.
+class DeviceHook : public Hook {
+ public:
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
+  }
+  bool runsInline() const override { return true; }  // reads a snapshot and stats a few nodes
+
+  HookDecision run(const HookInput& in) override {
+    if (!in.pod) return HookDecision::proceed();
+    absl::StatusOr<Adjustment> a = decide(in, podName(in));
+    if (a.ok()) return HookDecision::proceed(std::move(*a));
+    if (!skip_on_error_) return HookDecision::reject(a.status());
+    log_->warn("{}; container created without it (on_error = skip)", sv(a.status().message()));
+    return HookDecision::proceed();
+  }
+
+ protected:
+  // Reads the settings every device hook takes; leaves the rest to `more`.
+  absl::Status configure(const std::string& name, const std::string& settings_json,
+                         std::initializer_list<std::string_view> known,
+                         const std::function<absl::Status(const HookSettingsReader&)>& more) {
+    name_ = name;
+    log_ = logger("hook." + name);
+    auto r = HookSettingsReader::parse(name, settings_json);
+    if (!r.ok()) return r.status();
+    std::vector<std::string_view> all = {"device_root", "on_error"};
+    all.insert(all.end(), known.begin(), known.end());
+    if (auto s = r->checkKnown(all); !s.ok()) return s;
+    if (const auto* root = r->get("device_root")) {
+      if (!root->is_string() || root->get<std::string>().empty() ||
+          root->get<std::string>()[0] != '/')
+        return r->error("device_root", cat("expected an absolute path, got ", root->dump()));
+      device_root_ = root->get<std::string>();
+    }
+    if (const auto* policy = r->get("on_error")) {
+      if (*policy != "reject" && *policy != "skip")
+        return r->error("on_error", cat("expected \"reject\" or \"skip\", got ", policy->dump()));
+      skip_on_error_ = *policy == "skip";
+    }
+    return more(*r);
+  }
+
+  virtual absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) = 0;
+
+  static std::string podName(const HookInput& in) {
+    const auto& m = in.pod->config().metadata();
+    return cat(m.namespace_(), "/", m.name());
+  }
+  static const std::string* annotation(const HookInput& in, std::string_view key) {
+    const auto& a = in.pod->config().annotations();
+    auto it = a.find(std::string(key));
+    return it == a.end() ? nullptr : &it->second;
+  }
+  bool present(const std::string& node) const {
+    return ::access((device_root_ + "/" + node).c_str(), F_OK) == 0;
+  }
+  // A CRI device for /dev/<node>, found at <device_root>/<node> on the host.
+  DeviceSpec device(const std::string& node) const {
+    return {"/dev/" + node, device_root_ + "/" + node, "rw"};
+  }
+  static absl::Status notHere(std::string_view pod, std::string_view field, std::string_view why) {
+    return absl::FailedPreconditionError(
+        cat("annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": ", field, ": ", why));
+  }
+
+  std::string name_;
+  std::string device_root_ = "/dev";
+  bool skip_on_error_ = false;
+  std::shared_ptr<spdlog::logger> log_;
+};
+
+class GpuHook final : public DeviceHook {
+ public:
+  absl::Status init(const std::string& name, const std::string& settings_json) {
+    return configure(name, settings_json, {"visible_devices"}, [&](const HookSettingsReader& r) {
+      if (const auto* v = r.get("visible_devices")) {
+        if (*v != "uuid" && *v != "index")
+          return r.error("visible_devices", cat("expected \"uuid\" or \"index\", got ", v->dump()));
+        by_index_ = *v == "index";
+      }
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
+    const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
+    if (text == nullptr) return Adjustment{};
+    auto alloc = parseDeviceAllocated(*text, pod);
+    if (!alloc.ok()) return alloc.status();
+    if (alloc->gpu.empty()) return Adjustment{};
+    Adjustment a;
+    std::string visible;
+    for (size_t i = 0; i < alloc->gpu.size(); ++i) {
+      const DeviceAllocation& d = alloc->gpu[i];
+      const std::string field = cat("gpu[", i, "]");
+      const topo::Gpu* g = in.topology ? in.topology->gpuByMinor(d.minor) : nullptr;
+      if (g == nullptr)
+        return notHere(pod, field + ".minor", cat("no GPU with minor ", d.minor, " on this node"));
+      if (!d.id.empty() && !g->uuid.empty() && d.id != g->uuid) {
+        return notHere(pod, field + ".id",
+                       cat("GPU minor ", d.minor, " is ", g->uuid, " on this node, not ", d.id));
+      }
+      const std::string node = cat("nvidia", d.minor);
+      if (!present(node))
+        return notHere(pod, field, cat("no device node ", device_root_, "/", node));
+      a.devices.push_back(device(node));
+      visible += cat(visible.empty() ? "" : ",",
+                     by_index_ || g->uuid.empty() ? std::to_string(d.minor) : g->uuid);
+    }
+    for (const char* control : kNvidiaControlNodes) {
+      if (present(control)) a.devices.push_back(device(control));
+    }
+    a.env.push_back({"NVIDIA_VISIBLE_DEVICES", visible});
+    return a;
+  }
+
+  bool by_index_ = false;
+};
+
+class RdmaHook final : public DeviceHook {
+ public:
+  absl::Status init(const std::string& name, const std::string& settings_json) {
+    return configure(name, settings_json, {"nccl_ib_hca"}, [&](const HookSettingsReader& r) {
+      if (const auto* v = r.get("nccl_ib_hca")) {
+        if (!v->is_boolean())
+          return r.error("nccl_ib_hca", cat("expected true or false, got ", v->dump()));
+        nccl_ = v->get<bool>();
+      }
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
+    const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
+    if (text == nullptr) return Adjustment{};
+    auto alloc = parseDeviceAllocated(*text, pod);
+    if (!alloc.ok()) return alloc.status();
+    if (alloc->rdma.empty()) return Adjustment{};
+    Adjustment a;
+    if (!present("infiniband/rdma_cm"))
+      return notHere(pod, "rdma", cat("no device node ", device_root_, "/infiniband/rdma_cm"));
+    a.devices.push_back(device("infiniband/rdma_cm"));
+    std::string hcas;
+    auto add = [&](const topo::RdmaDevice& x, const std::string& field) -> absl::Status {
+      if (x.uverbs.empty()) return notHere(pod, field, cat(x.name, " has no uverbs device"));
+      const std::string node = "infiniband/" + x.uverbs;
+      if (!present(node))
+        return notHere(pod, field, cat("no device node ", device_root_, "/", node));
+      a.devices.push_back(device(node));
+      hcas += cat(hcas.empty() ? "" : ",", x.name);
+      return absl::OkStatus();
+    };
+    for (size_t i = 0; i < alloc->rdma.size(); ++i) {
+      const DeviceAllocation& d = alloc->rdma[i];
+      const std::string field = cat("rdma[", i, "]");
+      const topo::RdmaDevice* pf = in.topology ? in.topology->rdmaByAddress(d.id) : nullptr;
+      if (pf == nullptr || pf->isVirtualFunction())
+        return notHere(pod, field + ".id",
+                       cat("no RDMA physical function ", d.id, " on this node"));
+      if (d.vfs.empty()) {
+        if (auto s = add(*pf, field); !s.ok()) return s;
+        continue;
+      }
+      for (size_t j = 0; j < d.vfs.size(); ++j) {
+        const VirtualFunctionAllocation& v = d.vfs[j];
+        const std::string vfield = cat(field, ".extension.vfs[", j, "]");
+        if (v.minor >= static_cast<int>(pf->virtual_functions.size()))
+          return notHere(pod, vfield + ".minor", cat(pf->name, " has no VF ", v.minor));
+        const std::string& address = pf->virtual_functions[static_cast<size_t>(v.minor)];
+        if (!v.bus_id.empty() && v.bus_id != address)
+          return notHere(
+              pod, vfield + ".busID",
+              cat("VF ", v.minor, " of ", pf->name, " is ", address, ", not ", v.bus_id));
+        const topo::RdmaDevice* vf = in.topology->rdmaByAddress(address);
+        if (vf == nullptr) return notHere(pod, vfield, cat("VF ", address, " has no RDMA device"));
+        if (auto s = add(*vf, vfield); !s.ok()) return s;
+      }
+    }
+    if (nccl_) a.env.push_back({"NCCL_IB_HCA", hcas});
+    return a;
+  }
+
+  bool nccl_ = true;
+};
+
+class CpusetHook final : public DeviceHook {
+ public:
+  absl::Status init(const std::string& name, const std::string& settings_json) {
+    return configure(name, settings_json, {},
+                     [](const HookSettingsReader&) { return absl::OkStatus(); });
+  }
+
+ private:
+  absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
+    const std::string* text = annotation(in, kResourceStatusAnnotation);
+    if (text == nullptr) return Adjustment{};
+    auto status = parseResourceStatus(*text, pod);
+    if (!status.ok()) return status.status();
+    if (!status->cpuset) return Adjustment{};
+    std::vector<int> cpus;
+    topo::parseCpuList(*status->cpuset, cpus);  // checked by the parser
+    std::set<int> nodes;
+    for (int c : cpus) {
+      const topo::Cpu* cpu = in.topology ? in.topology->cpu(c) : nullptr;
+      if (cpu == nullptr) {
+        return absl::FailedPreconditionError(cat("annotation ", kResourceStatusAnnotation,
+                                                 " of pod ", pod, ": cpuset: no CPU ", c,
+                                                 " on this node"));
+      }
+      if (cpu->node >= 0) nodes.insert(cpu->node);
+    }
+    Adjustment a;
+    a.cpuset_cpus = topo::formatCpuList(cpus);
+    if (!nodes.empty()) a.cpuset_mems = topo::formatCpuList({nodes.begin(), nodes.end()});
+    return a;
+  }
+};
+
+template <typename T>
+absl::StatusOr<std::shared_ptr<Hook>> make(const std::string& name, const std::string& settings) {
+  auto hook = std::make_shared<T>();
+  if (auto s = hook->init(name, settings); !s.ok()) return s;
+  return hook;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Hook>> makeGpuHook(const std::string& name, const std::string& s) {
+  return make<GpuHook>(name, s);
+}
+absl::StatusOr<std::shared_ptr<Hook>> makeRdmaHook(const std::string& name, const std::string& s) {
+  return make<RdmaHook>(name, s);
+}
+absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name,
+                                                     const std::string& s) {
+  return make<CpusetHook>(name, s);
+}
+
+}  // namespace crihook

@@ -1,0 +1,49 @@
+#pragma once
+
+// The device hooks (built-in hooks on PreCreateContainer) that make a
+// container get what the scheduler allocated to its pod, and nothing else:
+//
+//  builtin = "gpu"     each allocated GPU's /dev/nvidia<minor> plus the NVIDIA
+//                      control nodes present on the host (nvidiactl,
+//                      nvidia-uvm, nvidia-uvm-tools, nvidia-modeset), as CRI
+//                      devices with cgroup permissions; NVIDIA_VISIBLE_DEVICES
+//                      set to the allocated GPUs' UUIDs (or minors), replacing
+//                      an image's "all".
+//  builtin = "rdma"    /dev/infiniband/rdma_cm and the uverbs device of each
+//                      allocated function (each allocated VF's own, when VFs
+//                      are allocated); NCCL_IB_HCA set to their RDMA device
+//                      names.
+//  builtin = "cpuset"  cpuset_cpus from the resource-status annotation and
+//                      cpuset_mems = the NUMA nodes of those CPUs (Koordinator
+//                      never sets mems); kept through kubelet's
+//                      UpdateContainerResources by the framework.
+//
+// They read the allocation from the pod's annotations (allocation.h), the
+// layout from the topology snapshot, and look host device nodes up under
+// `device_root` (default /dev). Settings (each hook): device_root,
+// on_error = "reject" (default) or "skip"; gpu: visible_devices = "uuid"
+// (default) or "index"; rdma: nccl_ib_hca = true (default) or false.
+//
+// A malformed annotation is INVALID_ARGUMENT; a device that is not on this
+// node (unknown minor, id that does not match, missing device node) is
+// FAILED_PRECONDITION; each message names the pod, the annotation and the
+// field. With on_error = "skip" the container is created without that hook's
+// devices and the reason is logged. Never a half-applied container: a hook
+// either returns its whole adjustment or none.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "hook.h"
+
+namespace crihook {
+
+absl::StatusOr<std::shared_ptr<Hook>> makeGpuHook(const std::string& name,
+                                                  const std::string& settings_json);
+absl::StatusOr<std::shared_ptr<Hook>> makeRdmaHook(const std::string& name,
+                                                   const std::string& settings_json);
+absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name,
+                                                     const std::string& settings_json);
+
+}  // namespace crihook

@@ -1,0 +1,199 @@
+// The gpu, rdma and cpuset hooks on the DGX-shaped fixture topology and a
+// fixture device root: what they add for an allocation, and how they refuse
+// one that does not fit this node.
+
+#include "builtin/devices/device_hooks.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fake_cri_server.h"
+#include "registry.h"
+#include "topology.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace hv1 = ::crihook::hook::v1;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class DeviceHooksTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    ASSERT_EQ(
+        std::system(
+            ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_->path()).c_str()),
+        0);
+    topology_ = std::make_shared<const topology::Snapshot>(
+        topology::discover(topology::SysRoot(dir_->file("dgx"))));
+    // A device root with what the host would have (plain files stand in:
+    // the hooks only look them up).
+    std::filesystem::create_directories(dir_->file("dev/infiniband"));
+    for (const char* n : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm",
+                          "infiniband/rdma_cm", "infiniband/uverbs0", "infiniband/uverbs6"})
+      std::ofstream(dir_->file("dev/") + n) << "";
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  std::shared_ptr<Hook> make(const std::string& type, std::string settings = "") {
+    if (settings.empty()) settings = R"({"device_root": ")" + dir_->file("dev") + "\"}";
+    auto h = builtinHooks().create(type, type, settings);
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? *h : nullptr;
+  }
+
+  static HookInput input(std::map<std::string, std::string> annotations) {
+    auto pod = std::make_shared<hv1::PodRecord>();
+    pod->mutable_config()->mutable_metadata()->set_name("train-0");
+    pod->mutable_config()->mutable_metadata()->set_namespace_("ml");
+    for (const auto& [k, v] : annotations) (*pod->mutable_config()->mutable_annotations())[k] = v;
+    HookInput in;
+    in.method = LifecycleMethod::kCreateContainer;
+    in.phase = Phase::kPre;
+    in.pod = pod;
+    in.topology = topology_;
+    return in;
+  }
+  static HookInput allocated(const std::string& json) {
+    return input({{"scheduling.koordinator.sh/device-allocated", json}});
+  }
+  static std::vector<std::string> hostPaths(const Adjustment& a) {
+    std::vector<std::string> out;
+    for (const DeviceSpec& d : a.devices) {
+      out.push_back(d.container_path + "<-" + d.host_path.substr(dir_->file("dev").size()));
+    }
+    return out;
+  }
+
+  static inline TempDir* dir_ = nullptr;
+  static inline std::shared_ptr<const topology::Snapshot> topology_;
+};
+
+TEST_F(DeviceHooksTest, GpuHookAddsTheAllocatedGpusAndTheControlNodesPresent) {
+  auto gpu = make("gpu");
+  HookDecision d = gpu->run(allocated(
+      R"({"gpu":[{"minor":0,"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},{"minor":1}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment),
+              ElementsAre("/dev/nvidia0<-/nvidia0", "/dev/nvidia1<-/nvidia1",
+                          "/dev/nvidiactl<-/nvidiactl", "/dev/nvidia-uvm<-/nvidia-uvm"));
+  EXPECT_EQ(d.adjustment.devices[0].permissions, "rw");
+  ASSERT_EQ(d.adjustment.env.size(), 1u);
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NVIDIA_VISIBLE_DEVICES",
+                                         "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd,"
+                                         "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"}));
+  auto by_index =
+      make("gpu", R"({"device_root": ")" + dir_->file("dev") + R"(", "visible_devices": "index"})");
+  d = by_index->run(allocated(R"({"gpu":[{"minor":2}]})"));
+  EXPECT_EQ(d.adjustment.env[0].value, "2");
+  // No allocation, no annotation: nothing.
+  EXPECT_TRUE(gpu->run(input({})).adjustment.empty());
+  EXPECT_TRUE(gpu->run(allocated(R"({"rdma":[]})")).adjustment.empty());
+}
+
+TEST_F(DeviceHooksTest, GpuHookRefusesWhatIsNotOnThisNode) {
+  auto gpu = make("gpu");
+  const std::string prefix =
+      "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: ";
+  struct Case {
+    const char* json;
+    absl::StatusCode code;
+    std::string message;
+  } cases[] = {
+      {R"({"gpu":[{"minor":9}]})", absl::StatusCode::kFailedPrecondition,
+       prefix + "gpu[0].minor: no GPU with minor 9 on this node"},
+      {R"({"gpu":[{"minor":1,"id":"GPU-other"}]})", absl::StatusCode::kFailedPrecondition,
+       prefix + "gpu[0].id: GPU minor 1 is GPU-00000001-aaaa-bbbb-cccc-dddddddddddd on this "
+                "node, not GPU-other"},
+      {R"({"gpu":[{"minor":3}]})", absl::StatusCode::kFailedPrecondition,
+       prefix + "gpu[0]: no device node " + dir_->file("dev") + "/nvidia3"},
+      {R"({"gpu":[{"minor":"zero"}]})", absl::StatusCode::kInvalidArgument,
+       prefix + "gpu[0].minor: expected a non-negative integer, got \"zero\""},
+  };
+  for (const Case& c : cases) {
+    HookDecision d = gpu->run(allocated(c.json));
+    EXPECT_EQ(d.kind, HookDecision::Kind::kReject) << c.json;
+    EXPECT_EQ(d.status.code(), c.code) << c.json;
+    EXPECT_EQ(std::string(d.status.message()), c.message);
+  }
+  auto lenient =
+      make("gpu", R"({"device_root": ")" + dir_->file("dev") + R"(", "on_error": "skip"})");
+  HookDecision d = lenient->run(allocated(R"({"gpu":[{"minor":9}]})"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kContinue);
+  EXPECT_TRUE(d.adjustment.empty());  // never half applied
+}
+
+TEST_F(DeviceHooksTest, RdmaHookAddsThePhysicalFunctionOrTheAllocatedVfs) {
+  auto rdma = make("rdma");
+  HookDecision d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:1c:00.0"}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
+                                                   "/dev/infiniband/uverbs0<-/infiniband/uverbs0"));
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_0"}));
+
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.3"}]}}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
+                                                   "/dev/infiniband/uverbs6<-/infiniband/uverbs6"));
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_6"}));
+
+  const std::string prefix =
+      "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: ";
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.2"}]}}]})"));
+  EXPECT_EQ(
+      std::string(d.status.message()),
+      prefix + "rdma[0].extension.vfs[0].busID: VF 1 of mlx5_0 is 0000:1c:00.3, not 0000:1c:00.2");
+  d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:1c:00.2"}]})"));
+  EXPECT_EQ(std::string(d.status.message()),
+            prefix + "rdma[0].id: no RDMA physical function 0000:1c:00.2 on this node");
+  d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:3c:00.0"}]})"));
+  EXPECT_EQ(std::string(d.status.message()),
+            prefix + "rdma[0]: no device node " + dir_->file("dev") + "/infiniband/uverbs1");
+}
+
+TEST_F(DeviceHooksTest, CpusetHookSetsCpusAndTheirNumaNodes) {
+  auto cpuset = make("cpuset", "{}");
+  HookDecision d =
+      cpuset->run(input({{"scheduling.koordinator.sh/resource-status", R"({"cpuset":"2-5"})"}}));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "2-5");
+  EXPECT_EQ(d.adjustment.cpuset_mems, "0");
+  d = cpuset->run(input({{"scheduling.koordinator.sh/resource-status", R"({"cpuset":"14-17"})"}}));
+  EXPECT_EQ(d.adjustment.cpuset_mems, "0-1");
+  d = cpuset->run(input({{"scheduling.koordinator.sh/resource-status", R"({"cpuset":"60-70"})"}}));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/resource-status of pod ml/train-0: cpuset: no "
+            "CPU 64 on this node");
+  EXPECT_TRUE(cpuset->run(input({})).adjustment.empty());
+}
+
+TEST_F(DeviceHooksTest, BadSettingsAreRefused) {
+  auto err = [](const std::string& type, const std::string& json) {
+    auto h = builtinHooks().create(type, type, json);
+    return h.ok() ? std::string("accepted") : std::string(h.status().message());
+  };
+  EXPECT_EQ(err("gpu", R"({"device_root": "dev"})"),
+            "hook gpu: settings.device_root: expected an absolute path, got \"dev\"");
+  EXPECT_EQ(err("gpu", R"({"visible_devices": "all"})"),
+            "hook gpu: settings.visible_devices: expected \"uuid\" or \"index\", got \"all\"");
+  EXPECT_EQ(err("rdma", R"({"nccl_ib_hca": "yes"})"),
+            "hook rdma: settings.nccl_ib_hca: expected true or false, got \"yes\"");
+  EXPECT_EQ(err("cpuset", R"({"on_error": "retry"})"),
+            "hook cpuset: settings.on_error: expected \"reject\" or \"skip\", got \"retry\"");
+  EXPECT_EQ(err("cpuset", R"({"device_rot": "/dev"})"),
+            "hook cpuset: settings.device_rot: unknown setting");
+}
+
+}  // namespace
+}  // namespace crihook::testing
