@@ -18,12 +18,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "apply.h"
 #include "chain.h"
 #include "crihook_hook_v1.grpc.pb.h"
+#include "holder.h"
 #include "hook_interceptor.h"
 #include "registry.h"
 #include "remote/remote_hooks.h"
@@ -89,11 +92,12 @@ Figures chainOnly(const HookChain& chain, int iterations) {
 
 // Pre-stage, a successful runtime answer, post-stage: what crihookd adds to
 // a CreateContainer besides the relay (records kept in memory here).
-Figures throughInterceptor(std::shared_ptr<const HookChain> chain, int iterations) {
+Figures throughInterceptor(std::shared_ptr<const HookChain> chain, int iterations,
+                           const v1::CreateContainerRequest& base = createRequest(),
+                           const topology::SnapshotHolder* topology = nullptr) {
   ChainHolder holder(std::move(chain));
   StateStore state("", nullptr);
-  HookInterceptor interceptor(holder, state, nullptr, 1);
-  const v1::CreateContainerRequest base = createRequest();
+  HookInterceptor interceptor(holder, state, nullptr, 1, topology);
   int n = 0;
   return timeIt(iterations, [&] {
     auto call = std::make_shared<InterceptedCall>();
@@ -148,6 +152,41 @@ int main(int argc, char** argv) {
   report("pre+post stage: 5 built-in no-op hooks", stage_noop);
   report("pre+post stage: 5 built-in static hooks", throughInterceptor(env, staged));
   std::printf("  -> per no-op hook: %.0f ns\n", (stage_noop.p50 - stage_empty.p50) / 5);
+
+  // The device hooks on the DGX-shaped fixture: 2 GPUs, an RDMA VF, a cpuset.
+  {
+    char tmpl[] = "/tmp/crihook-hook-bench-XXXXXX";
+    const std::string fixtures = ::mkdtemp(tmpl);
+    if (std::system(
+            ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + fixtures).c_str()) !=
+        0)
+      return 1;
+    const std::string dev = fixtures + "/dev";
+    std::filesystem::create_directories(dev + "/infiniband");
+    for (const char* n : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "infiniband/rdma_cm",
+                          "infiniband/uverbs6"})
+      std::ofstream(dev + "/" + n) << "";
+    topology::SnapshotHolder topo(std::make_shared<const topology::Snapshot>(
+        topology::discover(topology::SysRoot(fixtures + "/dgx"))));
+    auto devices = std::make_shared<HookChain>(nullptr);
+    const std::string settings = R"({"device_root": ")" + dev + "\"}";
+    for (const char* type : {"gpu", "rdma"})
+      devices->add(*builtins.create(type, type, settings), {});
+    devices->add(*builtins.create("cpuset", "cpuset", "{}"), {});
+    v1::CreateContainerRequest req = createRequest();
+    auto& annotations = *req.mutable_sandbox_config()->mutable_annotations();
+    annotations["scheduling.koordinator.sh/device-allocated"] =
+        R"({"gpu":[{"minor":0,"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},{"minor":1}],)"
+        R"("rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.3"}]}}]})";
+    annotations["scheduling.koordinator.sh/resource-status"] = R"({"cpuset":"0-7,32-39"})";
+    const Figures with_devices = throughInterceptor(devices, staged, req, &topo);
+    const Figures empty_same_request = throughInterceptor(empty, staged, req, &topo);
+    report("pre+post stage: empty chain (device-annotated request)", empty_same_request);
+    report("pre+post stage: gpu + rdma + cpuset hooks", with_devices);
+    std::printf("  -> added by the device hooks: %.1f us (goal < 50 us)\n",
+                (with_devices.p50 - empty_same_request.p50) / 1000);
+    std::filesystem::remove_all(fixtures);
+  }
 
   // One remote hook against one plain round trip to the same server.
   char tmpl[] = "/tmp/crihook-bench-XXXXXX";
