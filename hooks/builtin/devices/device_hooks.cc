@@ -1,8 +1,13 @@
 #include "device_hooks.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "../settings.h"
@@ -18,6 +23,92 @@ namespace topo = ::crihook::topology;
 
 constexpr const char* kNvidiaControlNodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
                                                "nvidia-modeset"};
+
+// Which device nodes a directory holds, read again only when the directory's
+// mtime changes (a node created or removed): one stat() per directory and
+// container instead of one lookup per node. Thread-safe.
+class DeviceDirCache {
+ public:
+  std::shared_ptr<const std::set<std::string>> names(const std::string& dir) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return std::make_shared<const std::set<std::string>>();
+    std::lock_guard lock(mu_);
+    Entry& e = dirs_[dir];
+    // File times tick coarsely (a few ms): a listing taken within moments of
+    // the last change may have missed a second change in the same tick, so
+    // it is trusted only once it is clearly newer than the change.
+    if (!e.names || !e.settled || e.mtime.tv_sec != st.st_mtim.tv_sec ||
+        e.mtime.tv_nsec != st.st_mtim.tv_nsec) {
+      auto names = std::make_shared<std::set<std::string>>();
+      if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* x = ::readdir(d)) names->insert(x->d_name);
+        ::closedir(d);
+      }
+      e.names = std::move(names);
+      e.mtime = st.st_mtim;
+      timespec now{};
+      ::clock_gettime(CLOCK_REALTIME, &now);
+      e.settled =
+          (now.tv_sec - st.st_mtim.tv_sec) * 1000000000L + (now.tv_nsec - st.st_mtim.tv_nsec) >
+          100000000L;  // 100 ms
+    }
+    return e.names;
+  }
+
+ private:
+  struct Entry {
+    timespec mtime{};
+    bool settled = false;
+    std::shared_ptr<const std::set<std::string>> names;
+  };
+  std::mutex mu_;
+  std::map<std::string, Entry> dirs_;
+};
+
+// One container's lookups: each directory is checked once.
+class NodeLookup {
+ public:
+  NodeLookup(DeviceDirCache& cache, const std::string& root) : cache_(cache), root_(root) {}
+  bool present(const std::string& node) {
+    const size_t slash = node.rfind('/');
+    const std::string dir =
+        slash == std::string::npos ? root_ : root_ + "/" + node.substr(0, slash);
+    auto& names = seen_[dir];
+    if (!names) names = cache_.names(dir);
+    return names->count(slash == std::string::npos ? node : node.substr(slash + 1)) != 0;
+  }
+
+ private:
+  DeviceDirCache& cache_;
+  const std::string& root_;
+  std::map<std::string, std::shared_ptr<const std::set<std::string>>> seen_;
+};
+
+// The last annotation a hook parsed, and what it said: every container of a
+// pod carries the same one.
+template <typename T>
+class LastParsed {
+ public:
+  template <typename Parse>
+  absl::StatusOr<std::shared_ptr<const T>> get(const std::string& text, Parse parse) {
+    {
+      std::lock_guard lock(mu_);
+      if (value_ && text_ == text) return value_;
+    }
+    absl::StatusOr<T> parsed = parse();
+    if (!parsed.ok()) return parsed.status();
+    auto value = std::make_shared<const T>(std::move(*parsed));
+    std::lock_guard lock(mu_);
+    text_ = text;
+    value_ = value;
+    return value;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+  std::shared_ptr<const T> value_;
+};
 
 // What the three hooks share: settings, the pod's annotations, the error policy.
 class DeviceHook : public Hook {
@@ -74,8 +165,11 @@ class DeviceHook : public Hook {
     auto it = a.find(std::string(key));
     return it == a.end() ? nullptr : &it->second;
   }
-  bool present(const std::string& node) const {
-    return ::access((device_root_ + "/" + node).c_str(), F_OK) == 0;
+  NodeLookup lookup() { return NodeLookup(nodes_, device_root_); }
+  // The pod's allocation, parsed once per distinct annotation.
+  absl::StatusOr<std::shared_ptr<const PodAllocation>> allocation(const std::string& text,
+                                                                  const std::string& pod) {
+    return allocation_.get(text, [&] { return parseDeviceAllocated(text, pod); });
   }
   // A CRI device for /dev/<node>, found at <device_root>/<node> on the host.
   DeviceSpec device(const std::string& node) const {
@@ -90,6 +184,8 @@ class DeviceHook : public Hook {
   std::string device_root_ = "/dev";
   bool skip_on_error_ = false;
   std::shared_ptr<spdlog::logger> log_;
+  DeviceDirCache nodes_;
+  LastParsed<PodAllocation> allocation_;
 };
 
 class GpuHook final : public DeviceHook {
@@ -109,10 +205,12 @@ class GpuHook final : public DeviceHook {
   absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
     const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
     if (text == nullptr) return Adjustment{};
-    auto alloc = parseDeviceAllocated(*text, pod);
-    if (!alloc.ok()) return alloc.status();
+    auto parsed = allocation(*text, pod);
+    if (!parsed.ok()) return parsed.status();
+    const PodAllocation* alloc = parsed->get();
     if (alloc->gpu.empty()) return Adjustment{};
     Adjustment a;
+    NodeLookup nodes = lookup();
     std::string visible;
     for (size_t i = 0; i < alloc->gpu.size(); ++i) {
       const DeviceAllocation& d = alloc->gpu[i];
@@ -125,14 +223,14 @@ class GpuHook final : public DeviceHook {
                        cat("GPU minor ", d.minor, " is ", g->uuid, " on this node, not ", d.id));
       }
       const std::string node = cat("nvidia", d.minor);
-      if (!present(node))
+      if (!nodes.present(node))
         return notHere(pod, field, cat("no device node ", device_root_, "/", node));
       a.devices.push_back(device(node));
       visible += cat(visible.empty() ? "" : ",",
                      by_index_ || g->uuid.empty() ? std::to_string(d.minor) : g->uuid);
     }
     for (const char* control : kNvidiaControlNodes) {
-      if (present(control)) a.devices.push_back(device(control));
+      if (nodes.present(control)) a.devices.push_back(device(control));
     }
     a.env.push_back({"NVIDIA_VISIBLE_DEVICES", visible});
     return a;
@@ -158,18 +256,20 @@ class RdmaHook final : public DeviceHook {
   absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
     const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
     if (text == nullptr) return Adjustment{};
-    auto alloc = parseDeviceAllocated(*text, pod);
-    if (!alloc.ok()) return alloc.status();
+    auto parsed = allocation(*text, pod);
+    if (!parsed.ok()) return parsed.status();
+    const PodAllocation* alloc = parsed->get();
     if (alloc->rdma.empty()) return Adjustment{};
     Adjustment a;
-    if (!present("infiniband/rdma_cm"))
+    NodeLookup nodes = lookup();
+    if (!nodes.present("infiniband/rdma_cm"))
       return notHere(pod, "rdma", cat("no device node ", device_root_, "/infiniband/rdma_cm"));
     a.devices.push_back(device("infiniband/rdma_cm"));
     std::string hcas;
     auto add = [&](const topo::RdmaDevice& x, const std::string& field) -> absl::Status {
       if (x.uverbs.empty()) return notHere(pod, field, cat(x.name, " has no uverbs device"));
       const std::string node = "infiniband/" + x.uverbs;
-      if (!present(node))
+      if (!nodes.present(node))
         return notHere(pod, field, cat("no device node ", device_root_, "/", node));
       a.devices.push_back(device(node));
       hcas += cat(hcas.empty() ? "" : ",", x.name);
