@@ -37,6 +37,7 @@ HookRegistry builtinHooks() {
   r.add("noop", &NoopHook::create);
   r.add("rdma", &makeRdmaHook);
   r.add("static", &StaticHook::create);
+  r.add("topology-check", &makeTopologyCheckHook);
   return r;
 }
 

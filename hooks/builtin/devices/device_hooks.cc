@@ -13,6 +13,7 @@
 #include "../settings.h"
 #include "allocation.h"
 #include "logging.h"
+#include "placement.h"
 #include "text.h"
 #include "topology.h"
 
@@ -341,6 +342,118 @@ class CpusetHook final : public DeviceHook {
   }
 };
 
+class TopologyCheckHook final : public DeviceHook {
+ public:
+  absl::Status init(const std::string& name, const std::string& settings_json) {
+    return configure(name, settings_json, {"on_violation"}, [&](const HookSettingsReader& r) {
+      if (const auto* v = r.get("on_violation")) {
+        if (*v != "annotate" && *v != "reject")
+          return r.error("on_violation",
+                         cat("expected \"annotate\" or \"reject\", got ", v->dump()));
+        reject_ = *v == "reject";
+      }
+      return absl::OkStatus();
+    });
+  }
+
+ private:
+  absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
+    const std::string* joint = annotation(in, kJointAllocateAnnotation);
+    if (joint == nullptr || !in.topology) return Adjustment{};
+    auto bad = [&](std::string_view field, std::string_view why) {
+      return absl::InvalidArgumentError(
+          cat("annotation ", kJointAllocateAnnotation, " of pod ", pod, ": ", field, ": ", why));
+    };
+    auto request = nlohmann::json::parse(*joint, nullptr, /*allow_exceptions=*/false);
+    if (!request.is_object()) return bad("", "expected a JSON object");
+    std::set<std::string> types;
+    if (auto t = request.find("deviceTypes"); t != request.end()) {
+      if (!t->is_array()) return bad("deviceTypes", cat("expected an array, got ", t->dump()));
+      for (const auto& x : *t) {
+        if (x != "gpu" && x != "rdma")
+          return bad("deviceTypes", cat("expected gpu or rdma, got ", x.dump()));
+        types.insert(x.get<std::string>());
+      }
+    }
+    topo::Scope required = topo::Scope::kSamePcieSwitch;
+    if (auto sc = request.find("requiredScope"); sc != request.end()) {
+      if (*sc == "SamePCIe") {
+        required = topo::Scope::kSamePcieSwitch;
+      } else if (*sc == "SameNUMANode") {
+        required = topo::Scope::kSameNumaNode;
+      } else if (*sc == "SameSocket") {
+        required = topo::Scope::kSameSocket;
+      } else {
+        return bad("requiredScope",
+                   cat("expected SamePCIe, SameNUMANode or SameSocket, got ", sc->dump()));
+      }
+    }
+    // The allocated devices, as addresses.
+    topo::DeviceSet devices;
+    if (const std::string* text = annotation(in, kDeviceAllocatedAnnotation)) {
+      auto parsed = allocation(*text, pod);
+      if (!parsed.ok()) return parsed.status();
+      if (types.empty() || types.count("gpu")) {
+        for (const DeviceAllocation& d : (*parsed)->gpu) {
+          if (const topo::Gpu* g = in.topology->gpuByMinor(d.minor))
+            devices.gpus.push_back(g->address);
+        }
+      }
+      if (types.empty() || types.count("rdma")) {
+        for (const DeviceAllocation& d : (*parsed)->rdma) {
+          if (d.vfs.empty()) devices.rdma.push_back(d.id);
+          for (const auto& vf : d.vfs) devices.rdma.push_back(vf.bus_id.empty() ? d.id : vf.bus_id);
+        }
+      }
+    }
+    if (devices.gpus.empty() && devices.rdma.empty()) return Adjustment{};
+    std::vector<std::string> violations;
+    auto scope = topo::sharedScope(*in.topology, devices);
+    if (!scope.ok())
+      return absl::FailedPreconditionError(cat("pod ", pod, ": ", scope.status().message()));
+    if (scope->scope > required) {
+      violations.push_back(cat("asked for ", topo::scopeName(required), " but ", scope->why));
+    }
+    // The cpuset on the devices' NUMA node(s).
+    if (const std::string* rs = annotation(in, kResourceStatusAnnotation)) {
+      auto status = parseResourceStatus(*rs, pod);
+      if (!status.ok()) return status.status();
+      std::vector<int> cpus;
+      if (status->cpuset && topo::parseCpuList(*status->cpuset, cpus)) {
+        std::set<int> device_nodes;
+        for (const auto& a : devices.gpus)
+          device_nodes.insert(in.topology->gpu(a)->where.numa_node);
+        for (const auto& a : devices.rdma) {
+          if (const auto* x = in.topology->rdmaByAddress(a))
+            device_nodes.insert(x->where.numa_node);
+        }
+        std::vector<int> off;
+        for (int c : cpus) {
+          const topo::Cpu* cpu = in.topology->cpu(c);
+          if (cpu == nullptr || !device_nodes.count(cpu->node)) off.push_back(c);
+        }
+        if (!off.empty()) {
+          std::vector<int> nodes(device_nodes.begin(), device_nodes.end());
+          violations.push_back(cat("CPUs ", topo::formatCpuList(off),
+                                   " are not on the devices' NUMA node ",
+                                   topo::formatCpuList(nodes)));
+        }
+      }
+    }
+    if (violations.empty()) return Adjustment{};
+    std::string why;
+    for (const auto& v : violations) why += cat(why.empty() ? "" : "; ", v);
+    const std::string message = cat("pod ", pod, " asked for joint allocation: ", why);
+    if (reject_) return absl::FailedPreconditionError(message);
+    log_->warn("{}", message);
+    Adjustment a;
+    a.annotations[std::string(kTopologyViolationAnnotation)] = why;
+    return a;
+  }
+
+  bool reject_ = false;
+};
+
 template <typename T>
 absl::StatusOr<std::shared_ptr<Hook>> make(const std::string& name, const std::string& settings) {
   auto hook = std::make_shared<T>();
@@ -359,6 +472,11 @@ absl::StatusOr<std::shared_ptr<Hook>> makeRdmaHook(const std::string& name, cons
 absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name,
                                                      const std::string& s) {
   return make<CpusetHook>(name, s);
+}
+
+absl::StatusOr<std::shared_ptr<Hook>> makeTopologyCheckHook(const std::string& name,
+                                                            const std::string& s) {
+  return make<TopologyCheckHook>(name, s);
 }
 
 }  // namespace crihook

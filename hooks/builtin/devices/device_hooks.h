@@ -13,6 +13,16 @@
 //                      allocated function (each allocated VF's own, when VFs
 //                      are allocated); NCCL_IB_HCA set to their RDMA device
 //                      names.
+//  builtin = "topology-check"
+//                      when the pod asks for joint allocation
+//                      (scheduling.koordinator.sh/device-joint-allocate, e.g.
+//                      {"deviceTypes":["gpu","rdma"],"requiredScope":"SamePCIe"}),
+//                      checks that the allocated devices share that scope (a
+//                      PCIe switch, see topology/report.h; SameNUMANode;
+//                      SameSocket) and that the cpuset is on their NUMA
+//                      node(s). on_violation = "annotate" (default: logged, and
+//                      the container annotated crihook.io/topology-violation)
+//                      or "reject" (FAILED_PRECONDITION).
 //  builtin = "cpuset"  cpuset_cpus from the resource-status annotation and
 //                      cpuset_mems = the NUMA nodes of those CPUs (Koordinator
 //                      never sets mems); kept through kubelet's
@@ -33,6 +43,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "hook.h"
@@ -45,5 +56,11 @@ absl::StatusOr<std::shared_ptr<Hook>> makeRdmaHook(const std::string& name,
                                                    const std::string& settings_json);
 absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name,
                                                      const std::string& settings_json);
+absl::StatusOr<std::shared_ptr<Hook>> makeTopologyCheckHook(const std::string& name,
+                                                            const std::string& settings_json);
+
+inline constexpr std::string_view kJointAllocateAnnotation =
+    "scheduling.koordinator.sh/device-joint-allocate";
+inline constexpr std::string_view kTopologyViolationAnnotation = "crihook.io/topology-violation";
 
 }  // namespace crihook

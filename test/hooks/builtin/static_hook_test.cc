@@ -75,9 +75,8 @@ TEST(StaticHookTest, BadSettingsAreRefusedNamingTheSetting) {
               HasSubstr("settings.stages[0]: this hook cannot act on PostStartContainer"));
   EXPECT_THAT(error("static", R"({"namespaces": "ml", "adjustment": {"labels": {"a": "b"}}})"),
               HasSubstr("settings.namespaces: expected an array of strings"));
-  EXPECT_THAT(
-      error("tpu", "{}"),
-      HasSubstr("no built-in hook \"tpu\"; built-in hooks are: cpuset, gpu, noop, rdma, static"));
+  EXPECT_THAT(error("tpu", "{}"), HasSubstr("no built-in hook \"tpu\"; built-in hooks are: cpuset, "
+                                            "gpu, noop, rdma, static, topology-check"));
 }
 
 TEST(NoopHookTest, SubscribesToTheGivenStagesAndDecidesNothing) {

@@ -178,6 +178,47 @@ TEST_F(DeviceHooksTest, CpusetHookSetsCpusAndTheirNumaNodes) {
   EXPECT_TRUE(cpuset->run(input({})).adjustment.empty());
 }
 
+TEST_F(DeviceHooksTest, TopologyCheckHonoursJointAllocationOrSaysWhy) {
+  auto check = make("topology-check", "{}");
+  const std::string joint = R"({"deviceTypes":["gpu","rdma"],"requiredScope":"SamePCIe"})";
+  auto pod = [&](const std::string& alloc, const std::string& cpuset) {
+    return input(
+        {{"scheduling.koordinator.sh/device-joint-allocate", joint},
+         {"scheduling.koordinator.sh/device-allocated", alloc},
+         {"scheduling.koordinator.sh/resource-status", R"({"cpuset":")" + cpuset + "\"}"}});
+  };
+  const std::string same_switch =
+      R"({"gpu":[{"minor":0},{"minor":1}],"rdma":[{"minor":0,"id":"0000:1c:00.0"}]})";
+  HookDecision d = check->run(pod(same_switch, "0-3"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_TRUE(d.adjustment.empty());
+
+  d = check->run(pod(R"({"gpu":[{"minor":0},{"minor":2}]})", "16-17"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.annotations.at("crihook.io/topology-violation"),
+            "asked for SamePCIeSwitch but GPU 0000:1a:00.0, GPU 0000:3a:00.0 share NUMA node 0; "
+            "CPUs 16-17 are not on the devices' NUMA node 0");
+  // No joint-allocation request: nothing checked.
+  EXPECT_TRUE(check->run(allocated(R"({"gpu":[{"minor":0},{"minor":7}]})")).adjustment.empty());
+
+  auto strict = make("topology-check", R"({"on_violation": "reject"})");
+  d = strict->run(pod(R"({"gpu":[{"minor":0},{"minor":2}]})", "0-1"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            "pod ml/train-0 asked for joint allocation: asked for SamePCIeSwitch but GPU "
+            "0000:1a:00.0, GPU 0000:3a:00.0 share NUMA node 0");
+  EXPECT_EQ(strict->run(pod(same_switch, "0-3")).kind, HookDecision::Kind::kContinue);
+
+  d = strict->run(
+      input({{"scheduling.koordinator.sh/device-joint-allocate", R"({"requiredScope":"SameRack"})"},
+             {"scheduling.koordinator.sh/device-allocated", same_switch}}));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-joint-allocate of pod ml/train-0: "
+            "requiredScope: expected SamePCIe, SameNUMANode or SameSocket, got \"SameRack\"");
+}
+
 TEST_F(DeviceHooksTest, BadSettingsAreRefused) {
   auto err = [](const std::string& type, const std::string& json) {
     auto h = builtinHooks().create(type, type, json);
