@@ -167,10 +167,13 @@ class DeviceHook : public Hook {
     return it == a.end() ? nullptr : &it->second;
   }
   NodeLookup lookup() { return NodeLookup(nodes_, device_root_); }
-  // The pod's allocation, parsed once per distinct annotation.
-  absl::StatusOr<std::shared_ptr<const PodAllocation>> allocation(const std::string& text,
+  // The pod's allocation (an empty one without the annotation), parsed once
+  // per distinct annotation.
+  absl::StatusOr<std::shared_ptr<const PodAllocation>> allocation(const HookInput& in,
                                                                   const std::string& pod) {
-    return allocation_.get(text, [&] { return parseDeviceAllocated(text, pod); });
+    const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
+    if (text == nullptr) return std::make_shared<const PodAllocation>();
+    return allocation_.get(*text, [&] { return parseDeviceAllocated(*text, pod); });
   }
   // A CRI device for /dev/<node>, found at <device_root>/<node> on the host.
   DeviceSpec device(const std::string& node) const {
@@ -204,9 +207,7 @@ class GpuHook final : public DeviceHook {
 
  private:
   absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
-    const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
-    if (text == nullptr) return Adjustment{};
-    auto parsed = allocation(*text, pod);
+    auto parsed = allocation(in, pod);
     if (!parsed.ok()) return parsed.status();
     const PodAllocation* alloc = parsed->get();
     if (alloc->gpu.empty()) return Adjustment{};
@@ -255,9 +256,7 @@ class RdmaHook final : public DeviceHook {
 
  private:
   absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
-    const std::string* text = annotation(in, kDeviceAllocatedAnnotation);
-    if (text == nullptr) return Adjustment{};
-    auto parsed = allocation(*text, pod);
+    auto parsed = allocation(in, pod);
     if (!parsed.ok()) return parsed.status();
     const PodAllocation* alloc = parsed->get();
     if (alloc->rdma.empty()) return Adjustment{};
@@ -390,8 +389,8 @@ class TopologyCheckHook final : public DeviceHook {
     }
     // The allocated devices, as addresses.
     topo::DeviceSet devices;
-    if (const std::string* text = annotation(in, kDeviceAllocatedAnnotation)) {
-      auto parsed = allocation(*text, pod);
+    {
+      auto parsed = allocation(in, pod);
       if (!parsed.ok()) return parsed.status();
       if (types.empty() || types.count("gpu")) {
         for (const DeviceAllocation& d : (*parsed)->gpu) {
