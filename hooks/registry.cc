@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include "builtin/cdi/cdi.h"
 #include "builtin/devices/device_hooks.h"
 #include "builtin/noop/noop_hook.h"
 #include "builtin/static/static_hook.h"
@@ -32,6 +33,7 @@ std::vector<std::string> HookRegistry::types() const {
 
 HookRegistry builtinHooks() {
   HookRegistry r;
+  r.add("cdi", &makeCdiHook);
   r.add("cpuset", &makeCpusetHook);
   r.add("gpu", &makeGpuHook);
   r.add("noop", &NoopHook::create);

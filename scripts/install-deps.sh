@@ -7,7 +7,7 @@ set -euo pipefail
 build_pkgs=(
   build-essential pkg-config meson ninja-build
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev
-  libnghttp2-dev libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
+  libnghttp2-dev libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libyaml-cpp-dev
   libabsl-dev libgtest-dev libgmock-dev
 )
 # The end-to-end tests and the demo run a real containerd and runc and build a

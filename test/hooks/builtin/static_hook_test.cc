@@ -75,8 +75,9 @@ TEST(StaticHookTest, BadSettingsAreRefusedNamingTheSetting) {
               HasSubstr("settings.stages[0]: this hook cannot act on PostStartContainer"));
   EXPECT_THAT(error("static", R"({"namespaces": "ml", "adjustment": {"labels": {"a": "b"}}})"),
               HasSubstr("settings.namespaces: expected an array of strings"));
-  EXPECT_THAT(error("tpu", "{}"), HasSubstr("no built-in hook \"tpu\"; built-in hooks are: cpuset, "
-                                            "gpu, noop, rdma, static, topology-check"));
+  EXPECT_THAT(error("tpu", "{}"),
+              HasSubstr("no built-in hook \"tpu\"; built-in hooks are: cdi, cpuset, "
+                        "gpu, noop, rdma, static, topology-check"));
 }
 
 TEST(NoopHookTest, SubscribesToTheGivenStagesAndDecidesNothing) {

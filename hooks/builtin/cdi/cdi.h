@@ -1,0 +1,76 @@
+#pragma once
+
+// Container Device Interface: spec files (JSON or YAML) in /etc/cdi and
+// /var/run/cdi that say what a named device (vendor.com/class=name) needs in
+// a container — env vars, device nodes, mounts, OCI hooks. crihook resolves
+// the CDI devices a container asks for (the CRI CDI_devices field and
+// cdi.k8s.io/* annotations) for runtimes that do not do it themselves, such
+// as containerd 1.6.
+//
+// builtin = "cdi", on PreCreateContainer. Settings:
+//   spec_dirs = ["/etc/cdi", "/var/run/cdi"]   a later directory wins
+//   mode = "apply"            or "runtime": leave CDI to a runtime that does it
+//   on_unsupported = "annotate"   OCI hooks (and other edits CRI cannot carry)
+//                             are logged and listed in the container
+//                             annotation crihook.io/cdi-unsupported; or
+//                             "reject" the container
+// An unknown CDI device is FAILED_PRECONDITION naming the container and the
+// device; a spec file that cannot be read or parsed is logged naming the file
+// and the field, and the other specs still serve.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "adjustment.h"
+#include "hook.h"
+
+namespace crihook {
+
+inline constexpr std::string_view kCdiUnsupportedAnnotation = "crihook.io/cdi-unsupported";
+
+// What one CDI device (with its spec's global edits) adds to a container.
+struct CdiEdits {
+  Adjustment adjustment;
+  std::vector<std::string> unsupported;  // "hook createContainer /usr/bin/nvidia-ctk"
+};
+
+// The specs of some directories. Thread-safe; a spec file is parsed again
+// only when its modification time changes.
+class CdiRegistry {
+ public:
+  explicit CdiRegistry(std::vector<std::string> dirs);
+
+  // Edits for the fully qualified device `name`. NOT_FOUND when no spec
+  // defines it. `errors` gets a line per spec file that could not be used.
+  absl::StatusOr<CdiEdits> resolve(const std::string& name, std::vector<std::string>* errors);
+
+ private:
+  struct Spec {
+    int64_t mtime_ns = 0;
+    std::string kind;  // vendor.com/class
+    std::map<std::string, CdiEdits> devices;
+    CdiEdits global;
+    std::string error;  // why the file could not be used
+  };
+  void refreshLocked();
+
+  std::vector<std::string> dirs_;
+  std::mutex mu_;
+  std::map<std::string, Spec> specs_;  // by path
+  std::vector<std::string> order_;     // paths, lowest priority first
+};
+
+// Parses one spec's text (JSON, or YAML when `yaml`). Errors name the file
+// and the field ("/etc/cdi/x.yaml: devices[0].containerEdits.env[1]: ...").
+absl::Status parseCdiSpec(const std::string& file, const std::string& text, bool yaml,
+                          std::string* kind, std::map<std::string, CdiEdits>* devices,
+                          CdiEdits* global);
+
+absl::StatusOr<std::shared_ptr<Hook>> makeCdiHook(const std::string& name,
+                                                  const std::string& settings_json);
+
+}  // namespace crihook
