@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   report("pre+post stage: 5 built-in static hooks", throughInterceptor(env, staged));
   std::printf("  -> per no-op hook: %.0f ns\n", (stage_noop.p50 - stage_empty.p50) / 5);
 
-  // The device hooks on the DGX-shaped fixture: 2 GPUs, an RDMA VF, a cpuset.
+  // The device hooks on the DGX-shaped fixture: 2 GPUs, an RDMA VF, a cpuset, a CDI device.
   {
     char tmpl[] = "/tmp/crihook-hook-bench-XXXXXX";
     const std::string fixtures = ::mkdtemp(tmpl);
@@ -173,16 +173,22 @@ int main(int argc, char** argv) {
     for (const char* type : {"gpu", "rdma"})
       devices->add(*builtins.create(type, type, settings), {});
     devices->add(*builtins.create("cpuset", "cpuset", "{}"), {});
+    std::filesystem::create_directories(fixtures + "/cdi");
+    std::ofstream(fixtures + "/cdi/vendor.json")
+        << R"({"cdiVersion": "0.6.0", "kind": "vendor.com/fpga", "devices": [{"name": "0",)"
+        << R"( "containerEdits": {"env": ["FPGA_VISIBLE=0"], "deviceNodes": [{"path": "/dev/vfpga0"}]}}]})";
+    devices->add(*builtins.create("cdi", "cdi", R"({"spec_dirs": [")" + fixtures + "/cdi\"]}"), {});
     v1::CreateContainerRequest req = createRequest();
     auto& annotations = *req.mutable_sandbox_config()->mutable_annotations();
     annotations["scheduling.koordinator.sh/device-allocated"] =
         R"({"gpu":[{"minor":0,"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},{"minor":1}],)"
         R"("rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.3"}]}}]})";
     annotations["scheduling.koordinator.sh/resource-status"] = R"({"cpuset":"0-7,32-39"})";
+    req.mutable_config()->add_cdi_devices()->set_name("vendor.com/fpga=0");
     const Figures with_devices = throughInterceptor(devices, staged, req, &topo);
     const Figures empty_same_request = throughInterceptor(empty, staged, req, &topo);
     report("pre+post stage: empty chain (device-annotated request)", empty_same_request);
-    report("pre+post stage: gpu + rdma + cpuset hooks", with_devices);
+    report("pre+post stage: gpu + rdma + cpuset + cdi hooks", with_devices);
     std::printf("  -> added by the device hooks: %.1f us (goal < 50 us)\n",
                 (with_devices.p50 - empty_same_request.p50) / 1000);
     std::filesystem::remove_all(fixtures);
