@@ -47,6 +47,20 @@ absl::StatusOr<std::vector<std::string>> HookSettingsReader::stringList(
   return out;
 }
 
+absl::StatusOr<std::string> HookSettingsReader::oneOf(
+    std::string_view key, const std::vector<std::string_view>& allowed) const {
+  const nlohmann::json* v = get(key);
+  if (v == nullptr) return std::string(allowed.front());
+  for (std::string_view a : allowed) {
+    if (v->is_string() && v->get<std::string>() == a) return std::string(a);
+  }
+  std::string list;
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    list += cat(i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ", "\"", allowed[i], "\"");
+  }
+  return error(key, cat("expected ", list, ", got ", v->dump()));
+}
+
 absl::StatusOr<std::map<std::string, std::string>> HookSettingsReader::stringMap(
     std::string_view key) const {
   std::map<std::string, std::string> out;

@@ -25,6 +25,10 @@ class HookSettingsReader {
   absl::StatusOr<std::vector<StageId>> stages(std::string_view key, std::vector<StageId> fallback,
                                               const std::vector<StageId>& allowed = {}) const;
 
+  // One of `allowed` (a string); allowed.front() when the key is absent.
+  absl::StatusOr<std::string> oneOf(std::string_view key,
+                                    const std::vector<std::string_view>& allowed) const;
+
   absl::StatusOr<std::map<std::string, std::string>> stringMap(std::string_view key) const;
   absl::StatusOr<std::vector<std::string>> stringList(std::string_view key) const;
   const nlohmann::json* get(std::string_view key) const;

@@ -306,18 +306,11 @@ absl::StatusOr<std::shared_ptr<Hook>> makeCdiHook(const std::string& name,
     if (!list.ok()) return list.status();
     dirs = *list;
   }
-  bool apply = true, reject = false;
-  if (const auto* m = r->get("mode")) {
-    if (*m != "apply" && *m != "runtime")
-      return r->error("mode", cat("expected \"apply\" or \"runtime\", got ", m->dump()));
-    apply = *m == "apply";
-  }
-  if (const auto* u = r->get("on_unsupported")) {
-    if (*u != "annotate" && *u != "reject")
-      return r->error("on_unsupported",
-                      cat("expected \"annotate\" or \"reject\", got ", u->dump()));
-    reject = *u == "reject";
-  }
+  auto mode = r->oneOf("mode", {"apply", "runtime"});
+  if (!mode.ok()) return mode.status();
+  auto unsupported = r->oneOf("on_unsupported", {"annotate", "reject"});
+  if (!unsupported.ok()) return unsupported.status();
+  const bool apply = *mode == "apply", reject = *unsupported == "reject";
   return std::make_shared<CdiHook>(name, std::move(dirs), apply, reject);
 }
 

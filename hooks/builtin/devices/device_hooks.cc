@@ -147,11 +147,9 @@ class DeviceHook : public Hook {
         return r->error("device_root", cat("expected an absolute path, got ", root->dump()));
       device_root_ = root->get<std::string>();
     }
-    if (const auto* policy = r->get("on_error")) {
-      if (*policy != "reject" && *policy != "skip")
-        return r->error("on_error", cat("expected \"reject\" or \"skip\", got ", policy->dump()));
-      skip_on_error_ = *policy == "skip";
-    }
+    auto policy = r->oneOf("on_error", {"reject", "skip"});
+    if (!policy.ok()) return policy.status();
+    skip_on_error_ = *policy == "skip";
     return more(*r);
   }
 
@@ -196,11 +194,9 @@ class GpuHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
     return configure(name, settings_json, {"visible_devices"}, [&](const HookSettingsReader& r) {
-      if (const auto* v = r.get("visible_devices")) {
-        if (*v != "uuid" && *v != "index")
-          return r.error("visible_devices", cat("expected \"uuid\" or \"index\", got ", v->dump()));
-        by_index_ = *v == "index";
-      }
+      auto v = r.oneOf("visible_devices", {"uuid", "index"});
+      if (!v.ok()) return v.status();
+      by_index_ = *v == "index";
       return absl::OkStatus();
     });
   }
@@ -345,12 +341,9 @@ class TopologyCheckHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
     return configure(name, settings_json, {"on_violation"}, [&](const HookSettingsReader& r) {
-      if (const auto* v = r.get("on_violation")) {
-        if (*v != "annotate" && *v != "reject")
-          return r.error("on_violation",
-                         cat("expected \"annotate\" or \"reject\", got ", v->dump()));
-        reject_ = *v == "reject";
-      }
+      auto v = r.oneOf("on_violation", {"annotate", "reject"});
+      if (!v.ok()) return v.status();
+      reject_ = *v == "reject";
       return absl::OkStatus();
     });
   }
