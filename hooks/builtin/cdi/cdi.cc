@@ -198,31 +198,39 @@ void CdiRegistry::refreshLocked() {
   order_ = std::move(order);
 }
 
-absl::StatusOr<CdiEdits> CdiRegistry::resolve(const std::string& name,
-                                              std::vector<std::string>* errors) {
-  const auto eq = name.find('=');
-  const std::string kind = eq == std::string::npos ? name : name.substr(0, eq);
-  const std::string device = eq == std::string::npos ? "" : name.substr(eq + 1);
+std::vector<absl::StatusOr<CdiEdits>> CdiRegistry::resolve(const std::vector<std::string>& names,
+                                                           std::vector<std::string>* errors) {
   std::lock_guard lock(mu_);
-  refreshLocked();
-  const Spec* found = nullptr;
-  for (const std::string& path : order_) {  // a later file (and directory) wins
-    const Spec& s = specs_.at(path);
-    if (!s.error.empty()) {
-      if (errors) errors->push_back(s.error);
+  refreshLocked();  // once for all the container's devices
+  if (errors) {
+    for (const std::string& path : order_) {
+      if (!specs_.at(path).error.empty()) errors->push_back(specs_.at(path).error);
+    }
+  }
+  std::vector<absl::StatusOr<CdiEdits>> out;
+  for (const std::string& name : names) {
+    const auto eq = name.find('=');
+    const std::string kind = eq == std::string::npos ? name : name.substr(0, eq);
+    const std::string device = eq == std::string::npos ? "" : name.substr(eq + 1);
+    const Spec* found = nullptr;
+    for (const std::string& path : order_) {  // a later file (and directory) wins
+      const Spec& s = specs_.at(path);
+      if (s.error.empty() && s.kind == kind && s.devices.count(device)) found = &s;
+    }
+    if (found == nullptr) {
+      out.push_back(absl::NotFoundError(cat("no CDI spec defines ", name)));
       continue;
     }
-    if (s.kind == kind && s.devices.count(device)) found = &s;
-  }
-  if (found == nullptr) return absl::NotFoundError(cat("no CDI spec defines ", name));
-  CdiEdits out = found->devices.at(device);
-  // The spec's global edits apply with each of its devices.
-  const Adjustment& g = found->global.adjustment;
-  out.adjustment.env.insert(out.adjustment.env.end(), g.env.begin(), g.env.end());
-  out.adjustment.devices.insert(out.adjustment.devices.end(), g.devices.begin(), g.devices.end());
-  out.adjustment.mounts.insert(out.adjustment.mounts.end(), g.mounts.begin(), g.mounts.end());
-  out.unsupported.insert(out.unsupported.end(), found->global.unsupported.begin(),
+    CdiEdits e = found->devices.at(device);
+    // The spec's global edits apply with each of its devices.
+    const Adjustment& g = found->global.adjustment;
+    e.adjustment.env.insert(e.adjustment.env.end(), g.env.begin(), g.env.end());
+    e.adjustment.devices.insert(e.adjustment.devices.end(), g.devices.begin(), g.devices.end());
+    e.adjustment.mounts.insert(e.adjustment.mounts.end(), g.mounts.begin(), g.mounts.end());
+    e.unsupported.insert(e.unsupported.end(), found->global.unsupported.begin(),
                          found->global.unsupported.end());
+    out.push_back(std::move(e));
+  }
   return out;
 }
 
@@ -260,8 +268,10 @@ class CdiHook final : public Hook {
                                        : std::string());
     MergedAdjustment merged;
     std::vector<std::string> unsupported, errors;
-    for (const std::string& n : names) {
-      auto e = registry_.resolve(n, &errors);
+    std::vector<absl::StatusOr<CdiEdits>> resolved = registry_.resolve(names, &errors);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string& n = names[i];
+      const absl::StatusOr<CdiEdits>& e = resolved[i];
       if (!e.ok()) {
         for (const auto& err : errors) log_->error("CDI spec unusable: {}", err);
         return HookDecision::reject(absl::FailedPreconditionError(

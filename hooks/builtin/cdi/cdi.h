@@ -44,9 +44,11 @@ class CdiRegistry {
  public:
   explicit CdiRegistry(std::vector<std::string> dirs);
 
-  // Edits for the fully qualified device `name`. NOT_FOUND when no spec
-  // defines it. `errors` gets a line per spec file that could not be used.
-  absl::StatusOr<CdiEdits> resolve(const std::string& name, std::vector<std::string>* errors);
+  // Edits for each fully qualified device name, in order (the spec files
+  // checked once for all of them); NOT_FOUND for a name no spec defines.
+  // `errors` gets a line per spec file that could not be used.
+  std::vector<absl::StatusOr<CdiEdits>> resolve(const std::vector<std::string>& names,
+                                                std::vector<std::string>* errors);
 
  private:
   struct Spec {

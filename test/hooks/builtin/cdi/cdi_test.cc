@@ -87,7 +87,7 @@ devices:
 
 TEST_F(CdiTest, SpecsResolveWithGlobalEditsAndTheLaterDirectoryWins) {
   CdiRegistry r({dir_.file("etc"), dir_.file("run")});
-  auto zero = r.resolve("vendor.com/gpu=0", nullptr);
+  auto zero = r.resolve({"vendor.com/gpu=0"}, nullptr)[0];
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_THAT(zero->adjustment.env,
               ElementsAre(EnvVar{"VENDOR_VISIBLE", "0"}, EnvVar{"VENDOR_DRIVER", "1"}));
@@ -96,11 +96,12 @@ TEST_F(CdiTest, SpecsResolveWithGlobalEditsAndTheLaterDirectoryWins) {
                           DeviceSpec{"/dev/vgpuctl", "/dev/vgpuctl", "rwm"}));
   EXPECT_THAT(zero->adjustment.mounts,
               ElementsAre(MountSpec{"/usr/lib/vendor", "/opt/vendor/lib", true, 0}));
-  auto one = r.resolve("vendor.com/gpu=1", nullptr);
+  auto one = r.resolve({"vendor.com/gpu=1"}, nullptr)[0];
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->adjustment.env[0].value, "1-from-run");  // YAML, from the later directory
   EXPECT_EQ(one->adjustment.devices[0].permissions, "rw");
-  EXPECT_EQ(r.resolve("vendor.com/gpu=7", nullptr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r.resolve({"vendor.com/gpu=7"}, nullptr)[0].status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(CdiTest, TheHookAppliesRequestedDevicesAndReportsOciHooks) {
@@ -135,7 +136,7 @@ TEST_F(CdiTest, ABrokenSpecNamesFileAndFieldAndTheOthersStillServe) {
       << R"({"cdiVersion": "0.6.0", "kind": "vendor.com/x", "devices": [{"name": "0", "containerEdits": {"env": ["NOEQUALS"]}}]})";
   CdiRegistry r({dir_.file("etc"), dir_.file("run")});
   std::vector<std::string> errors;
-  EXPECT_TRUE(r.resolve("vendor.com/gpu=0", &errors).ok());
+  EXPECT_TRUE(r.resolve({"vendor.com/gpu=0"}, &errors)[0].ok());
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0],
             dir_.file("run/broken.json") +
