@@ -166,4 +166,82 @@ absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::s
   return out;
 }
 
+std::optional<int64_t> parseQuantity(std::string_view text) {
+  // <digits>[.<digits>]<suffix>: the binary (Ki..Ei) and decimal (n, u, m,
+  // k, M..E) suffixes and decimal exponents (e3, E-2).
+  size_t i = 0;
+  if (i < text.size() && text[i] == '+') ++i;
+  std::string digits;  // the significand without its point
+  int exponent10 = 0;
+  bool seen_point = false, seen_digit = false;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c >= '0' && c <= '9') {
+      seen_digit = true;
+      if (digits.empty() && c == '0') {
+        if (seen_point) --exponent10;
+        continue;
+      }
+      digits += c;
+      if (seen_point) --exponent10;
+    } else if (c == '.' && !seen_point) {
+      seen_point = true;
+    } else {
+      break;
+    }
+  }
+  if (!seen_digit) return std::nullopt;
+  const std::string_view suffix = text.substr(i);
+  static const std::pair<std::string_view, int> kBinary[] = {{"Ki", 10}, {"Mi", 20}, {"Gi", 30},
+                                                             {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
+  static const std::pair<std::string_view, int> kDecimal[] = {
+      {"n", -9}, {"u", -6}, {"m", -3}, {"", 0},   {"k", 3},
+      {"M", 6},  {"G", 9},  {"T", 12}, {"P", 15}, {"E", 18}};
+  int shift2 = 0;
+  bool known = false;
+  for (const auto& [s, e] : kBinary) {
+    if (suffix == s) shift2 = e, known = true;
+  }
+  for (const auto& [s, e] : kDecimal) {
+    if (suffix == s) exponent10 += e, known = true;
+  }
+  if (!known && suffix.size() >= 2 && (suffix[0] == 'e' || suffix[0] == 'E')) {
+    int e = 0;
+    bool negative = false;
+    size_t j = 1;
+    if (suffix[j] == '-' || suffix[j] == '+') negative = suffix[j++] == '-';
+    if (j == suffix.size()) return std::nullopt;
+    for (; j < suffix.size(); ++j) {
+      if (suffix[j] < '0' || suffix[j] > '9' || e > 100) return std::nullopt;
+      e = e * 10 + (suffix[j] - '0');
+    }
+    exponent10 += negative ? -e : e;
+    known = true;
+  }
+  if (!known) return std::nullopt;
+  if (digits.empty()) return 0;
+  // value = digits * 10^exponent10 * 2^shift2, rounded up; exact in 128 bits.
+  unsigned __int128 v = 0;
+  const unsigned __int128 kMax = static_cast<unsigned __int128>(INT64_MAX);
+  for (char c : digits) {
+    v = v * 10 + static_cast<unsigned>(c - '0');
+    if (v > kMax * 1000) return std::nullopt;
+  }
+  for (; exponent10 > 0; --exponent10) {
+    v *= 10;
+    if (v > kMax * 1000) return std::nullopt;
+  }
+  if (v > (~static_cast<unsigned __int128>(0) >> shift2)) return std::nullopt;
+  v <<= shift2;
+  unsigned __int128 divisor = 1;
+  for (; exponent10 < 0; ++exponent10) {
+    divisor *= 10;
+    if (divisor > kMax * 1000)
+      return v == 0 ? std::optional<int64_t>(0) : std::optional<int64_t>(1);
+  }
+  const unsigned __int128 q = (v + divisor - 1) / divisor;
+  if (q > kMax) return std::nullopt;
+  return static_cast<int64_t>(q);
+}
+
 }  // namespace crihook

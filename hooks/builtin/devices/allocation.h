@@ -60,4 +60,9 @@ struct ResourceStatus {
 
 absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view json, std::string_view pod);
 
+// A Kubernetes quantity ("100", "16Gi", "1.5G", "500m") as a whole number,
+// rounded up as Kubernetes' Quantity.Value() does; nullopt when it is not
+// one (or overflows int64).
+std::optional<int64_t> parseQuantity(std::string_view text);
+
 }  // namespace crihook

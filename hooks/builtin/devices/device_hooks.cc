@@ -193,12 +193,22 @@ class DeviceHook : public Hook {
 class GpuHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    return configure(name, settings_json, {"visible_devices"}, [&](const HookSettingsReader& r) {
-      auto v = r.oneOf("visible_devices", {"uuid", "index"});
-      if (!v.ok()) return v.status();
-      by_index_ = *v == "index";
-      return absl::OkStatus();
-    });
+    return configure(
+        name, settings_json, {"visible_devices", "hami_core_library", "hami_core_lock_dir"},
+        [&](const HookSettingsReader& r) {
+          auto v = r.oneOf("visible_devices", {"uuid", "index"});
+          if (!v.ok()) return v.status();
+          by_index_ = *v == "index";
+          for (auto [key, value] : {std::pair{"hami_core_library", &hami_library_},
+                                    std::pair{"hami_core_lock_dir", &hami_lock_dir_}}) {
+            const auto* x = r.get(key);
+            if (x == nullptr) continue;
+            if (!x->is_string() || x->get<std::string>().empty() || x->get<std::string>()[0] != '/')
+              return r.error(key, cat("expected an absolute path, got ", x->dump()));
+            *value = x->get<std::string>();
+          }
+          return absl::OkStatus();
+        });
   }
 
  private:
@@ -231,10 +241,75 @@ class GpuHook final : public DeviceHook {
       if (nodes.present(control)) a.devices.push_back(device(control));
     }
     a.env.push_back({"NVIDIA_VISIBLE_DEVICES", visible});
+    if (auto s = hamiCore(in, *alloc, pod, a); !s.ok()) return s;
     return a;
   }
 
+  // A shared GPU (gpu-memory-ratio below 100) in a pod that asks for HAMi-core
+  // isolation: the limits HAMi-core's library reads, the library preloaded,
+  // and the library and its lock directory mounted, as Koordinator's koordlet
+  // does. Koordinator compares the label to "HAMi-core" exactly; its own
+  // documents also write "hami-core", so case is ignored here.
+  absl::Status hamiCore(const HookInput& in, const PodAllocation& alloc, const std::string& pod,
+                        Adjustment& a) const {
+    const auto& labels = in.pod->config().labels();
+    auto label = labels.find(std::string(kGpuIsolationProviderLabel));
+    auto is_hami = [](std::string_view v) {
+      return std::equal(v.begin(), v.end(), std::string_view("hami-core").begin(),
+                        std::string_view("hami-core").end(),
+                        [](char x, char y) { return std::tolower(x) == y; });
+    };
+    if (label == labels.end() || !is_hami(label->second)) return absl::OkStatus();
+    auto quantity = [&](size_t i, std::string_view resource) -> absl::StatusOr<int64_t> {
+      const auto& r = alloc.gpu[i].resources;
+      auto it = r.find(std::string(resource));
+      const std::string field = cat("gpu[", i, "].resources.", resource);
+      if (it == r.end()) {
+        return absl::InvalidArgumentError(cat("annotation ", kDeviceAllocatedAnnotation, " of pod ",
+                                              pod, ": ", field, ": missing (pod labelled ",
+                                              kGpuIsolationProviderLabel, "=", label->second, ")"));
+      }
+      auto v = parseQuantity(it->second);
+      if (!v) {
+        return absl::InvalidArgumentError(cat("annotation ", kDeviceAllocatedAnnotation, " of pod ",
+                                              pod, ": ", field, ": expected a quantity, got \"",
+                                              it->second, "\""));
+      }
+      return *v;
+    };
+    // Koordinator decides by the first GPU (a shared GPU is one GPU).
+    auto ratio = quantity(0, "koordinator.sh/gpu-memory-ratio");
+    if (!ratio.ok()) return ratio.status();
+    if (*ratio >= 100) return absl::OkStatus();
+    auto memory = quantity(0, "koordinator.sh/gpu-memory");
+    if (!memory.ok()) return memory.status();
+    a.env.push_back({"CUDA_DEVICE_MEMORY_LIMIT", std::to_string(*memory)});
+    // HAMi-core reads a per-device limit first: set them when the GPUs differ.
+    for (size_t i = 1; i < alloc.gpu.size(); ++i) {
+      auto m = quantity(i, "koordinator.sh/gpu-memory");
+      if (!m.ok()) return m.status();
+      if (*m == *memory) continue;
+      for (size_t j = 0; j < alloc.gpu.size(); ++j) {
+        auto mj = quantity(j, "koordinator.sh/gpu-memory");
+        if (!mj.ok()) return mj.status();
+        a.env.push_back({cat("CUDA_DEVICE_MEMORY_LIMIT_", j), std::to_string(*mj)});
+      }
+      break;
+    }
+    if (alloc.gpu[0].resources.count("koordinator.sh/gpu-core")) {
+      auto core = quantity(0, "koordinator.sh/gpu-core");
+      if (!core.ok()) return core.status();
+      a.env.push_back({"CUDA_DEVICE_SM_LIMIT", std::to_string(*core)});
+    }
+    a.env.push_back({"LD_PRELOAD", hami_library_});
+    a.mounts.push_back({hami_library_, hami_library_, /*readonly=*/true});
+    a.mounts.push_back({hami_lock_dir_, hami_lock_dir_, /*readonly=*/false});
+    return absl::OkStatus();
+  }
+
   bool by_index_ = false;
+  std::string hami_library_ = "/usr/local/vgpu/libvgpu.so";
+  std::string hami_lock_dir_ = "/tmp/vgpulock";
 };
 
 class RdmaHook final : public DeviceHook {

@@ -8,7 +8,16 @@
 //                      nvidia-uvm, nvidia-uvm-tools, nvidia-modeset), as CRI
 //                      devices with cgroup permissions; NVIDIA_VISIBLE_DEVICES
 //                      set to the allocated GPUs' UUIDs (or minors), replacing
-//                      an image's "all".
+//                      an image's "all". A shared GPU
+//                      (koordinator.sh/gpu-memory-ratio below 100) in a pod
+//                      labelled koordinator.sh/gpu-isolation-provider=HAMi-core
+//                      also gets HAMi-core's limits as Koordinator sets them:
+//                      CUDA_DEVICE_MEMORY_LIMIT (bytes of
+//                      koordinator.sh/gpu-memory; per device _<i> when the
+//                      GPUs differ), CUDA_DEVICE_SM_LIMIT (gpu-core),
+//                      LD_PRELOAD of `hami_core_library` (default
+//                      /usr/local/vgpu/libvgpu.so, mounted read-only) and
+//                      `hami_core_lock_dir` (default /tmp/vgpulock) mounted.
 //  builtin = "rdma"    /dev/infiniband/rdma_cm and the uverbs device of each
 //                      allocated function (each allocated VF's own, when VFs
 //                      are allocated); NCCL_IB_HCA set to their RDMA device
@@ -62,5 +71,7 @@ absl::StatusOr<std::shared_ptr<Hook>> makeTopologyCheckHook(const std::string& n
 inline constexpr std::string_view kJointAllocateAnnotation =
     "scheduling.koordinator.sh/device-joint-allocate";
 inline constexpr std::string_view kTopologyViolationAnnotation = "crihook.io/topology-violation";
+inline constexpr std::string_view kGpuIsolationProviderLabel =
+    "koordinator.sh/gpu-isolation-provider";
 
 }  // namespace crihook

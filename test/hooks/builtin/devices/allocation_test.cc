@@ -91,5 +91,21 @@ TEST(ResourceStatus, CpusetAndNumaNodesAreRead) {
       HasSubstr("numaNodeResources[0].node: expected a non-negative integer, got \"zero\""));
 }
 
+TEST(Quantity, ReadsKubernetesQuantitiesRoundingUp) {
+  EXPECT_EQ(parseQuantity("100"), 100);
+  EXPECT_EQ(parseQuantity("16Gi"), int64_t{16} << 30);
+  EXPECT_EQ(parseQuantity("1.5Gi"), int64_t{3} << 29);
+  EXPECT_EQ(parseQuantity("2G"), 2000000000);
+  EXPECT_EQ(parseQuantity("512Mi"), int64_t{512} << 20);
+  EXPECT_EQ(parseQuantity("1k"), 1000);
+  EXPECT_EQ(parseQuantity("1500m"), 2);  // Value() rounds up
+  EXPECT_EQ(parseQuantity("1e3"), 1000);
+  EXPECT_EQ(parseQuantity("0"), 0);
+  EXPECT_EQ(parseQuantity("0.5"), 1);
+  for (const char* bad :
+       {"", "Gi", "abc", "16GB", "1..2", "-1", "8Ei", "1e", "99999999999999999999"})
+    EXPECT_EQ(parseQuantity(bad), std::nullopt) << bad;
+}
+
 }  // namespace
 }  // namespace crihook::testing

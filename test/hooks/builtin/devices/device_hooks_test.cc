@@ -131,6 +131,68 @@ TEST_F(DeviceHooksTest, GpuHookRefusesWhatIsNotOnThisNode) {
   EXPECT_TRUE(d.adjustment.empty());  // never half applied
 }
 
+TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
+  auto gpu = make("gpu", R"({"device_root": ")" + dir_->file("dev") +
+                             R"(", "hami_core_library": "/opt/hami/libvgpu.so"})");
+  auto pod = [](const std::string& allocation, const std::string& provider) {
+    HookInput in = allocated(allocation);
+    auto record = std::make_shared<hv1::PodRecord>(*in.pod);
+    if (!provider.empty())
+      (*record->mutable_config()->mutable_labels())["koordinator.sh/gpu-isolation-provider"] =
+          provider;
+    in.pod = record;
+    return in;
+  };
+  const std::string half =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"50",)"
+      R"("koordinator.sh/gpu-memory-ratio":"50","koordinator.sh/gpu-memory":"40Gi"}}]})";
+  HookDecision d = gpu->run(pod(half, "HAMi-core"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(d.adjustment.env, ElementsAre(EnvVar{"NVIDIA_VISIBLE_DEVICES",
+                                                   "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},
+                                            EnvVar{"CUDA_DEVICE_MEMORY_LIMIT", "42949672960"},
+                                            EnvVar{"CUDA_DEVICE_SM_LIMIT", "50"},
+                                            EnvVar{"LD_PRELOAD", "/opt/hami/libvgpu.so"}));
+  EXPECT_THAT(d.adjustment.mounts,
+              ElementsAre(MountSpec{"/opt/hami/libvgpu.so", "/opt/hami/libvgpu.so", true},
+                          MountSpec{"/tmp/vgpulock", "/tmp/vgpulock", false}));
+  // Koordinator's documents also spell the label in lower case.
+  EXPECT_EQ(gpu->run(pod(half, "hami-core")).adjustment.env.size(), 4u);
+  // Without the label, or with a whole GPU: no HAMi-core.
+  EXPECT_EQ(gpu->run(pod(half, "")).adjustment.env.size(), 1u);
+  EXPECT_TRUE(gpu->run(pod(half, "")).adjustment.mounts.empty());
+  const std::string whole =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100",)"
+      R"("koordinator.sh/gpu-memory-ratio":"100","koordinator.sh/gpu-memory":"80Gi"}}]})";
+  EXPECT_EQ(gpu->run(pod(whole, "HAMi-core")).adjustment.env.size(), 1u);
+  // Two shares of different sizes: a limit per device.
+  d = gpu->run(
+      pod(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"25",)"
+          R"("koordinator.sh/gpu-memory":"1Gi"}},{"minor":1,"resources":{)"
+          R"("koordinator.sh/gpu-memory-ratio":"50","koordinator.sh/gpu-memory":"2Gi"}}]})",
+          "HAMi-core"));
+  EXPECT_THAT(d.adjustment.env,
+              ElementsAre(::testing::Field(&EnvVar::name, "NVIDIA_VISIBLE_DEVICES"),
+                          EnvVar{"CUDA_DEVICE_MEMORY_LIMIT", "1073741824"},
+                          EnvVar{"CUDA_DEVICE_MEMORY_LIMIT_0", "1073741824"},
+                          EnvVar{"CUDA_DEVICE_MEMORY_LIMIT_1", "2147483648"},
+                          EnvVar{"LD_PRELOAD", "/opt/hami/libvgpu.so"}));
+  // A share without its size is refused, naming the field.
+  d = gpu->run(pod(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"50"}}]})",
+                   "HAMi-core"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: "
+            "gpu[0].resources.koordinator.sh/gpu-memory: missing (pod labelled "
+            "koordinator.sh/gpu-isolation-provider=HAMi-core)");
+  d = gpu->run(
+      pod(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"half"}}]})",
+          "HAMi-core"));
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("gpu[0].resources.koordinator.sh/gpu-memory-ratio: expected a quantity, "
+                        "got \"half\""));
+}
+
 TEST_F(DeviceHooksTest, RdmaHookAddsThePhysicalFunctionOrTheAllocatedVfs) {
   auto rdma = make("rdma");
   HookDecision d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:1c:00.0"}]})"));
