@@ -9,6 +9,7 @@
 
 #include "module/module_hook.h"
 #include "remote/remote_hooks.h"
+#include "runtime_sandboxes.h"
 #include "text.h"
 
 namespace crihook {
@@ -30,7 +31,8 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     settings.wins_over = h.wins_over;
     std::shared_ptr<Hook> hook;
     if (!h.builtin.empty()) {
-      auto made = registry.create(h.builtin, h.name, h.settings_json);
+      auto made = registry.create(h.builtin, h.name, h.settings_json,
+                                  BuiltinContext{config.state_dir, config.topology_root});
       if (!made.ok())
         return absl::InvalidArgumentError(cat(h.origin, ": ", made.status().message()));
       hook = *made;
@@ -65,12 +67,41 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
 }
 
 HookManager::~HookManager() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (reconciler_.joinable()) reconciler_.join();
   if (watcher_.joinable()) {
     uint64_t one = 1;
     (void)::write(stop_fd_, &one, sizeof(one));
     watcher_.join();
   }
   if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+void HookManager::reconcileWithRuntime(const std::string& endpoint) {
+  std::vector<std::shared_ptr<Hook>> hooks;
+  for (const Entry& e : configured_) {
+    if (dynamic_cast<Reconciler*>(e.hook.get())) hooks.push_back(e.hook);
+  }
+  if (hooks.empty() || reconciler_.joinable()) return;
+  reconciler_ = std::thread([this, endpoint, hooks = std::move(hooks)] {
+    std::chrono::milliseconds wait(500);
+    for (;;) {
+      auto sandboxes = listRuntimeSandboxes(endpoint, std::chrono::seconds(10));
+      if (sandboxes.ok()) {
+        for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes);
+        return;
+      }
+      log_->warn("cannot reconcile hook records with the runtime yet: {}",
+                 sv(sandboxes.status().message()));
+      std::unique_lock lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, wait, [this] { return stopping_; })) return;
+      wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(30));
+    }
+  });
 }
 
 void HookManager::reload() {

@@ -11,6 +11,7 @@
 #include <spdlog/logger.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <thread>
@@ -46,6 +47,12 @@ class HookManager {
   // (inotify; until the directory exists, a check every second).
   void watch();
 
+  // Starts a thread that asks the runtime at `endpoint` for its sandboxes
+  // (ListPodSandbox; again every few seconds until it answers) and hands them
+  // to every configured hook that is a Reconciler (runtime_sandboxes.h).
+  // Returns at once; does nothing when no hook is one.
+  void reconcileWithRuntime(const std::string& endpoint);
+
  private:
   HookManager(const Config& config, std::shared_ptr<spdlog::logger> log);
   void publish();
@@ -65,6 +72,10 @@ class HookManager {
   ChainHolder chains_{std::make_shared<HookChain>(nullptr)};
   int stop_fd_ = -1;
   std::thread watcher_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread reconciler_;
 };
 
 }  // namespace crihook

@@ -2,6 +2,7 @@
 
 #include "builtin/cdi/cdi.h"
 #include "builtin/devices/device_hooks.h"
+#include "builtin/lifecycle/lifecycle_hook.h"
 #include "builtin/noop/noop_hook.h"
 #include "builtin/static/static_hook.h"
 #include "text.h"
@@ -12,9 +13,15 @@ void HookRegistry::add(std::string type, Factory factory) {
   factories_[std::move(type)] = std::move(factory);
 }
 
+void HookRegistry::add(std::string type, SimpleFactory factory) {
+  add(std::move(type), [factory](const std::string& name, const std::string& settings,
+                                 const BuiltinContext&) { return factory(name, settings); });
+}
+
 absl::StatusOr<std::shared_ptr<Hook>> HookRegistry::create(const std::string& type,
                                                            const std::string& name,
-                                                           const std::string& settings) const {
+                                                           const std::string& settings,
+                                                           const BuiltinContext& context) const {
   auto it = factories_.find(type);
   if (it == factories_.end()) {
     std::string known;
@@ -22,7 +29,7 @@ absl::StatusOr<std::shared_ptr<Hook>> HookRegistry::create(const std::string& ty
     return absl::InvalidArgumentError(
         cat("no built-in hook \"", type, "\"; built-in hooks are: ", known));
   }
-  return it->second(name, settings);
+  return it->second(name, settings, context);
 }
 
 std::vector<std::string> HookRegistry::types() const {
@@ -35,6 +42,7 @@ HookRegistry builtinHooks() {
   HookRegistry r;
   r.add("cdi", &makeCdiHook);
   r.add("cpuset", &makeCpusetHook);
+  r.add("device-lifecycle", HookRegistry::Factory(&makeDeviceLifecycleHook));
   r.add("gpu", &makeGpuHook);
   r.add("noop", &NoopHook::create);
   r.add("rdma", &makeRdmaHook);

@@ -16,18 +16,28 @@
 
 namespace crihook {
 
+// What crihookd's configuration tells a built-in hook beyond its settings.
+struct BuiltinContext {
+  std::string state_dir;            // [hooks] state_dir; empty: nothing kept on disk
+  std::string topology_root = "/";  // [topology] root: where sys/ and dev/ are read
+};
+
 class HookRegistry {
  public:
   // Makes a hook called `name` from `settings_json` ([hook.settings] as a JSON
   // object). Bad settings are INVALID_ARGUMENT naming the setting.
   using Factory = std::function<absl::StatusOr<std::shared_ptr<Hook>>(
-      const std::string& name, const std::string& settings_json)>;
+      const std::string& name, const std::string& settings_json, const BuiltinContext& context)>;
+  using SimpleFactory = absl::StatusOr<std::shared_ptr<Hook>> (*)(const std::string& name,
+                                                                  const std::string& settings_json);
 
   void add(std::string type, Factory factory);
+  void add(std::string type, SimpleFactory factory);  // a hook that needs no context
 
   // INVALID_ARGUMENT for an unknown type (listing the known ones) or bad settings.
   absl::StatusOr<std::shared_ptr<Hook>> create(const std::string& type, const std::string& name,
-                                               const std::string& settings_json) const;
+                                               const std::string& settings_json,
+                                               const BuiltinContext& context = {}) const;
 
   std::vector<std::string> types() const;
 

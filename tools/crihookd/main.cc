@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;
   }
+  // Hooks that keep records square them with the runtime (cleanups owed for
+  // sandboxes that went away while crihookd was down).
+  (*hooks)->reconcileWithRuntime(config.backend_endpoint);
   crihook::notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
 
   int sig = 0;

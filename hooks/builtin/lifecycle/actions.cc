@@ -1,0 +1,328 @@
+#include "actions.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+
+#include "config.h"
+#include "text.h"
+
+namespace crihook {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kPlaceholders[] = {"type",          "index",    "minor",  "id",
+                                              "uuid",          "pci",      "name",   "node",
+                                              "pod_namespace", "pod_name", "pod_uid"};
+
+// Splits a template into literal text and placeholders; calls `piece` for
+// each (placeholder = true for "{name}"). INVALID_ARGUMENT for an unknown or
+// unclosed placeholder.
+template <typename Piece>
+absl::Status walkTemplate(std::string_view t, Piece piece) {
+  std::string literal;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if ((c == '{' || c == '}') && i + 1 < t.size() && t[i + 1] == c) {
+      literal += c;
+      ++i;
+      continue;
+    }
+    if (c == '}') return absl::InvalidArgumentError("a lone \"}\" (write \"}}\" for a brace)");
+    if (c != '{') {
+      literal += c;
+      continue;
+    }
+    const size_t close = t.find('}', i);
+    if (close == std::string_view::npos)
+      return absl::InvalidArgumentError(cat("unclosed placeholder in \"", t, "\""));
+    const std::string_view name = t.substr(i + 1, close - i - 1);
+    bool known = false;
+    for (std::string_view k : kPlaceholders) known = known || k == name;
+    if (!known) {
+      std::string list;
+      for (std::string_view k : kPlaceholders) list += cat(list.empty() ? "{" : ", {", k, "}");
+      return absl::InvalidArgumentError(cat("unknown placeholder {", name, "}; known: ", list));
+    }
+    if (auto s = piece(literal, false); !s.ok()) return s;
+    literal.clear();
+    if (auto s = piece(std::string(name), true); !s.ok()) return s;
+    i = close;
+  }
+  return piece(literal, false);
+}
+
+std::string lastLine(std::string_view out) {
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' '))
+    out.remove_suffix(1);
+  const size_t nl = out.rfind('\n');
+  std::string_view line = nl == std::string_view::npos ? out : out.substr(nl + 1);
+  if (line.size() > 200) line = line.substr(line.size() - 200);
+  return std::string(line);
+}
+
+std::string durationText(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? cat(d.count() / 1000, "s") : cat(d.count(), "ms");
+}
+
+}  // namespace
+
+json DeviceFacts::toJson() const {
+  return {{"type", type}, {"index", index}, {"minor", minor}, {"id", id},
+          {"uuid", uuid}, {"pci", pci},     {"name", name},   {"node", node}};
+}
+
+absl::StatusOr<DeviceFacts> DeviceFacts::fromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("device: expected an object");
+  DeviceFacts d;
+  try {
+    d.type = j.at("type").get<std::string>();
+    d.index = j.at("index").get<int>();
+    d.minor = j.at("minor").get<int>();
+    d.id = j.value("id", "");
+    d.uuid = j.value("uuid", "");
+    d.pci = j.value("pci", "");
+    d.name = j.value("name", "");
+    d.node = j.value("node", "");
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(cat("device: ", e.what()));
+  }
+  return d;
+}
+
+std::string DeviceFacts::describe() const {
+  std::string what = cat(type, " ", index, " (minor ", minor);
+  if (!uuid.empty()) {
+    what += cat(", ", uuid);
+  } else if (!name.empty()) {
+    what += cat(", ", name);
+  }
+  if (!pci.empty()) what += cat(", ", pci);
+  return what + ")";
+}
+
+absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
+  auto bad = [&](std::string_view sub, std::string_view why) {
+    return absl::InvalidArgumentError(cat(field, sub, ": ", why));
+  };
+  if (!v.is_object()) return bad("", cat("expected an object, got ", v.dump()));
+  Action a;
+  bool kind_set = false;
+  for (const auto& [k, x] : v.items()) {
+    if (k == "command") {
+      if (!x.is_array() || x.empty())
+        return bad(".command", cat("expected a non-empty array of strings, got ", x.dump()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!x[i].is_string())
+          return bad(cat(".command[", i, "]"), cat("expected a string, got ", x[i].dump()));
+        const std::string arg = x[i].get<std::string>();
+        auto s = walkTemplate(arg, [](const std::string&, bool) { return absl::OkStatus(); });
+        if (!s.ok()) return bad(cat(".command[", i, "]"), sv(s.message()));
+        a.argv_.push_back(arg);
+      }
+      if (a.argv_[0].empty()) return bad(".command[0]", "empty program");
+      kind_set = true;
+    } else if (k == "builtin") {
+      if (x == "pci-reset") {
+        a.kind_ = Kind::kPciReset;
+      } else if (x == "check-node") {
+        a.kind_ = Kind::kCheckNode;
+      } else {
+        return bad(".builtin", cat("expected \"pci-reset\" or \"check-node\", got ", x.dump()));
+      }
+      kind_set = true;
+    } else if (k == "timeout") {
+      if (!x.is_string()) return bad(".timeout", cat("expected a duration, got ", x.dump()));
+      auto d = parseDuration(x.get<std::string>());
+      if (!d.ok()) return bad(".timeout", sv(d.status().message()));
+      if (d->count() <= 0) return bad(".timeout", "must be more than 0");
+      a.timeout_ = *d;
+    } else {
+      return bad("", cat("unknown key \"", k, "\" (known: command, builtin, timeout)"));
+    }
+  }
+  if (!kind_set) return bad("", "expected \"command\" or \"builtin\"");
+  if (v.contains("command") && v.contains("builtin"))
+    return bad("", "\"command\" and \"builtin\" are either-or");
+  return a;
+}
+
+std::string Action::describe() const {
+  switch (kind_) {
+    case Kind::kPciReset:
+      return "builtin pci-reset";
+    case Kind::kCheckNode:
+      return "builtin check-node";
+    case Kind::kCommand:
+      break;
+  }
+  std::string out;
+  for (const auto& a : argv_) out += cat(out.empty() ? "" : " ", a);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Action::expand(const DeviceFacts& d,
+                                                        const PodFacts& pod) const {
+  std::vector<std::string> out;
+  for (const std::string& t : argv_) {
+    std::string arg;
+    auto s = walkTemplate(t, [&](const std::string& piece, bool placeholder) -> absl::Status {
+      if (!placeholder) {
+        arg += piece;
+        return absl::OkStatus();
+      }
+      std::string v;
+      if (piece == "type") v = d.type;
+      if (piece == "index") v = std::to_string(d.index);
+      if (piece == "minor") v = d.minor >= 0 ? std::to_string(d.minor) : "";
+      if (piece == "id") v = d.id;
+      if (piece == "uuid") v = d.uuid;
+      if (piece == "pci") v = d.pci;
+      if (piece == "name") v = d.name;
+      if (piece == "node") v = d.node.empty() ? "" : "/dev/" + d.node;
+      if (piece == "pod_namespace") v = pod.namespace_;
+      if (piece == "pod_name") v = pod.name;
+      if (piece == "pod_uid") v = pod.uid;
+      if (v.empty())
+        return absl::FailedPreconditionError(cat(d.describe(), " has no value for {", piece, "}"));
+      arg += v;
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const ActionRoots& roots,
+                         Clock::time_point deadline) const {
+  switch (kind_) {
+    case Kind::kPciReset: {
+      if (d.pci.empty())
+        return absl::FailedPreconditionError(cat(d.describe(), " has no PCI address to reset"));
+      const std::string path = cat(roots.sys_root, roots.sys_root.back() == '/' ? "" : "/",
+                                   "sys/bus/pci/devices/", d.pci, "/reset");
+      std::ofstream f(path);
+      if (f << "1" << std::flush) return absl::OkStatus();
+      return absl::FailedPreconditionError(cat("cannot write ", path, ": ", strerror(errno)));
+    }
+    case Kind::kCheckNode: {
+      if (d.node.empty())
+        return absl::FailedPreconditionError(cat(d.describe(), " has no device node"));
+      const std::string path = cat(roots.device_root, "/", d.node);
+      if (::access(path.c_str(), F_OK) == 0) return absl::OkStatus();
+      return absl::FailedPreconditionError(cat("no device node ", path));
+    }
+    case Kind::kCommand:
+      break;
+  }
+  auto argv = expand(d, pod);
+  if (!argv.ok()) return argv.status();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (deadline != Clock::time_point::max() && left < timeout_) {
+    if (left.count() <= 0) return absl::DeadlineExceededError("no time left before the deadline");
+    return runCommand(*argv, left);
+  }
+  return runCommand(*argv, timeout_);
+}
+
+absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  // Everything the child needs is made before fork: after it, only
+  // async-signal-safe calls (the daemon is multithreaded).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(cat("pipe: ", strerror(errno)));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return absl::InternalError(cat("pipe: ", strerror(errno)));
+  }
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // crihookd blocks signals it waits for
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::execvp(args[0], args.data());
+    const int e = errno;
+    (void)!::write(err[1], &e, sizeof(e));  // tells the parent why exec failed
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(out[1]);
+  ::close(err[1]);
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return absl::ResourceExhaustedError(cat("cannot fork: ", strerror(fork_errno)));
+  }
+  ::setpgid(pid, pid);  // also from here: no race with the child's own call
+
+  std::string output;
+  const Clock::time_point until = Clock::now() + timeout;
+  bool timed_out = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;  // every writer closed: the command (and its children) are done
+    output.append(buf, static_cast<size_t>(n));
+    if (output.size() > 16384) output.erase(0, output.size() - 8192);
+  }
+  if (timed_out) ::kill(-pid, SIGKILL);
+  int status = 0;
+  if (!timed_out) {
+    // Output closed; the command itself may still be finishing.
+    for (;;) {
+      const pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) break;
+      if (Clock::now() >= until) {
+        timed_out = true;
+        ::kill(-pid, SIGKILL);
+        break;
+      }
+      ::usleep(2000);
+    }
+  }
+  if (timed_out) ::waitpid(pid, &status, 0);
+  int exec_errno = 0;
+  const bool exec_failed = ::read(err[0], &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
+  ::close(out[0]);
+  ::close(err[0]);
+  if (exec_failed)
+    return absl::FailedPreconditionError(cat("cannot run ", argv[0], ": ", strerror(exec_errno)));
+  if (timed_out)
+    return absl::DeadlineExceededError(cat("timed out after ", durationText(timeout), " (killed)"));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  std::string why = WIFEXITED(status) ? cat("exited with status ", WEXITSTATUS(status))
+                                      : cat("killed by signal ", WTERMSIG(status));
+  const std::string line = lastLine(output);
+  if (!line.empty()) why += cat(": ", line);
+  return absl::FailedPreconditionError(why);
+}
+
+}  // namespace crihook

@@ -1,0 +1,589 @@
+#include "lifecycle_hook.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "../devices/allocation.h"
+#include "../settings.h"
+#include "actions.h"
+#include "config.h"
+#include "logging.h"
+#include "records.h"
+#include "runtime_sandboxes.h"
+#include "runtime_v1.pb.h"
+#include "text.h"
+
+namespace crihook {
+namespace {
+
+namespace v1 = ::runtime::v1;
+namespace topo = ::crihook::topology;
+using Clock = std::chrono::steady_clock;
+
+struct TypeActions {
+  std::vector<Action> init, cleanup;
+};
+
+class LifecycleHook final : public Hook, public Reconciler {
+ public:
+  ~LifecycleHook() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  absl::Status init(const std::string& name, const std::string& settings_json,
+                    const BuiltinContext& context);
+
+  const std::string& name() const override { return name_; }
+  bool subscribes(LifecycleMethod m, Phase p) const override {
+    return (m == LifecycleMethod::kRunPodSandbox) ||
+           (p == Phase::kPost &&
+            (m == LifecycleMethod::kStopPodSandbox || m == LifecycleMethod::kRemovePodSandbox));
+  }
+  // Each action is bounded by HookInput::deadline (actions.h).
+  bool honoursDeadline() const override { return true; }
+
+  HookDecision run(const HookInput& in) override {
+    switch (in.method) {
+      case LifecycleMethod::kRunPodSandbox:
+        if (in.phase == Phase::kPre) return initialise(in);
+        afterRun(in);
+        return HookDecision::proceed();
+      case LifecycleMethod::kStopPodSandbox:
+      case LifecycleMethod::kRemovePodSandbox:
+        afterStop(in);
+        return HookDecision::proceed();
+      default:
+        return HookDecision::proceed();
+    }
+  }
+
+  void reconcile(const std::vector<RuntimeSandbox>& sandboxes) override;
+
+ private:
+  // One sandbox's record, and the lock that serialises everything done for it.
+  struct Slot {
+    std::mutex mu;
+    std::optional<DeviceRecord> record;
+    bool from_disk = false;  // read at start: reconcile() squares it with the runtime
+  };
+
+  // The sandbox's slot, locked; null when there is none and !create. A slot
+  // forgotten while we waited for its lock is not returned: a record put in
+  // it would be lost.
+  std::pair<std::shared_ptr<Slot>, std::unique_lock<std::mutex>> lockSlot(const SandboxKey& key,
+                                                                          bool create) {
+    for (;;) {
+      std::shared_ptr<Slot> s;
+      {
+        std::lock_guard lock(mu_);
+        auto it = slots_.find(key);
+        if (it != slots_.end()) {
+          s = it->second;
+        } else if (create) {
+          s = slots_[key] = std::make_shared<Slot>();
+        } else {
+          return {};
+        }
+      }
+      std::unique_lock slot_lock(s->mu);
+      std::lock_guard lock(mu_);
+      auto it = slots_.find(key);
+      if (it != slots_.end() && it->second == s) return {std::move(s), std::move(slot_lock)};
+    }
+  }
+  std::vector<std::pair<SandboxKey, std::shared_ptr<Slot>>> allSlots() {
+    std::lock_guard lock(mu_);
+    return {slots_.begin(), slots_.end()};
+  }
+  void indexSandbox(const std::string& id, const SandboxKey& key) {
+    std::lock_guard lock(mu_);
+    by_sandbox_[id] = key;
+  }
+
+  absl::StatusOr<std::vector<DeviceFacts>> devicesOf(const HookInput& in, const std::string& pod);
+  HookDecision initialise(const HookInput& in);
+  void afterRun(const HookInput& in);
+  void afterStop(const HookInput& in);
+
+  // Caller holds the slot's lock. Each runs every action it owes, persisting
+  // progress; OK when nothing is left owing.
+  absl::Status cleanup(DeviceRecord& r, Clock::time_point deadline);
+  void save(const DeviceRecord& r) {
+    if (auto s = records_.save(r); !s.ok()) log_->error("{}", sv(s.message()));
+  }
+  // Forgets a sandbox that is cleaned up and gone. Caller holds the slot's lock.
+  void forget(Slot& s) {
+    const DeviceRecord& r = *s.record;
+    if (auto st = records_.remove(r.key); !st.ok()) log_->error("{}", sv(st.message()));
+    std::lock_guard lock(mu_);
+    if (!r.sandbox_id.empty()) by_sandbox_.erase(r.sandbox_id);
+    slots_.erase(r.key);
+    s.record.reset();
+  }
+  // A failed cleanup, tried again after the backoff of its failure count.
+  void retryLater(const DeviceRecord& r) {
+    auto delay = retry_initial_;
+    for (uint32_t i = 1; i < r.cleanup_failures && delay < retry_max_; ++i) delay *= 2;
+    if (delay > retry_max_) delay = retry_max_;
+    log_->warn("pod {}/{}: cleanup retried in {}ms (failure {}): {}", r.pod.namespace_, r.pod.name,
+               delay.count(), r.cleanup_failures, r.last_error);
+    schedule(r.key, delay);
+  }
+  void schedule(const SandboxKey& key, std::chrono::milliseconds delay) {
+    {
+      std::lock_guard lock(mu_);
+      due_[key] = Clock::now() + delay;
+    }
+    cv_.notify_all();
+  }
+  void retryLoop();
+  // A record read at start may name a type the configuration no longer has:
+  // it has no actions.
+  const TypeActions& actionsOf(const std::string& type) const {
+    static const TypeActions kNone;
+    auto it = types_.find(type);
+    return it == types_.end() ? kNone : it->second;
+  }
+
+  std::string name_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::map<std::string, TypeActions> types_;  // gpu, rdma, fpga
+  ActionRoots roots_;
+  DeviceRecordDir records_{""};
+  std::chrono::milliseconds retry_initial_{1000}, retry_max_{300000};
+
+  std::mutex mu_;  // guards the maps below; never held while waiting for a slot's lock
+  std::map<SandboxKey, std::shared_ptr<Slot>> slots_;
+  std::map<std::string, SandboxKey> by_sandbox_;
+  std::map<SandboxKey, Clock::time_point> due_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+absl::Status LifecycleHook::init(const std::string& name, const std::string& settings_json,
+                                 const BuiltinContext& context) {
+  name_ = name;
+  log_ = logger("hook." + name);
+  auto r = HookSettingsReader::parse(name, settings_json);
+  if (!r.ok()) return r.status();
+  if (auto s = r->checkKnown(
+          {"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial", "retry_max"});
+      !s.ok())
+    return s;
+  for (const char* type : {"gpu", "rdma", "fpga"}) {
+    const nlohmann::json* t = r->get(type);
+    if (t == nullptr) continue;
+    if (!t->is_object()) return r->error(type, cat("expected a table, got ", t->dump()));
+    TypeActions actions;
+    for (const auto& [k, list] : t->items()) {
+      if (k != "init" && k != "cleanup")
+        return r->error(type, cat("unknown key \"", k, "\" (known: init, cleanup)"));
+      if (!list.is_array())
+        return r->error(cat(type, ".", k), cat("expected an array of actions, got ", list.dump()));
+      for (size_t i = 0; i < list.size(); ++i) {
+        auto a =
+            Action::parse(list[i], cat("hook ", name, ": settings.", type, ".", k, "[", i, "]"));
+        if (!a.ok()) return a.status();
+        (k == "init" ? actions.init : actions.cleanup).push_back(std::move(*a));
+      }
+    }
+    types_[type] = std::move(actions);
+  }
+  auto path = [&](std::string_view key, std::string& out) -> absl::Status {
+    const nlohmann::json* v = r->get(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_string() || v->get<std::string>().empty() || v->get<std::string>()[0] != '/')
+      return r->error(key, cat("expected an absolute path, got ", v->dump()));
+    out = v->get<std::string>();
+    return absl::OkStatus();
+  };
+  std::string state_dir = context.state_dir.empty() ? "" : context.state_dir + "/devices";
+  if (auto s = path("state_dir", state_dir); !s.ok()) return s;
+  if (auto s = path("device_root", roots_.device_root); !s.ok()) return s;
+  roots_.sys_root = context.topology_root;
+  for (auto [key, out] :
+       {std::pair{"retry_initial", &retry_initial_}, std::pair{"retry_max", &retry_max_}}) {
+    const nlohmann::json* v = r->get(key);
+    if (v == nullptr) continue;
+    auto d = v->is_string()
+                 ? parseDuration(v->get<std::string>())
+                 : absl::InvalidArgumentError(cat("expected a duration, got ", v->dump()));
+    if (!d.ok()) return r->error(key, sv(d.status().message()));
+    if (d->count() <= 0) return r->error(key, "must be more than 0");
+    *out = *d;
+  }
+  if (retry_max_ < retry_initial_) return r->error("retry_max", "is less than retry_initial");
+
+  records_ = DeviceRecordDir(state_dir);
+  if (state_dir.empty()) {
+    log_->warn("no state directory: a cleanup owed when crihookd stops is forgotten");
+  } else if (auto s = records_.open(); !s.ok()) {
+    return absl::FailedPreconditionError(cat("hook ", name, ": ", s.message()));
+  }
+  std::vector<std::string> errors;
+  for (DeviceRecord& rec : records_.loadAll(errors)) {
+    auto s = std::make_shared<Slot>();
+    s->from_disk = true;
+    if (!rec.sandbox_id.empty()) by_sandbox_[rec.sandbox_id] = rec.key;
+    if (rec.phase == DevicePhase::kCleanupPending) due_[rec.key] = Clock::now();
+    log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
+               rec.key.attempt, rec.devices.size(), phaseName(rec.phase));
+    const SandboxKey key = rec.key;
+    s->record = std::move(rec);
+    slots_[key] = std::move(s);
+  }
+  for (const std::string& e : errors) log_->error("{}", e);
+  worker_ = std::thread([this] { retryLoop(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInput& in,
+                                                                  const std::string& pod) {
+  const auto& annotations = in.pod->config().annotations();
+  auto text = annotations.find(std::string(kDeviceAllocatedAnnotation));
+  if (text == annotations.end()) return std::vector<DeviceFacts>{};
+  auto alloc = parseDeviceAllocated(text->second, pod);
+  if (!alloc.ok()) return alloc.status();
+  const topo::Snapshot* t = in.topology.get();
+  std::vector<DeviceFacts> out;
+  if (types_.count("gpu")) {
+    for (size_t i = 0; i < alloc->gpu.size(); ++i) {
+      const DeviceAllocation& d = alloc->gpu[i];
+      DeviceFacts f{"gpu", static_cast<int>(i), d.minor, d.id};
+      if (const topo::Gpu* g = t ? t->gpuByMinor(d.minor) : nullptr) {
+        f.uuid = g->uuid;
+        f.pci = g->address;
+      }
+      if (f.uuid.empty() && d.id.rfind("GPU-", 0) == 0) f.uuid = d.id;
+      f.node = cat("nvidia", d.minor);
+      out.push_back(std::move(f));
+    }
+  }
+  if (types_.count("rdma")) {
+    int index = 0;
+    auto describe = [&](DeviceFacts& f, const std::string& address) {
+      f.pci = address;
+      if (const topo::RdmaDevice* x = t ? t->rdmaByAddress(address) : nullptr) {
+        f.name = x->name;
+        if (!x->uverbs.empty()) f.node = "infiniband/" + x->uverbs;
+      }
+    };
+    for (const DeviceAllocation& d : alloc->rdma) {
+      if (d.vfs.empty()) {
+        DeviceFacts f{"rdma", index++, d.minor, d.id};
+        describe(f, d.id);
+        out.push_back(std::move(f));
+        continue;
+      }
+      const topo::RdmaDevice* pf = t ? t->rdmaByAddress(d.id) : nullptr;
+      for (const VirtualFunctionAllocation& vf : d.vfs) {
+        std::string address = vf.bus_id;
+        if (address.empty() && pf && vf.minor >= 0 &&
+            static_cast<size_t>(vf.minor) < pf->virtual_functions.size())
+          address = pf->virtual_functions[static_cast<size_t>(vf.minor)];
+        DeviceFacts f{"rdma", index++, vf.minor, address};
+        describe(f, address);
+        out.push_back(std::move(f));
+      }
+    }
+  }
+  if (types_.count("fpga")) {
+    for (size_t i = 0; i < alloc->fpga.size(); ++i) {
+      const DeviceAllocation& d = alloc->fpga[i];
+      DeviceFacts f{"fpga", static_cast<int>(i), d.minor, d.id};
+      if (d.id.size() == 12 && d.id[4] == ':' && d.id[7] == ':' && d.id[10] == '.') f.pci = d.id;
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+HookDecision LifecycleHook::initialise(const HookInput& in) {
+  const auto& meta = in.pod->config().metadata();
+  const std::string pod = cat(meta.namespace_(), "/", meta.name());
+  const SandboxKey key{meta.uid(), meta.attempt()};
+
+  // A cleanup still owed by an earlier sandbox of this pod comes first: its
+  // devices are about to be initialised again.
+  for (auto& [k, s] : allSlots()) {
+    if (k.uid != key.uid || k.attempt == key.attempt) continue;
+    std::lock_guard lock(s->mu);
+    if (!s->record || s->record->phase == DevicePhase::kCleaned) continue;
+    log_->info("pod {}: cleaning up after its earlier sandbox (attempt {}) first", pod, k.attempt);
+    if (auto st = cleanup(*s->record, in.deadline); !st.ok()) {
+      retryLater(*s->record);
+      return HookDecision::reject(
+          absl::UnavailableError(cat("pod ", pod, ": the devices of its earlier sandbox (attempt ",
+                                     k.attempt, ") are not cleaned up yet: ", st.message())));
+    }
+    if (s->record->removed) forget(*s);
+  }
+
+  auto devices = devicesOf(in, pod);
+  if (!devices.ok()) return HookDecision::reject(devices.status());
+  if (devices->empty()) return HookDecision::proceed();
+
+  auto [s, lock] = lockSlot(key, /*create=*/true);
+  if (s->record) {
+    DeviceRecord& r = *s->record;
+    if (r.phase == DevicePhase::kReady) {
+      log_->info("pod {} (attempt {}): devices already initialised; nothing to do again", pod,
+                 key.attempt);
+      return HookDecision::proceed();
+    }
+    if (r.phase != DevicePhase::kCleaned) {
+      log_->info("pod {} (attempt {}): an earlier init did not finish ({}); cleaning up first", pod,
+                 key.attempt, phaseName(r.phase));
+      if (auto st = cleanup(r, in.deadline); !st.ok()) {
+        retryLater(r);
+        return HookDecision::reject(absl::UnavailableError(
+            cat("pod ", pod,
+                ": devices of an unfinished init are not cleaned up yet: ", st.message())));
+      }
+    }
+  }
+  DeviceRecord r;
+  r.key = key;
+  r.pod = {meta.namespace_(), meta.name(), meta.uid()};
+  r.devices = std::move(*devices);
+  if (auto st = records_.save(r); !st.ok()) {
+    return HookDecision::reject(absl::UnavailableError(
+        cat("pod ", pod,
+            ": devices not initialised, their cleanup could not be guaranteed: ", st.message())));
+  }
+  s->record = r;
+  DeviceRecord& rec = *s->record;
+  for (size_t i = 0; i < rec.devices.size(); ++i) {
+    const DeviceFacts& d = rec.devices[i];
+    const auto& actions = actionsOf(d.type).init;
+    if (actions.empty()) continue;
+    rec.touched = i + 1;
+    save(rec);
+    for (size_t k = 0; k < actions.size(); ++k) {
+      absl::Status st = actions[k].run(d, rec.pod, roots_, in.deadline);
+      if (st.ok()) {
+        log_->info("pod {}: init of {}: {}: done", pod, d.describe(), actions[k].describe());
+        continue;
+      }
+      std::string why = cat("pod ", pod, ": init of ", d.describe(), " failed: action ", k, " (",
+                            actions[k].describe(), "): ", st.message());
+      log_->error("{}", why);
+      rec.removed = true;  // no sandbox will be made for this init
+      if (auto c = cleanup(rec, Clock::time_point::max()); c.ok()) {
+        why += "; the devices initialised so far were cleaned up";
+        forget(*s);
+      } else {
+        why += cat("; their cleanup failed and is retried: ", c.message());
+        retryLater(rec);
+      }
+      return HookDecision::reject(absl::FailedPreconditionError(why));
+    }
+  }
+  rec.touched = rec.devices.size();
+  rec.phase = DevicePhase::kReady;
+  save(rec);
+  return HookDecision::proceed();
+}
+
+void LifecycleHook::afterRun(const HookInput& in) {
+  const auto& meta = in.pod->config().metadata();
+  auto [s, lock] = lockSlot({meta.uid(), meta.attempt()}, /*create=*/false);
+  if (!s || !s->record) return;
+  DeviceRecord& r = *s->record;
+  if (in.backend_status.ok() && in.response) {
+    r.sandbox_id = static_cast<const v1::RunPodSandboxResponse&>(*in.response).pod_sandbox_id();
+    save(r);
+    indexSandbox(r.sandbox_id, r.key);
+    return;
+  }
+  // After a timeout or a cancellation the runtime may yet have created the
+  // sandbox (kubelet's retry will find it): keep the devices for it.
+  const auto code = in.backend_status.code();
+  if (code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kCancelled ||
+      code == absl::StatusCode::kUnavailable || !r.sandbox_id.empty() ||
+      r.phase != DevicePhase::kReady)
+    return;
+  log_->info("pod {}/{}: the runtime refused the sandbox ({}); cleaning up its devices",
+             r.pod.namespace_, r.pod.name, sv(in.backend_status.message()));
+  r.removed = true;
+  if (cleanup(r, Clock::time_point::max()).ok()) {
+    forget(*s);
+  } else {
+    retryLater(r);
+  }
+}
+
+void LifecycleHook::afterStop(const HookInput& in) {
+  const auto code = in.backend_status.code();
+  if (!in.backend_status.ok() && code != absl::StatusCode::kNotFound) return;
+  const bool remove = in.method == LifecycleMethod::kRemovePodSandbox;
+  const std::string id =
+      remove ? static_cast<const v1::RemovePodSandboxRequest&>(*in.request).pod_sandbox_id()
+             : static_cast<const v1::StopPodSandboxRequest&>(*in.request).pod_sandbox_id();
+  std::optional<SandboxKey> key;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = by_sandbox_.find(id); it != by_sandbox_.end()) key = it->second;
+  }
+  if (!key && in.pod)
+    key = SandboxKey{in.pod->config().metadata().uid(), in.pod->config().metadata().attempt()};
+  if (!key) return;
+  auto [s, lock] = lockSlot(*key, /*create=*/false);
+  if (!s || !s->record) return;
+  DeviceRecord& r = *s->record;
+  if (remove) r.removed = true;
+  if (r.phase != DevicePhase::kCleaned) {
+    if (auto st = cleanup(r, in.deadline); !st.ok()) {
+      retryLater(r);
+      return;
+    }
+  }
+  if (r.removed) {
+    forget(*s);
+  } else {
+    save(r);
+  }
+}
+
+absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline) {
+  if (r.cleaned.size() != r.devices.size()) r.cleaned.assign(r.devices.size(), false);
+  r.phase = DevicePhase::kCleanupPending;
+  save(r);
+  const std::string pod = cat(r.pod.namespace_, "/", r.pod.name);
+  std::string failed;
+  for (size_t i = r.touched; i-- > 0;) {
+    if (r.cleaned[i]) continue;
+    const DeviceFacts& d = r.devices[i];
+    bool ok = true;
+    const auto& actions = actionsOf(d.type).cleanup;
+    for (size_t k = 0; k < actions.size(); ++k) {
+      absl::Status st = actions[k].run(d, r.pod, roots_, deadline);
+      if (st.ok()) {
+        log_->info("pod {}: cleanup of {}: {}: done", pod, d.describe(), actions[k].describe());
+        continue;
+      }
+      const std::string why = cat("cleanup of ", d.describe(), ": action ", k, " (",
+                                  actions[k].describe(), "): ", st.message());
+      log_->error("pod {}: {}", pod, why);
+      failed += cat(failed.empty() ? "" : "; ", why);
+      ok = false;
+      break;
+    }
+    if (ok) {
+      r.cleaned[i] = true;
+      save(r);
+    }
+  }
+  if (failed.empty()) {
+    r.phase = DevicePhase::kCleaned;
+    r.cleanup_failures = 0;
+    r.last_error.clear();
+  } else {
+    ++r.cleanup_failures;
+    r.last_error = failed;
+  }
+  save(r);
+  return failed.empty() ? absl::OkStatus() : absl::UnavailableError(failed);
+}
+
+void LifecycleHook::retryLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (due_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto next = due_.begin();
+    for (auto it = due_.begin(); it != due_.end(); ++it) {
+      if (it->second < next->second) next = it;
+    }
+    if (next->second > Clock::now()) {
+      cv_.wait_until(lock, next->second);
+      continue;
+    }
+    const SandboxKey key = next->first;
+    due_.erase(next);
+    auto found = slots_.find(key);
+    if (found == slots_.end()) continue;
+    std::shared_ptr<Slot> s = found->second;
+    lock.unlock();
+    {
+      std::lock_guard slot_lock(s->mu);
+      if (s->record && s->record->phase == DevicePhase::kCleanupPending) {
+        if (cleanup(*s->record, Clock::time_point::max()).ok()) {
+          if (s->record->removed) forget(*s);
+        } else {
+          retryLater(*s->record);
+        }
+      }
+    }
+    lock.lock();
+  }
+}
+
+void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes) {
+  size_t owed = 0;
+  for (auto& [key, s] : allSlots()) {
+    std::lock_guard lock(s->mu);
+    if (!s->from_disk || !s->record) continue;
+    s->from_disk = false;
+    DeviceRecord& r = *s->record;
+    const RuntimeSandbox* live = nullptr;
+    for (const RuntimeSandbox& x : sandboxes) {
+      if ((!r.sandbox_id.empty() && x.id == r.sandbox_id) ||
+          (r.sandbox_id.empty() && x.uid == key.uid && x.attempt == key.attempt))
+        live = &x;
+    }
+    if (live && live->ready) {
+      if (r.sandbox_id.empty()) {
+        r.sandbox_id = live->id;
+        indexSandbox(r.sandbox_id, key);
+        save(r);
+      }
+      continue;
+    }
+    if (live) {
+      if (r.sandbox_id.empty()) indexSandbox(live->id, key);
+      r.sandbox_id = live->id;
+    } else {
+      r.removed = true;
+    }
+    if (r.phase == DevicePhase::kCleaned) {
+      if (r.removed) {
+        forget(*s);
+      } else {
+        save(r);
+      }
+      continue;
+    }
+    log_->info("pod {}/{} (attempt {}): its sandbox was {} while crihookd was down; cleaning up",
+               r.pod.namespace_, r.pod.name, key.attempt, live ? "stopped" : "removed");
+    r.phase = DevicePhase::kCleanupPending;
+    save(r);
+    schedule(key, std::chrono::milliseconds(0));
+    ++owed;
+  }
+  log_->info("reconciled with the runtime's {} sandbox(es): {} cleanup(s) owed", sandboxes.size(),
+             owed);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Hook>> makeDeviceLifecycleHook(const std::string& name,
+                                                              const std::string& settings_json,
+                                                              const BuiltinContext& context) {
+  auto hook = std::make_shared<LifecycleHook>();
+  if (auto s = hook->init(name, settings_json, context); !s.ok()) return s;
+  return hook;
+}
+
+}  // namespace crihook

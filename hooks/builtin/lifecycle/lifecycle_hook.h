@@ -1,0 +1,62 @@
+#pragma once
+
+// builtin = "device-lifecycle": initialises a pod's allocated devices before
+// its sandbox is created and cleans them up after it stops, at least once,
+// even across crihookd crashes.
+//
+//   [[hook]]
+//   name = "devices"
+//   builtin = "device-lifecycle"
+//   timeout = "60s"                       # bounds init (RunPodSandbox) and cleanup (Stop/Remove)
+//   [[hook.settings.gpu.init]]
+//   command = ["/usr/bin/nvidia-smi", "-i", "{uuid}", "-pm", "1"]
+//   timeout = "10s"
+//   [[hook.settings.gpu.cleanup]]
+//   builtin = "pci-reset"
+//
+// Settings: gpu / rdma / fpga = {init = [actions], cleanup = [actions]}
+// (actions.h: commands templated by the device and the pod, or built-ins);
+// state_dir (default <[hooks] state_dir>/devices); device_root (default
+// /dev); retry_initial (default "1s") and retry_max (default "5m"), the
+// backoff of failed cleanups.
+//
+// The devices are the pod's scheduling.koordinator.sh/device-allocated
+// entries of the configured types, each RDMA function on its own (an
+// allocated VF, not its PF), described with what the topology knows of them
+// (UUID, PCI address, RDMA name, device node).
+//
+// RunPodSandbox (pre): the devices' init actions run in allocation order,
+// each device's in configured order. If one fails the call is rejected
+// (FAILED_PRECONDITION naming the device, the action and why) and every
+// device whose init began is cleaned up again. A kubelet retry of the same
+// sandbox (same pod UID and attempt) after a successful init initialises
+// nothing twice; after an init crihookd did not live to finish, the touched
+// devices are cleaned up before the init runs again. A cleanup still owed for
+// an earlier sandbox of the same pod runs first (UNAVAILABLE if it fails:
+// kubelet retries).
+// StopPodSandbox (post) and RemovePodSandbox (post): the cleanup actions run
+// for every initialised device (in reverse order of init), once: Stop cleans,
+// a later Remove finds nothing to do; a Remove without a successful Stop
+// cleans. A cleanup that fails is retried on a thread of the hook's own, with
+// backoff, until it succeeds; it never fails kubelet's call.
+// Records (records.h) are written before and after each step. At start the
+// hook reads them; with the runtime's sandboxes (Reconciler) it cleans up
+// after sandboxes that were stopped or removed while crihookd was down.
+//
+// A RunPodSandbox the runtime refused outright (not a timeout or
+// cancellation, after which the sandbox may exist) is cleaned up at once.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "hook.h"
+#include "registry.h"
+
+namespace crihook {
+
+absl::StatusOr<std::shared_ptr<Hook>> makeDeviceLifecycleHook(const std::string& name,
+                                                              const std::string& settings_json,
+                                                              const BuiltinContext& context);
+
+}  // namespace crihook

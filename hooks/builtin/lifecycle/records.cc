@@ -1,0 +1,194 @@
+#include "records.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "text.h"
+
+namespace crihook {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::pair<DevicePhase, std::string_view> kPhases[] = {
+    {DevicePhase::kInitialising, "initialising"},
+    {DevicePhase::kReady, "ready"},
+    {DevicePhase::kCleanupPending, "cleanup-pending"},
+    {DevicePhase::kCleaned, "cleaned"},
+};
+
+// A pod UID is a UUID; anything else is escaped so a file name can never
+// leave the directory.
+std::string safeName(std::string_view uid) {
+  std::string out;
+  for (unsigned char c : uid) {
+    if (std::isalnum(c) || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void syncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+std::string_view phaseName(DevicePhase p) {
+  for (const auto& [phase, name] : kPhases) {
+    if (phase == p) return name;
+  }
+  return "?";
+}
+
+json DeviceRecord::toJson() const {
+  json devices = json::array();
+  for (const auto& d : this->devices) devices.push_back(d.toJson());
+  json cleaned_list = json::array();
+  for (bool c : cleaned) cleaned_list.push_back(c);
+  return {{"version", 1},
+          {"pod",
+           {{"namespace", pod.namespace_},
+            {"name", pod.name},
+            {"uid", key.uid},
+            {"attempt", key.attempt}}},
+          {"sandbox_id", sandbox_id},
+          {"phase", std::string(phaseName(phase))},
+          {"devices", devices},
+          {"touched", touched},
+          {"cleaned", cleaned_list},
+          {"removed", removed},
+          {"cleanup_failures", cleanup_failures},
+          {"last_error", last_error}};
+}
+
+absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
+  DeviceRecord r;
+  try {
+    if (j.at("version").get<int>() != 1)
+      return absl::InvalidArgumentError(cat("version ", j.at("version").dump(), " is not 1"));
+    const json& pod = j.at("pod");
+    r.pod.namespace_ = pod.at("namespace").get<std::string>();
+    r.pod.name = pod.at("name").get<std::string>();
+    r.key.uid = r.pod.uid = pod.at("uid").get<std::string>();
+    r.key.attempt = pod.at("attempt").get<uint32_t>();
+    r.sandbox_id = j.at("sandbox_id").get<std::string>();
+    const std::string phase = j.at("phase").get<std::string>();
+    bool known = false;
+    for (const auto& [p, name] : kPhases) {
+      if (name == phase) r.phase = p, known = true;
+    }
+    if (!known) return absl::InvalidArgumentError(cat("phase: unknown \"", phase, "\""));
+    for (const json& d : j.at("devices")) {
+      auto facts = DeviceFacts::fromJson(d);
+      if (!facts.ok()) return facts.status();
+      r.devices.push_back(std::move(*facts));
+    }
+    r.touched = j.at("touched").get<size_t>();
+    if (r.touched > r.devices.size())
+      return absl::InvalidArgumentError("touched: more than the devices");
+    for (const json& c : j.at("cleaned")) r.cleaned.push_back(c.get<bool>());
+    r.removed = j.at("removed").get<bool>();
+    r.cleanup_failures = j.at("cleanup_failures").get<uint32_t>();
+    r.last_error = j.at("last_error").get<std::string>();
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return r;
+}
+
+absl::Status DeviceRecordDir::open() const {
+  if (dir_.empty()) return absl::OkStatus();
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return absl::FailedPreconditionError(cat("cannot create ", dir_, ": ", ec.message()));
+  ::chmod(dir_.c_str(), 0700);
+  return absl::OkStatus();
+}
+
+std::string DeviceRecordDir::fileOf(const SandboxKey& key) const {
+  return cat(dir_, "/", safeName(key.uid), "_", key.attempt, ".json");
+}
+
+std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& errors) const {
+  std::vector<DeviceRecord> out;
+  if (dir_.empty()) return out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() != ".json" || entry.path().filename().string()[0] == '.') continue;
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    absl::StatusOr<DeviceRecord> r =
+        j.is_discarded() ? absl::InvalidArgumentError("not JSON") : DeviceRecord::fromJson(j);
+    if (r.ok() && fileOf(r->key) != path) r = absl::InvalidArgumentError("names another pod");
+    if (!r.ok()) {
+      ::rename(path.c_str(), (path + ".bad").c_str());
+      errors.push_back(cat("device record ", path, ": ", r.status().message(), "; moved aside to ",
+                           path, ".bad"));
+      continue;
+    }
+    out.push_back(std::move(*r));
+  }
+  if (ec) errors.push_back(cat("cannot read ", dir_, ": ", ec.message()));
+  return out;
+}
+
+absl::Status DeviceRecordDir::save(const DeviceRecord& r) const {
+  if (dir_.empty()) return absl::OkStatus();
+  const std::string final_path = fileOf(r.key);
+  const std::string tmp = cat(dir_, "/.", safeName(r.key.uid), "_", r.key.attempt, ".tmp");
+  const std::string text = r.toJson().dump(2) + "\n";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::UnavailableError(cat("cannot write ", tmp, ": ", strerror(errno)));
+  const bool ok = writeAll(fd, text) && ::fsync(fd) == 0;
+  const int e = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int why = ok ? errno : e;
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(cat("cannot write ", final_path, ": ", strerror(why)));
+  }
+  syncDir(dir_);
+  return absl::OkStatus();
+}
+
+absl::Status DeviceRecordDir::remove(const SandboxKey& key) const {
+  if (dir_.empty()) return absl::OkStatus();
+  const std::string path = fileOf(key);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return absl::UnavailableError(cat("cannot remove ", path, ": ", strerror(errno)));
+  syncDir(dir_);
+  return absl::OkStatus();
+}
+
+}  // namespace crihook

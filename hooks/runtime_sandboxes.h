@@ -1,0 +1,38 @@
+#pragma once
+
+// The runtime's own view of its pod sandboxes, for hooks that keep state
+// across crihookd restarts and must square it with what happened while
+// crihookd was down (a sandbox removed then still owes its cleanup).
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace crihook {
+
+struct RuntimeSandbox {
+  std::string id;
+  std::string uid, namespace_, name;
+  uint32_t attempt = 0;
+  bool ready = false;  // SANDBOX_READY; otherwise stopped (NOTREADY)
+};
+
+// A hook that squares its records with the runtime's sandboxes. HookManager
+// calls reconcile() once, after crihookd started and the runtime answered
+// ListPodSandbox. Must not block for long (start long work on a thread of
+// its own); thread-safe with run().
+class Reconciler {
+ public:
+  virtual ~Reconciler() = default;
+  virtual void reconcile(const std::vector<RuntimeSandbox>& sandboxes) = 0;
+};
+
+// ListPodSandbox on `endpoint` (unix://…), runtime.v1, falling back to
+// runtime.v1alpha2 when v1 is UNIMPLEMENTED. Blocks up to `timeout`.
+// UNAVAILABLE while the runtime is not up.
+absl::StatusOr<std::vector<RuntimeSandbox>> listRuntimeSandboxes(const std::string& endpoint,
+                                                                 std::chrono::milliseconds timeout);
+
+}  // namespace crihook

@@ -1,0 +1,454 @@
+// The device-lifecycle hook and its actions, on the DGX-shaped fixture
+// topology: what runs, in which order, and what is owed after failures and
+// restarts. The actions are a script that appends its arguments to a log
+// (and fails on request), so the log is the order of events.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "builtin/lifecycle/actions.h"
+#include "builtin/lifecycle/lifecycle_hook.h"
+#include "child_process.h"
+#include "fake_cri_server.h"
+#include "registry.h"
+#include "runtime_sandboxes.h"
+#include "runtime_v1.pb.h"
+#include "text.h"
+#include "topology.h"
+
+namespace crihook::testing {
+namespace {
+
+namespace hv1 = ::crihook::hook::v1;
+namespace v1 = ::runtime::v1;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kGpu0[] = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd";
+constexpr char kTwoGpusAndAVf[] =
+    R"({"gpu":[{"minor":0},{"minor":1}],)"
+    R"("rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.3"}]}}]})";
+
+std::vector<std::string> lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// ---- actions ----
+
+TEST(Action, SettingsAreCheckedWhenRead) {
+  auto err = [](const char* json) {
+    auto a = Action::parse(nlohmann::json::parse(json), "settings.gpu.init[0]");
+    return a.ok() ? std::string("ok") : std::string(a.status().message());
+  };
+  EXPECT_EQ(err(R"({"command": ["/bin/true", "{uid}"]})"),
+            "settings.gpu.init[0].command[1]: unknown placeholder {uid}; known: {type}, {index}, "
+            "{minor}, {id}, {uuid}, {pci}, {name}, {node}, {pod_namespace}, {pod_name}, {pod_uid}");
+  EXPECT_EQ(err(R"({"command": ["/bin/true", "{minor"]})"),
+            "settings.gpu.init[0].command[1]: unclosed placeholder in \"{minor\"");
+  EXPECT_EQ(err(R"({"command": []})"),
+            "settings.gpu.init[0].command: expected a non-empty array of strings, got []");
+  EXPECT_EQ(
+      err(R"({"builtin": "reboot"})"),
+      "settings.gpu.init[0].builtin: expected \"pci-reset\" or \"check-node\", got \"reboot\"");
+  EXPECT_EQ(err(R"({"command": ["/bin/true"], "timeout": "soon"})"),
+            "settings.gpu.init[0].timeout: expected a duration such as \"2s\" or \"500ms\", got "
+            "\"soon\"");
+  EXPECT_EQ(err(R"({"command": ["/bin/true"], "builtin": "pci-reset"})"),
+            "settings.gpu.init[0]: \"command\" and \"builtin\" are either-or");
+  EXPECT_EQ(err(R"({"cmd": ["/bin/true"]})"),
+            "settings.gpu.init[0]: unknown key \"cmd\" (known: command, builtin, timeout)");
+  EXPECT_EQ(err(R"({"timeout": "1s"})"),
+            "settings.gpu.init[0]: expected \"command\" or \"builtin\"");
+  EXPECT_EQ(err(R"({"command": ["/bin/true", "{{literal}}"], "timeout": "1s"})"), "ok");
+}
+
+TEST(Action, TemplatesAreFilledFromTheDeviceAndThePod) {
+  auto a = Action::parse(
+      nlohmann::json::parse(
+          R"({"command": ["tool", "--dev={node}", "{uuid}@{pci}", "{pod_namespace}/{pod_name}/{pod_uid}", "{{x}}"]})"),
+      "a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  DeviceFacts gpu{"gpu", 0, 3, "", kGpu0, "0000:18:00.0", "", "nvidia3"};
+  auto argv = a->expand(gpu, {"ml", "train-0", "uid-1"});
+  ASSERT_TRUE(argv.ok()) << argv.status();
+  EXPECT_THAT(*argv, ElementsAre("tool", "--dev=/dev/nvidia3", std::string(kGpu0) + "@0000:18:00.0",
+                                 "ml/train-0/uid-1", "{x}"));
+  // A value the device lacks fails the action instead of running it with "".
+  DeviceFacts nic{"rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6", ""};
+  auto missing = a->expand(nic, {"ml", "train-0", "uid-1"});
+  EXPECT_EQ(std::string(missing.status().message()),
+            "rdma 0 (minor 1, mlx5_6, 0000:1c:00.3) has no value for {node}");
+}
+
+TEST(Action, CommandsReportStatusOutputTimeoutsAndWhyTheyCouldNotStart) {
+  EXPECT_TRUE(runCommand({"/bin/sh", "-c", "exit 0"}, std::chrono::seconds(5)).ok());
+  auto s = runCommand({"/bin/sh", "-c", "echo warming up; echo 'GPU 0 is busy' >&2; exit 3"},
+                      std::chrono::seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(s.message()), "exited with status 3: GPU 0 is busy");
+  const auto start = Clock::now();
+  s = runCommand({"/bin/sh", "-c", "sleep 30 & sleep 30"}, std::chrono::milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(std::string(s.message()), "timed out after 300ms (killed)");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));  // the whole group was killed
+  s = runCommand({"/nonexistent/tool"}, std::chrono::seconds(5));
+  EXPECT_EQ(std::string(s.message()), "cannot run /nonexistent/tool: No such file or directory");
+  EXPECT_TRUE(runCommand({"true"}, std::chrono::seconds(5)).ok());  // found in PATH
+}
+
+TEST(Action, BuiltinsResetThroughSysfsAndCheckTheNode) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("sys/bus/pci/devices/0000:18:00.0"));
+  std::filesystem::create_directories(dir.file("dev"));
+  std::ofstream(dir.file("sys/bus/pci/devices/0000:18:00.0/reset")) << "";
+  std::ofstream(dir.file("dev/nvidia0")) << "";
+  ActionRoots roots{dir.path(), dir.file("dev")};
+  auto reset = Action::parse(nlohmann::json::parse(R"({"builtin": "pci-reset"})"), "a");
+  auto check = Action::parse(nlohmann::json::parse(R"({"builtin": "check-node"})"), "a");
+  DeviceFacts gpu{"gpu", 0, 0, "", kGpu0, "0000:18:00.0", "", "nvidia0"};
+  EXPECT_TRUE(reset->run(gpu, {}, roots, Clock::time_point::max()).ok());
+  EXPECT_EQ(readFile(dir.file("sys/bus/pci/devices/0000:18:00.0/reset")), "1");
+  EXPECT_TRUE(check->run(gpu, {}, roots, Clock::time_point::max()).ok());
+  DeviceFacts other{"gpu", 1, 1, "", "", "0000:19:00.0", "", "nvidia1"};
+  EXPECT_THAT(std::string(reset->run(other, {}, roots, Clock::time_point::max()).message()),
+              HasSubstr("cannot write " + dir.path() + "/sys/bus/pci/devices/0000:19:00.0/reset"));
+  EXPECT_EQ(std::string(check->run(other, {}, roots, Clock::time_point::max()).message()),
+            "no device node " + dir.file("dev") + "/nvidia1");
+}
+
+// ---- the hook ----
+
+class LifecycleTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fixtures_ = new TempDir;
+    ASSERT_EQ(std::system(("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " +
+                           fixtures_->path())
+                              .c_str()),
+              0);
+    topology_ = std::make_shared<const topology::Snapshot>(
+        topology::discover(topology::SysRoot(fixtures_->file("dgx"))));
+  }
+  static void TearDownTestSuite() {
+    delete fixtures_;
+    fixtures_ = nullptr;
+  }
+
+  void SetUp() override {
+    // act.sh STAGE TYPE MINOR ...: logs its arguments; fails (exit 3) while
+    // fail-STAGE-TYPE-MINOR holds a count above 0.
+    std::ofstream(dir_.file("act.sh"))
+        << "#!/bin/sh\n"
+        << "d=" << dir_.path() << "\n"
+        << "f=\"$d/fail-$1-$2-$3\"\n"
+        << "if [ -e \"$f\" ] && [ \"$(cat \"$f\")\" -gt 0 ]; then\n"
+        << "  echo $(( $(cat \"$f\") - 1 )) > \"$f\"; echo \"$* FAILED\" >> \"$d/log\"\n"
+        << "  echo \"device busy\"; exit 3\n"
+        << "fi\n"
+        << "echo \"$*\" >> \"$d/log\"\n";
+    std::filesystem::permissions(dir_.file("act.sh"), std::filesystem::perms::owner_all);
+  }
+
+  std::string settings(const std::string& extra = "") const {
+    const std::string act = dir_.file("act.sh");
+    auto actions = [&](const char* type, const char* stage, const char* id) {
+      return cat(R"({"command": [")", act, R"(", ")", stage, R"(", "{type}", "{minor}", ")", id,
+                 R"(", "{pod_name}"]})");
+    };
+    return cat(R"({"gpu": {"init": [)", actions("gpu", "init", "{uuid}"), R"(], "cleanup": [)",
+               actions("gpu", "cleanup", "{uuid}"), R"(]}, "rdma": {"init": [)",
+               actions("rdma", "init", "{name}"), R"(], "cleanup": [)",
+               actions("rdma", "cleanup", "{name}"), R"(]}, "retry_initial": "50ms", )",
+               R"("retry_max": "200ms")", extra, "}");
+  }
+
+  std::shared_ptr<Hook> make(const std::string& s = "") {
+    auto h = builtinHooks().create("device-lifecycle", "devices", s.empty() ? settings() : s,
+                                   BuiltinContext{dir_.file("state"), "/"});
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? *h : nullptr;
+  }
+
+  struct Sandbox {
+    v1::RunPodSandboxRequest run;
+    std::shared_ptr<hv1::PodRecord> pod = std::make_shared<hv1::PodRecord>();
+    std::string id;
+  };
+  static Sandbox sandbox(const std::string& name, uint32_t attempt, const std::string& alloc) {
+    Sandbox s;
+    auto* meta = s.run.mutable_config()->mutable_metadata();
+    meta->set_name(name);
+    meta->set_namespace_("ml");
+    meta->set_uid("uid-" + name);
+    meta->set_attempt(attempt);
+    if (!alloc.empty())
+      (*s.run.mutable_config()
+            ->mutable_annotations())["scheduling.koordinator.sh/device-allocated"] = alloc;
+    *s.pod->mutable_config() = s.run.config();
+    s.id = cat("sb-", name, "-", attempt);
+    return s;
+  }
+
+  HookDecision runPre(Hook& h, const Sandbox& s) {
+    HookInput in;
+    in.method = LifecycleMethod::kRunPodSandbox;
+    in.phase = Phase::kPre;
+    in.request = &s.run;
+    in.pod = s.pod;
+    in.topology = topology_;
+    in.deadline = Clock::now() + std::chrono::seconds(20);
+    return h.run(in);
+  }
+  void runPost(Hook& h, const Sandbox& s, absl::Status backend = absl::OkStatus()) {
+    v1::RunPodSandboxResponse resp;
+    resp.set_pod_sandbox_id(s.id);
+    HookInput in;
+    in.method = LifecycleMethod::kRunPodSandbox;
+    in.phase = Phase::kPost;
+    in.request = &s.run;
+    in.pod = s.pod;
+    in.topology = topology_;
+    in.backend_status = backend;
+    if (backend.ok()) in.response = &resp;
+    h.run(in);
+  }
+  void stopOrRemove(Hook& h, const Sandbox& s, LifecycleMethod m, bool pod_known = true) {
+    v1::StopPodSandboxRequest stop;
+    v1::RemovePodSandboxRequest remove;
+    stop.set_pod_sandbox_id(s.id);
+    remove.set_pod_sandbox_id(s.id);
+    HookInput in;
+    in.method = m;
+    in.phase = Phase::kPost;
+    in.request = m == LifecycleMethod::kStopPodSandbox
+                     ? static_cast<const google::protobuf::Message*>(&stop)
+                     : static_cast<const google::protobuf::Message*>(&remove);
+    if (pod_known) in.pod = s.pod;
+    in.topology = topology_;
+    in.deadline = Clock::now() + std::chrono::seconds(20);
+    h.run(in);
+  }
+  std::vector<std::string> log() const { return lines(dir_.file("log")); }
+  void clearLog() { std::filesystem::remove(dir_.file("log")); }
+  size_t records() const {
+    size_t n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.file("state/devices"), ec))
+      n += e.path().extension() == ".json";
+    return n;
+  }
+  // Waits for the hook's retry thread to have logged `n` lines.
+  bool waitForLog(size_t n) const {
+    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+      if (log().size() >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  void failNext(const std::string& what, int times) {
+    std::ofstream(dir_.file("fail-" + what)) << times;
+  }
+
+  TempDir dir_;
+  static inline TempDir* fixtures_ = nullptr;
+  static inline std::shared_ptr<const topology::Snapshot> topology_;
+};
+
+TEST_F(LifecycleTest, InitBeforeTheSandboxCleanupAfterItStopsEachOnce) {
+  auto hook = make();
+  Sandbox s = sandbox("train-0", 0, kTwoGpusAndAVf);
+  HookDecision d = runPre(*hook, s);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(log(), ElementsAre(cat("init gpu 0 ", kGpu0, " train-0"),
+                                 "init gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0",
+                                 "init rdma 1 mlx5_6 train-0"));
+  EXPECT_EQ(records(), 1u);
+  runPost(*hook, s);
+  // kubelet retrying the same sandbox: nothing is initialised twice.
+  EXPECT_EQ(runPre(*hook, s).kind, HookDecision::Kind::kContinue);
+  EXPECT_EQ(log().size(), 3u);
+  clearLog();
+  stopOrRemove(*hook, s, LifecycleMethod::kStopPodSandbox);
+  EXPECT_THAT(log(), ElementsAre("cleanup rdma 1 mlx5_6 train-0",
+                                 "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0",
+                                 cat("cleanup gpu 0 ", kGpu0, " train-0")));
+  stopOrRemove(*hook, s, LifecycleMethod::kStopPodSandbox);  // kubelet stops again
+  stopOrRemove(*hook, s, LifecycleMethod::kRemovePodSandbox);
+  EXPECT_EQ(log().size(), 3u);
+  EXPECT_EQ(records(), 0u);
+  // A pod without devices of the configured types: nothing runs, nothing is kept.
+  EXPECT_EQ(runPre(*hook, sandbox("web-0", 0, "")).kind, HookDecision::Kind::kContinue);
+  EXPECT_EQ(runPre(*hook, sandbox("fpga-0", 0, R"({"fpga":[{"minor":0}]})")).kind,
+            HookDecision::Kind::kContinue);
+  EXPECT_EQ(log().size(), 3u);
+  EXPECT_EQ(records(), 0u);
+}
+
+TEST_F(LifecycleTest, AFailedInitRejectsTheSandboxAndCleansUpWhatWasInitialised) {
+  auto hook = make();
+  failNext("init-gpu-1", 1);
+  Sandbox s = sandbox("train-0", 0, kTwoGpusAndAVf);
+  HookDecision d = runPre(*hook, s);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("pod ml/train-0: init of gpu 1 (minor 1, "
+                        "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd, "));
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr(") failed: action 0 (" + dir_.file("act.sh") +
+                        " init {type} {minor} {uuid} {pod_name}): exited with status 3: device "
+                        "busy; the devices initialised so far were cleaned up"));
+  EXPECT_THAT(log(),
+              ElementsAre(cat("init gpu 0 ", kGpu0, " train-0"),
+                          "init gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0 FAILED",
+                          "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0",
+                          cat("cleanup gpu 0 ", kGpu0, " train-0")));
+  EXPECT_EQ(records(), 0u);
+  // kubelet's retry initialises again from the start.
+  clearLog();
+  ASSERT_EQ(runPre(*hook, s).kind, HookDecision::Kind::kContinue);
+  EXPECT_EQ(log().size(), 3u);
+}
+
+TEST_F(LifecycleTest, AFailedCleanupIsRetriedWithBackoffUntilItSucceeds) {
+  auto hook = make();
+  Sandbox s = sandbox("train-0", 0, R"({"gpu":[{"minor":0},{"minor":1}]})");
+  ASSERT_EQ(runPre(*hook, s).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, s);
+  clearLog();
+  failNext("cleanup-gpu-1", 2);
+  const auto start = Clock::now();
+  stopOrRemove(*hook, s, LifecycleMethod::kStopPodSandbox);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));  // kubelet's call is not held
+  stopOrRemove(*hook, s, LifecycleMethod::kRemovePodSandbox);
+  ASSERT_TRUE(waitForLog(4));
+  // gpu 0 was cleaned at once and is not cleaned again; gpu 1 failed at Stop,
+  // again at Remove, then succeeded on the hook's own retry.
+  const std::string gpu1 = "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0";
+  EXPECT_THAT(log(), ElementsAre(gpu1 + " FAILED", cat("cleanup gpu 0 ", kGpu0, " train-0"),
+                                 gpu1 + " FAILED", gpu1));
+  for (auto until = Clock::now() + std::chrono::seconds(5); records() && Clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(records(), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(log().size(), 4u);
+}
+
+TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRuntime) {
+  Sandbox removed = sandbox("gone-0", 0, R"({"gpu":[{"minor":0}]})");
+  Sandbox stopped = sandbox("stopped-0", 0, R"({"gpu":[{"minor":1}]})");
+  Sandbox running = sandbox("running-0", 0, R"({"gpu":[{"minor":2}]})");
+  Sandbox unfinished = sandbox("half-0", 0, R"({"gpu":[{"minor":3},{"minor":4}]})");
+  {
+    auto hook = make();
+    for (Sandbox* s : {&removed, &stopped, &running}) {
+      ASSERT_EQ(runPre(*hook, *s).kind, HookDecision::Kind::kContinue);
+      runPost(*hook, *s);
+    }
+  }  // crihookd gone (the records are all it leaves)
+  {
+    // An init that crihookd did not live to finish: the record says a device was touched.
+    nlohmann::json r = {
+        {"version", 1},
+        {"pod", {{"namespace", "ml"}, {"name", "half-0"}, {"uid", "uid-half-0"}, {"attempt", 0}}},
+        {"sandbox_id", ""},
+        {"phase", "initialising"},
+        {"devices",
+         {DeviceFacts{"gpu", 0, 3, "", "GPU-3", "", "", "nvidia3"}.toJson(),
+          DeviceFacts{"gpu", 1, 4, "", "GPU-4", "", "", "nvidia4"}.toJson()}},
+        {"touched", 1},
+        {"cleaned", nlohmann::json::array()},
+        {"removed", false},
+        {"cleanup_failures", 0},
+        {"last_error", ""}};
+    std::ofstream(dir_.file("state/devices/uid-half-0_0.json")) << r.dump();
+    std::ofstream(dir_.file("state/devices/uid-broken_0.json")) << "{not json";
+  }
+  clearLog();
+  auto hook = make();
+  EXPECT_TRUE(std::filesystem::exists(dir_.file("state/devices/uid-broken_0.json.bad")));
+  dynamic_cast<Reconciler&>(*hook).reconcile({
+      {stopped.id, "uid-stopped-0", "ml", "stopped-0", 0, /*ready=*/false},
+      {running.id, "uid-running-0", "ml", "running-0", 0, /*ready=*/true},
+  });
+  ASSERT_TRUE(waitForLog(3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<std::string> l = log();
+  std::sort(l.begin(), l.end());
+  EXPECT_THAT(l, ElementsAre(cat("cleanup gpu 0 ", kGpu0, " gone-0"),
+                             "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd stopped-0",
+                             "cleanup gpu 3 GPU-3 half-0"));
+  EXPECT_EQ(records(), 2u);  // stopped-0 (cleaned, not yet removed) and running-0
+  clearLog();
+  // The stopped one is removed through crihookd: nothing more to clean.
+  stopOrRemove(*hook, stopped, LifecycleMethod::kRemovePodSandbox, /*pod_known=*/false);
+  // The running one stops: its record (not crihookd's pod records) names it.
+  stopOrRemove(*hook, running, LifecycleMethod::kStopPodSandbox, /*pod_known=*/false);
+  EXPECT_THAT(log(),
+              ElementsAre("cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd running-0"));
+  stopOrRemove(*hook, running, LifecycleMethod::kRemovePodSandbox, /*pod_known=*/false);
+  EXPECT_EQ(records(), 0u);
+}
+
+TEST_F(LifecycleTest, ASandboxTheRuntimeRefusedIsCleanedUpOneThatTimedOutIsKept) {
+  auto hook = make();
+  Sandbox refused = sandbox("refused-0", 0, R"({"gpu":[{"minor":0}]})");
+  ASSERT_EQ(runPre(*hook, refused).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, refused, absl::UnknownError("failed to setup network for sandbox"));
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("init gpu 0"), HasSubstr("cleanup gpu 0")));
+  EXPECT_EQ(records(), 0u);
+  clearLog();
+  Sandbox slow = sandbox("slow-0", 0, R"({"gpu":[{"minor":1}]})");
+  ASSERT_EQ(runPre(*hook, slow).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, slow, absl::DeadlineExceededError("context deadline exceeded"));
+  EXPECT_EQ(records(), 1u);
+  ASSERT_EQ(runPre(*hook, slow).kind, HookDecision::Kind::kContinue);  // kubelet's retry
+  runPost(*hook, slow);
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("init gpu 1")));
+}
+
+TEST_F(LifecycleTest, ANewSandboxOfThePodWaitsForTheCleanupItsPredecessorOwes) {
+  auto hook = make();
+  Sandbox first = sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})");
+  ASSERT_EQ(runPre(*hook, first).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, first);
+  // crihookd never saw the first sandbox stop; kubelet makes attempt 1.
+  Sandbox second = sandbox("train-0", 1, R"({"gpu":[{"minor":0}]})");
+  clearLog();
+  ASSERT_EQ(runPre(*hook, second).kind, HookDecision::Kind::kContinue);
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("cleanup gpu 0"), HasSubstr("init gpu 0")));
+  // The late Remove of the first sandbox leaves the second's devices alone.
+  stopOrRemove(*hook, first, LifecycleMethod::kRemovePodSandbox);
+  EXPECT_EQ(log().size(), 2u);
+  EXPECT_EQ(records(), 1u);
+}
+
+TEST_F(LifecycleTest, BadSettingsNameTheSetting) {
+  auto err = [&](const std::string& s) {
+    auto h = builtinHooks().create("device-lifecycle", "devices", s,
+                                   BuiltinContext{dir_.file("state"), "/"});
+    return h.ok() ? std::string("ok") : std::string(h.status().message());
+  };
+  EXPECT_EQ(err(R"({"gpu": {"setup": []}})"),
+            "hook devices: settings.gpu: unknown key \"setup\" (known: init, cleanup)");
+  EXPECT_EQ(err(R"({"gpu": {"init": [{"command": "nvidia-smi"}]}})"),
+            "hook devices: settings.gpu.init[0].command: expected a non-empty array of strings, "
+            "got \"nvidia-smi\"");
+  EXPECT_EQ(err(R"({"npu": {}})"), "hook devices: settings.npu: unknown setting");
+  EXPECT_EQ(err(R"({"retry_initial": "10s", "retry_max": "1s"})"),
+            "hook devices: settings.retry_max: is less than retry_initial");
+  EXPECT_EQ(err(R"({"state_dir": "relative"})"),
+            "hook devices: settings.state_dir: expected an absolute path, got \"relative\"");
+}
+
+}  // namespace
+}  // namespace crihook::testing
