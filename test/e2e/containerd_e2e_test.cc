@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "child_process.h"
@@ -22,6 +23,7 @@
 #include "fake_cri_server.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "runtime_v1.grpc.pb.h"
+#include "text.h"
 
 namespace crihook::testing {
 namespace {
@@ -477,6 +479,213 @@ TEST_F(ContainerdE2E, ACreateContainerRejectedByAHookLeavesNoContainer) {
   ASSERT_TRUE(runtime(env->direct)->ListContainers(&c2, list, &lc).ok());
   EXPECT_EQ(lc.containers_size(), 0);
   removePod(pod);
+}
+
+// The device hooks on a fake device tree: character devices made with mknod
+// (the majors and minors of /dev/zero and /dev/null stand in for GPUs and
+// RDMA functions) described by the DGX-shaped fixture topology. A crihookd of
+// its own runs them in front of the suite's containerd, so it can be killed.
+class DeviceE2E {
+ public:
+  DeviceE2E() : dir_(env->dir + "/devices") {
+    std::filesystem::create_directories(dir_ + "/dev/infiniband");
+    std::filesystem::create_directories(dir_ + "/hookserver.d");
+    run("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ + "/fixtures");
+    for (const char* n : {"nvidia0", "nvidia1", "infiniband/uverbs6"})
+      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
+    for (const char* n : {"nvidiactl", "nvidia-uvm", "infiniband/rdma_cm"})
+      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
+    std::ofstream(dir_ + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/actions.log\n";
+    std::filesystem::permissions(dir_ + "/act.sh", std::filesystem::perms::owner_all);
+    auto actions = [&](const char* type, const char* id) {
+      std::string out;
+      for (const char* stage : {"init", "cleanup"}) {
+        out += cat("[[hook.settings.", type, ".", stage, "]]\ncommand = [\"", dir_, "/act.sh\", \"",
+                   stage, "\", \"{type}\", \"{minor}\", \"", id, "\", \"{pod_name}\"]\n");
+      }
+      return out;
+    };
+    const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");
+    std::ofstream(dir_ + "/crihookd.toml")
+        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"" << dir_
+        << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
+        << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
+        << root << "[[hook]]\nname = \"rdma\"\nbuiltin = \"rdma\"\n"
+        << root << "[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"
+        << root
+        << "[[hook]]\nname = \"devices\"\nbuiltin = \"device-lifecycle\"\ntimeout = \"30s\"\n"
+        << root << actions("gpu", "{uuid}") << actions("rdma", "{name}");
+    start();
+  }
+  ~DeviceE2E() {
+    if (crihookd_) crihookd_->signal(SIGTERM);
+  }
+
+  void start() {
+    std::filesystem::remove(dir_ + "/crihook.sock");
+    crihookd_ = std::make_unique<ChildProcess>(
+        CRIHOOKD_BINARY,
+        std::vector<std::string>{"--config", dir_ + "/crihookd.toml", "--listen",
+                                 dir_ + "/crihook.sock", "--backend",
+                                 "unix://" + env->dir + "/ctd/containerd.sock"},
+        dir_ + "/crihookd.log");
+    ASSERT_TRUE(waitForFile(dir_ + "/crihook.sock", 10s)) << readFile(dir_ + "/crihookd.log");
+    channel_ = unixChannel(dir_ + "/crihook.sock");
+  }
+  void kill() {
+    crihookd_->signal(SIGKILL);
+    crihookd_->wait(10s);
+    crihookd_.reset();
+  }
+
+  std::unique_ptr<v1::RuntimeService::Stub> stub() { return v1::RuntimeService::NewStub(channel_); }
+  std::vector<std::string> actions() const {
+    std::vector<std::string> out;
+    std::istringstream in(readFile(dir_ + "/actions.log"));
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+  bool waitForActions(size_t n) const {
+    for (int i = 0; i < 500 && actions().size() < n; ++i) std::this_thread::sleep_for(20ms);
+    return actions().size() >= n;
+  }
+  std::string log() const { return readFile(dir_ + "/crihookd.log"); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<ChildProcess> crihookd_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+template <typename Req, typename Resp>
+grpc::Status call(v1::RuntimeService::Stub& stub,
+                  grpc::Status (v1::RuntimeService::Stub::*method)(grpc::ClientContext*, const Req&,
+                                                                   Resp*),
+                  const Req& req, Resp* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+  return (stub.*method)(&ctx, req, resp);
+}
+
+TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndCleanedUpOnce) {
+  using RS = v1::RuntimeService::Stub;
+  DeviceE2E devices;
+  auto stub = devices.stub();
+  const std::string gpu0 = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd";
+  const std::string gpu1 = "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd";
+  const std::string cpu = std::thread::hardware_concurrency() >= 2 ? "1" : "0";
+
+  // A pod with two GPUs and one VF of mlx5_0 (mlx5_6), and a CPU on node 0.
+  v1::RunPodSandboxRequest run_a;
+  *run_a.mutable_config() = podConfig("e2e-dev-a");
+  auto& ann = *run_a.mutable_config()->mutable_annotations();
+  ann["scheduling.koordinator.sh/device-allocated"] =
+      R"({"gpu":[{"minor":0},{"minor":1}],"rdma":[{"minor":0,"id":"0000:1c:00.0",)"
+      R"("extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.3"}]}}]})";
+  ann["scheduling.koordinator.sh/resource-status"] = R"({"cpuset":")" + cpu + R"("})";
+  v1::RunPodSandboxResponse ra;
+  ASSERT_TRUE(call(*stub, &RS::RunPodSandbox, run_a, &ra).ok()) << devices.log();
+  const std::string init_a[] = {cat("init gpu 0 ", gpu0, " e2e-dev-a"),
+                                cat("init gpu 1 ", gpu1, " e2e-dev-a"),
+                                "init rdma 1 mlx5_6 e2e-dev-a"};
+  EXPECT_THAT(devices.actions(), ::testing::ElementsAreArray(init_a));
+  v1::CreateContainerResponse ca;
+  ASSERT_TRUE(
+      call(*stub, &RS::CreateContainer, boxRequest(ra.pod_sandbox_id(), run_a.config(), "a"), &ca)
+          .ok())
+      << devices.log();
+  v1::StartContainerRequest start;
+  start.set_container_id(ca.container_id());
+  v1::StartContainerResponse started;
+  ASSERT_TRUE(call(*stub, &RS::StartContainer, start, &started).ok());
+  v1::ExecSyncResponse out;
+  ASSERT_TRUE(call(*stub, &RS::ExecSync,
+                   shell(ca.container_id(),
+                         "for n in nvidia0 nvidia1 nvidiactl nvidia-uvm infiniband/rdma_cm "
+                         "infiniband/uverbs6; do head -c 1 /dev/$n >/dev/null && echo $n; done; "
+                         "echo $NVIDIA_VISIBLE_DEVICES; echo $NCCL_IB_HCA; "
+                         "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status"),
+                   &out)
+                  .ok());
+  EXPECT_EQ(out.stdout(), cat("nvidia0\nnvidia1\nnvidiactl\nnvidia-uvm\ninfiniband/rdma_cm\n"
+                              "infiniband/uverbs6\n",
+                              gpu0, ",", gpu1, "\nmlx5_6\nCpus_allowed_list:\t", cpu,
+                              "\nMems_allowed_list:\t0\n"))
+      << out.stderr();
+
+  // A pod without an allocation sees none of it.
+  v1::RunPodSandboxRequest run_b;
+  *run_b.mutable_config() = podConfig("e2e-dev-b");
+  v1::RunPodSandboxResponse rb;
+  ASSERT_TRUE(call(*stub, &RS::RunPodSandbox, run_b, &rb).ok());
+  v1::CreateContainerResponse cb;
+  ASSERT_TRUE(
+      call(*stub, &RS::CreateContainer, boxRequest(rb.pod_sandbox_id(), run_b.config(), "b"), &cb)
+          .ok());
+  start.set_container_id(cb.container_id());
+  ASSERT_TRUE(call(*stub, &RS::StartContainer, start, &started).ok());
+  ASSERT_TRUE(call(*stub, &RS::ExecSync,
+                   shell(cb.container_id(),
+                         "ls /dev | grep -c -E '^(nvidia|infiniband)'; "
+                         "echo ${NVIDIA_VISIBLE_DEVICES-unset} ${NCCL_IB_HCA-unset}"),
+                   &out)
+                  .ok());
+  EXPECT_EQ(out.stdout(), "0\nunset unset\n") << out.stderr();
+  EXPECT_EQ(devices.actions().size(), 3u);  // nothing to initialise for it
+
+  // crihookd is killed (SIGKILL) after a third pod's init; that pod is
+  // removed behind its back, directly at containerd. Started again, crihookd
+  // cleans up after it, and only after it.
+  v1::RunPodSandboxRequest run_c;
+  *run_c.mutable_config() = podConfig("e2e-dev-c");
+  (*run_c.mutable_config()->mutable_annotations())["scheduling.koordinator.sh/device-allocated"] =
+      R"({"gpu":[{"minor":2}]})";
+  v1::RunPodSandboxResponse rc;
+  ASSERT_TRUE(call(*stub, &RS::RunPodSandbox, run_c, &rc).ok());
+  devices.kill();
+  {
+    auto direct = runtime(env->direct);
+    v1::StopPodSandboxRequest stop;
+    stop.set_pod_sandbox_id(rc.pod_sandbox_id());
+    v1::StopPodSandboxResponse r1;
+    ASSERT_TRUE(call(*direct, &RS::StopPodSandbox, stop, &r1).ok());
+    v1::RemovePodSandboxRequest rm;
+    rm.set_pod_sandbox_id(rc.pod_sandbox_id());
+    v1::RemovePodSandboxResponse r2;
+    ASSERT_TRUE(call(*direct, &RS::RemovePodSandbox, rm, &r2).ok());
+  }
+  devices.start();
+  stub = devices.stub();
+  ASSERT_TRUE(devices.waitForActions(5)) << devices.log();
+  std::this_thread::sleep_for(300ms);
+  // Pod a is still running, and its devices still in place.
+  start.set_container_id(ca.container_id());
+  ASSERT_TRUE(
+      call(*stub, &RS::ExecSync, shell(ca.container_id(), "head -c 1 /dev/nvidia0 | wc -c"), &out)
+          .ok());
+  EXPECT_EQ(out.stdout(), "1\n");
+
+  // Then pod a stops and is removed through the restarted crihookd: its
+  // cleanup runs once, devices in reverse order.
+  for (const auto* pod : {&ra, &rb}) {
+    v1::StopPodSandboxRequest stop;
+    stop.set_pod_sandbox_id(pod->pod_sandbox_id());
+    v1::StopPodSandboxResponse r1;
+    EXPECT_TRUE(call(*stub, &RS::StopPodSandbox, stop, &r1).ok());
+    v1::RemovePodSandboxRequest rm;
+    rm.set_pod_sandbox_id(pod->pod_sandbox_id());
+    v1::RemovePodSandboxResponse r2;
+    EXPECT_TRUE(call(*stub, &RS::RemovePodSandbox, rm, &r2).ok());
+  }
+  EXPECT_THAT(devices.actions(),
+              ::testing::ElementsAre(
+                  init_a[0], init_a[1], init_a[2],
+                  "init gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd e2e-dev-c",
+                  "cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd e2e-dev-c",
+                  "cleanup rdma 1 mlx5_6 e2e-dev-a", cat("cleanup gpu 1 ", gpu1, " e2e-dev-a"),
+                  cat("cleanup gpu 0 ", gpu0, " e2e-dev-a")))
+      << devices.log();
+  EXPECT_THAT(devices.log(), HasSubstr("its sandbox was removed while crihookd was down"));
 }
 
 }  // namespace
