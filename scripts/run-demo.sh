@@ -48,11 +48,25 @@ if [[ -z "$backend" ]]; then
 fi
 
 listen=/run/crihook/crihook.sock
-# One built-in hook, for pods annotated crihook.demo/hooks=on (the demo pod):
-# it sets an env var, which the demo then reads inside the container.
+# The device hooks need GPUs and RDMA NICs; this machine may have none, so the
+# demo gives crihookd a DGX-shaped fixture topology and a device tree of
+# mknod'd stand-ins (the numbers of /dev/zero and /dev/null). Demo only: a
+# real node leaves [topology] root and device_root at their defaults.
+rm -rf "$demo/fixtures" "$demo/dev" "$demo/device-actions.log"
+bash test/topology/make-fixtures.sh "$demo/fixtures" >/dev/null
+mkdir -p "$demo/dev/infiniband"
+for n in nvidia0 infiniband/uverbs6; do mknod -m 0666 "$demo/dev/$n" c 1 5; done
+for n in nvidiactl nvidia-uvm infiniband/rdma_cm; do mknod -m 0666 "$demo/dev/$n" c 1 3; done
+# Hooks: a static one for pods annotated crihook.demo/hooks=on (an env var the
+# demo reads inside the container), the device hooks applying the pod's
+# Koordinator allocation, and device init/cleanup actions (here: echo to a log).
 cat >"$demo/crihookd.toml" <<TOML
 [hooks]
 state_dir = "$demo/state"
+hookserver_dir = "$demo/hookserver.d"
+
+[topology]
+root = "$demo/fixtures/dgx"
 
 [[hook]]
 name = "demo-env"
@@ -61,6 +75,29 @@ builtin = "static"
 pod_annotations = { "crihook.demo/hooks" = "on" }
 [hook.settings.adjustment]
 env = [{ key = "SET_BY_HOOK", value = "demo-env, a built-in static hook" }]
+
+[[hook]]
+name = "gpu"
+builtin = "gpu"
+settings = { device_root = "$demo/dev" }
+
+[[hook]]
+name = "rdma"
+builtin = "rdma"
+settings = { device_root = "$demo/dev" }
+
+[[hook]]
+name = "cpuset"
+builtin = "cpuset"
+
+[[hook]]
+name = "devices"
+builtin = "device-lifecycle"
+timeout = "30s"
+[hook.settings]
+device_root = "$demo/dev"
+gpu = { init = [{ command = ["/bin/sh", "-c", "echo \\"\$0\\" >> $demo/device-actions.log", "init {type} {uuid} of {pod_namespace}/{pod_name}"] }], cleanup = [{ command = ["/bin/sh", "-c", "echo \\"\$0\\" >> $demo/device-actions.log", "cleanup {type} {uuid} of {pod_namespace}/{pod_name}"] }] }
+rdma = { init = [{ builtin = "check-node" }] }
 TOML
 echo "== starting crihookd on $listen, in front of unix://$backend, config $demo/crihookd.toml"
 build/tools/crihookd --config "$demo/crihookd.toml" --listen "$listen" --backend "unix://$backend" --log-level info 2> >(sed 's/^/   crihookd| /' >&2) &
@@ -70,7 +107,9 @@ for _ in $(seq 1 100); do [[ -S "$listen" ]] && break; sleep 0.05; done
 ctl() { echo "\$ crihookctl $*" >&2; build/tools/crihookctl/crihookctl -r "unix://$listen" "$@"; }
 cat >"$demo/pod.json" <<JSON
 {"metadata":{"name":"demo","namespace":"default","uid":"crihook-demo-1"},
- "annotations":{"crihook.demo/hooks":"on"},
+ "annotations":{"crihook.demo/hooks":"on",
+  "scheduling.koordinator.sh/device-allocated":"{\\"gpu\\":[{\\"minor\\":0}],\\"rdma\\":[{\\"minor\\":0,\\"id\\":\\"0000:1c:00.0\\",\\"extension\\":{\\"vfs\\":[{\\"minor\\":1,\\"busID\\":\\"0000:1c:00.3\\"}]}}]}",
+  "scheduling.koordinator.sh/resource-status":"{\\"cpuset\\":\\"0\\"}"},
  "log_directory":"$demo/logs","linux":{"security_context":{"namespace_options":{"network":"NODE"}}}}
 JSON
 cat >"$demo/container.json" <<JSON
@@ -83,7 +122,9 @@ ctl version
 pod=$(ctl runp "$demo/pod.json")
 ctr_id=$(ctl create "$pod" "$demo/container.json" "$demo/pod.json")
 ctl start "$ctr_id" >/dev/null
-ctl exec "$ctr_id" sh -c 'echo "$GREETING"; echo "SET_BY_HOOK=$SET_BY_HOOK"'
+ctl exec "$ctr_id" sh -c 'echo "$GREETING"; echo "SET_BY_HOOK=$SET_BY_HOOK"
+  echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES NCCL_IB_HCA=$NCCL_IB_HCA"
+  ls /dev/nvidia* /dev/infiniband; grep -E "^(Cpus|Mems)_allowed_list" /proc/self/status'
 ctl pods
 ctl ps
 ctl explain --state-dir "$demo/state" "$ctr_id"
@@ -92,6 +133,8 @@ ctl rm "$ctr_id" >/dev/null
 ctl stopp "$pod" >/dev/null
 ctl rmp "$pod" >/dev/null
 echo "== the pod went through crihookd: one crihookd log line per lifecycle call above"
+echo "== device actions run for it (init at RunPodSandbox, cleanup at StopPodSandbox):"
+sed 's/^/   /' "$demo/device-actions.log"
 
 if [[ $once -eq 0 ]]; then
   echo "== crihookd serves $listen; point kubelet at unix://$listen (see README). Ctrl-C stops."

@@ -77,7 +77,7 @@ TEST(StaticHookTest, BadSettingsAreRefusedNamingTheSetting) {
               HasSubstr("settings.namespaces: expected an array of strings"));
   EXPECT_THAT(error("tpu", "{}"),
               HasSubstr("no built-in hook \"tpu\"; built-in hooks are: cdi, cpuset, "
-                        "gpu, noop, rdma, static, topology-check"));
+                        "device-lifecycle, gpu, noop, rdma, static, topology-check"));
 }
 
 TEST(NoopHookTest, SubscribesToTheGivenStagesAndDecidesNothing) {
