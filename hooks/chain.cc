@@ -86,8 +86,9 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
     }
     if (Clock::now() - start > budget) {
       e.counters->timeouts.fetch_add(1);
-      // A failure it reported itself (a remote call's DEADLINE_EXCEEDED) says more.
-      if (d.kind == HookDecision::Kind::kError) return d;
+      // A failure it reported itself (a remote call's DEADLINE_EXCEEDED) or a
+      // rejection (a device init that failed at its deadline) says more.
+      if (d.kind != HookDecision::Kind::kContinue) return d;
       return HookDecision::error(absl::DeadlineExceededError(
           cat("ran ",
               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),

@@ -92,7 +92,9 @@ class Hook {
 
   // True for hooks that return by HookInput::deadline on their own (a remote
   // call carrying it as its gRPC deadline): the chain calls them directly on
-  // its worker thread instead of under a watchdog thread of their own.
+  // its worker thread instead of under a watchdog thread of their own. If
+  // it returns late anyway, going on counts as a timeout; its own rejection
+  // or error stands.
   virtual bool honoursDeadline() const { return false; }
 };
 

@@ -225,10 +225,13 @@ class DeadlineHook : public Hook {
   HookDecision run(const HookInput& in) override {
     thread = std::this_thread::get_id();
     left = in.deadline - Clock::now();
-    return HookDecision::proceed();
+    std::this_thread::sleep_for(overrun);
+    return decision;
   }
   std::thread::id thread;
   Clock::duration left{};
+  std::chrono::milliseconds overrun{0};
+  HookDecision decision = HookDecision::proceed();
 
  private:
   std::string name_ = "remote";
@@ -243,6 +246,24 @@ TEST_F(ChainTest, HooksThatHonourTheDeadlineGetItAndRunOnTheChainsThread) {
   EXPECT_EQ(h->thread, std::this_thread::get_id());
   EXPECT_GT(h->left, 50ms);  // the caller's deadline, being sooner than the hook's timeout
   EXPECT_LE(h->left, 100ms);
+}
+
+TEST_F(ChainTest, ARejectionThatCameLateIsStillTheHooksOwnAnswer) {
+  // A device init that failed at its deadline and then cleaned up: what the
+  // hook says is more use to kubelet than "ran over its time".
+  auto h = std::make_shared<DeadlineHook>();
+  h->overrun = 150ms;
+  h->decision = HookDecision::reject(absl::FailedPreconditionError("init of gpu 0 timed out"));
+  HookSettings s;
+  s.timeout = 50ms;
+  chain_.add(h, s);
+  ChainOutcome out = chain_.run(input(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("init of gpu 0 timed out"));
+  // Going on late is still a timeout.
+  h->decision = HookDecision::proceed();
+  out = chain_.run(input(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 }  // namespace
