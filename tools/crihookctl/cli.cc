@@ -4,7 +4,10 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
@@ -12,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "builtin/lifecycle/records.h"
 #include "explain.h"
 #include "report.h"
 #include "runtime_v1.grpc.pb.h"
@@ -61,6 +65,10 @@ commands:
                                     made it, what went to the runtime (reads
                                     crihookd's state, default /var/lib/crihook;
                                     an ID prefix will do)
+  devices [--state-dir DIR]         the device-lifecycle hook's records: each
+                                    sandbox's devices, whether they are
+                                    initialised or owe a cleanup, and why
+                                    (default DIR /var/lib/crihook/devices)
 
 Configs are JSON files in crictl's format (CRI field names, snake_case or
 lowerCamelCase).
@@ -387,6 +395,39 @@ int cmdExplain(const Options& o, const Args& args, std::ostream& out) {
   return 0;
 }
 
+int cmdDevices(const Options& o, const Args& args, std::ostream& out) {
+  Parsed p = parse(args, {{"--state-dir", true}});
+  const std::string dir =
+      p.flags.count("--state-dir") ? p.flags["--state-dir"] : "/var/lib/crihook/devices";
+  if (::access(dir.c_str(), R_OK | X_OK) != 0)
+    throw CallError(cat("cannot read ", dir, ": ", strerror(errno)));
+  std::vector<std::string> errors;
+  std::vector<DeviceRecord> records = DeviceRecordDir(dir).loadAll(errors, /*quarantine=*/false);
+  std::sort(records.begin(), records.end(),
+            [](const DeviceRecord& a, const DeviceRecord& b) { return a.key < b.key; });
+  if (o.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : records) all.push_back(r.toJson());
+    out << all.dump(2) << '\n';
+  } else {
+    std::vector<std::vector<std::string>> rows = {
+        {"POD", "ATTEMPT", "SANDBOX", "PHASE", "DEVICES", "FAILURES", "LAST ERROR"}};
+    for (const auto& r : records) {
+      std::string devices;
+      for (const auto& d : r.devices) {
+        devices += cat(devices.empty() ? "" : ",", d.type, d.minor);
+        if (!d.name.empty()) devices += cat("(", d.name, ")");
+      }
+      rows.push_back({cat(r.pod.namespace_, "/", r.pod.name), std::to_string(r.key.attempt),
+                      r.sandbox_id.substr(0, 13), std::string(phaseName(r.phase)), devices,
+                      std::to_string(r.cleanup_failures), r.last_error});
+    }
+    table(out, rows);
+  }
+  for (const auto& e : errors) out << "warning: " << e << '\n';
+  return 0;
+}
+
 int cmdTopology(const Options& o, const Args& args, std::ostream& out) {
   Parsed p = parse(args, {{"--root", true},
                           {"--output", true},
@@ -461,6 +502,7 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     const std::string cmd = argv[i];
     Args rest(argv.begin() + static_cast<long>(i) + 1, argv.end());
     if (cmd == "explain") return cmdExplain(o, rest, out);
+    if (cmd == "devices") return cmdDevices(o, rest, out);
     if (cmd == "topology") return cmdTopology(o, rest, out);
     Client c(o);
     if (cmd == "version") return cmdVersion(c, o, rest, out);

@@ -137,7 +137,8 @@ std::string DeviceRecordDir::fileOf(const SandboxKey& key) const {
   return cat(dir_, "/", safeName(key.uid), "_", key.attempt, ".json");
 }
 
-std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& errors) const {
+std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& errors,
+                                                   bool quarantine) const {
   std::vector<DeviceRecord> out;
   if (dir_.empty()) return out;
   std::error_code ec;
@@ -152,9 +153,9 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
         j.is_discarded() ? absl::InvalidArgumentError("not JSON") : DeviceRecord::fromJson(j);
     if (r.ok() && fileOf(r->key) != path) r = absl::InvalidArgumentError("names another pod");
     if (!r.ok()) {
-      ::rename(path.c_str(), (path + ".bad").c_str());
-      errors.push_back(cat("device record ", path, ": ", r.status().message(), "; moved aside to ",
-                           path, ".bad"));
+      if (quarantine) ::rename(path.c_str(), (path + ".bad").c_str());
+      errors.push_back(cat("device record ", path, ": ", r.status().message(),
+                           quarantine ? cat("; moved aside to ", path, ".bad") : ""));
       continue;
     }
     out.push_back(std::move(*r));

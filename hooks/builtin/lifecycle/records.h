@@ -56,9 +56,10 @@ class DeviceRecordDir {
 
   // Creates the directory (0700) if needed.
   absl::Status open() const;
-  // Every record; a file that does not parse is moved aside to <file>.bad
-  // and reported in `errors` (nothing is lost, nothing half-read).
-  std::vector<DeviceRecord> loadAll(std::vector<std::string>& errors) const;
+  // Every record; a file that does not parse is reported in `errors` and,
+  // with `quarantine`, moved aside to <file>.bad (nothing is lost, nothing
+  // half-read). Readers other than the hook (crihookctl) leave it in place.
+  std::vector<DeviceRecord> loadAll(std::vector<std::string>& errors, bool quarantine = true) const;
   // Blocking (fsync); call off the event loops.
   absl::Status save(const DeviceRecord& r) const;
   absl::Status remove(const SandboxKey& key) const;
