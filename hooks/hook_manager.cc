@@ -81,25 +81,29 @@ HookManager::~HookManager() {
   if (stop_fd_ >= 0) ::close(stop_fd_);
 }
 
-void HookManager::reconcileWithRuntime(const std::string& endpoint) {
+void HookManager::reconcileWithRuntime(const std::string& endpoint,
+                                       std::chrono::milliseconds every) {
   std::vector<std::shared_ptr<Hook>> hooks;
   for (const Entry& e : configured_) {
     if (dynamic_cast<Reconciler*>(e.hook.get())) hooks.push_back(e.hook);
   }
   if (hooks.empty() || reconciler_.joinable()) return;
-  reconciler_ = std::thread([this, endpoint, hooks = std::move(hooks)] {
+  reconciler_ = std::thread([this, endpoint, every, hooks = std::move(hooks)] {
     std::chrono::milliseconds wait(500);
     for (;;) {
+      const auto listed_at = std::chrono::system_clock::now();
       auto sandboxes = listRuntimeSandboxes(endpoint, std::chrono::seconds(10));
       if (sandboxes.ok()) {
-        for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes);
-        return;
+        for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes, listed_at);
+        wait = every;
+      } else {
+        log_->warn("cannot reconcile hook records with the runtime yet: {}",
+                   sv(sandboxes.status().message()));
       }
-      log_->warn("cannot reconcile hook records with the runtime yet: {}",
-                 sv(sandboxes.status().message()));
       std::unique_lock lock(stop_mu_);
       if (stop_cv_.wait_for(lock, wait, [this] { return stopping_; })) return;
-      wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(30));
+      if (!sandboxes.ok())
+        wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(30));
     }
   });
 }

@@ -48,10 +48,12 @@ class HookManager {
   void watch();
 
   // Starts a thread that asks the runtime at `endpoint` for its sandboxes
-  // (ListPodSandbox; again every few seconds until it answers) and hands them
-  // to every configured hook that is a Reconciler (runtime_sandboxes.h).
-  // Returns at once; does nothing when no hook is one.
-  void reconcileWithRuntime(const std::string& endpoint);
+  // (ListPodSandbox; retried with backoff until it answers) and hands them
+  // to every configured hook that is a Reconciler (runtime_sandboxes.h), then
+  // does so again every `every`. Returns at once; does nothing when no hook
+  // is one.
+  void reconcileWithRuntime(const std::string& endpoint,
+                            std::chrono::milliseconds every = std::chrono::minutes(5));
 
  private:
   HookManager(const Config& config, std::shared_ptr<spdlog::logger> log);

@@ -20,13 +20,15 @@ struct RuntimeSandbox {
 };
 
 // A hook that squares its records with the runtime's sandboxes. HookManager
-// calls reconcile() once, after crihookd started and the runtime answered
-// ListPodSandbox. Must not block for long (start long work on a thread of
-// its own); thread-safe with run().
+// calls reconcile() once crihookd serves and the runtime answers
+// ListPodSandbox, then again every few minutes. `listed_at` is when the list
+// was asked for: what changed since is not in it. Must not block for long
+// (start long work on a thread of its own); thread-safe with run().
 class Reconciler {
  public:
   virtual ~Reconciler() = default;
-  virtual void reconcile(const std::vector<RuntimeSandbox>& sandboxes) = 0;
+  virtual void reconcile(const std::vector<RuntimeSandbox>& sandboxes,
+                         std::chrono::system_clock::time_point listed_at) = 0;
 };
 
 // ListPodSandbox on `endpoint` (unix://…), runtime.v1, falling back to

@@ -65,7 +65,8 @@ class LifecycleHook final : public Hook, public Reconciler {
     }
   }
 
-  void reconcile(const std::vector<RuntimeSandbox>& sandboxes) override;
+  void reconcile(const std::vector<RuntimeSandbox>& sandboxes,
+                 std::chrono::system_clock::time_point listed_at) override;
 
  private:
   // One sandbox's record, and the lock that serialises everything done for it.
@@ -116,7 +117,13 @@ class LifecycleHook final : public Hook, public Reconciler {
   // Caller holds the slot's lock. Each runs every action it owes, persisting
   // progress; OK when nothing is left owing.
   absl::Status cleanup(DeviceRecord& r, Clock::time_point deadline);
-  void save(const DeviceRecord& r) {
+  static int64_t nowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  void save(DeviceRecord& r) {
+    r.changed_ms = nowMs();
     if (auto s = records_.save(r); !s.ok()) log_->error("{}", sv(s.message()));
   }
   // Forgets a sandbox that is cleaned up and gone. Caller holds the slot's lock.
@@ -159,6 +166,9 @@ class LifecycleHook final : public Hook, public Reconciler {
   ActionRoots roots_;
   DeviceRecordDir records_{""};
   std::chrono::milliseconds retry_initial_{1000}, retry_max_{300000};
+  // How long an init may wait for its sandbox before reconciling calls it
+  // orphaned (kubelet gave up, or a later hook refused RunPodSandbox).
+  std::chrono::milliseconds orphan_grace_{600000};
 
   std::mutex mu_;  // guards the maps below; never held while waiting for a slot's lock
   std::map<SandboxKey, std::shared_ptr<Slot>> slots_;
@@ -175,8 +185,8 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   log_ = logger("hook." + name);
   auto r = HookSettingsReader::parse(name, settings_json);
   if (!r.ok()) return r.status();
-  if (auto s = r->checkKnown(
-          {"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial", "retry_max"});
+  if (auto s = r->checkKnown({"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial",
+                              "retry_max", "orphan_grace"});
       !s.ok())
     return s;
   for (const char* type : {"gpu", "rdma", "fpga"}) {
@@ -211,7 +221,8 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   if (auto s = path("device_root", roots_.device_root); !s.ok()) return s;
   roots_.sys_root = context.topology_root;
   for (auto [key, out] :
-       {std::pair{"retry_initial", &retry_initial_}, std::pair{"retry_max", &retry_max_}}) {
+       {std::pair{"retry_initial", &retry_initial_}, std::pair{"retry_max", &retry_max_},
+        std::pair{"orphan_grace", &orphan_grace_}}) {
     const nlohmann::json* v = r->get(key);
     if (v == nullptr) continue;
     auto d = v->is_string()
@@ -355,6 +366,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
   r.key = key;
   r.pod = {meta.namespace_(), meta.name(), meta.uid()};
   r.devices = std::move(*devices);
+  r.changed_ms = nowMs();
   if (auto st = records_.save(r); !st.ok()) {
     return HookDecision::reject(absl::UnavailableError(
         cat("pod ", pod,
@@ -530,13 +542,19 @@ void LifecycleHook::retryLoop() {
   }
 }
 
-void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes) {
+void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes,
+                              std::chrono::system_clock::time_point listed_at) {
+  const int64_t listed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(listed_at.time_since_epoch()).count();
   size_t owed = 0;
   for (auto& [key, s] : allSlots()) {
     std::lock_guard lock(s->mu);
-    if (!s->from_disk || !s->record) continue;
-    s->from_disk = false;
+    if (!s->record) continue;
     DeviceRecord& r = *s->record;
+    const bool from_disk = s->from_disk;
+    s->from_disk = false;
+    // Changed since the list was taken: the list cannot say.
+    if (!from_disk && r.changed_ms >= listed_ms) continue;
     const RuntimeSandbox* live = nullptr;
     for (const RuntimeSandbox& x : sandboxes) {
       if ((!r.sandbox_id.empty() && x.id == r.sandbox_id) ||
@@ -551,6 +569,11 @@ void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes) {
       }
       continue;
     }
+    // No sandbox yet, while crihookd ran: it may still be on its way (kubelet
+    // retries RunPodSandbox), until the grace runs out.
+    if (!live && !from_disk && r.sandbox_id.empty() &&
+        listed_ms - r.changed_ms < orphan_grace_.count())
+      continue;
     if (live) {
       if (r.sandbox_id.empty()) indexSandbox(live->id, key);
       r.sandbox_id = live->id;
@@ -565,12 +588,19 @@ void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes) {
       }
       continue;
     }
-    log_->info("pod {}/{} (attempt {}): its sandbox was {} while crihookd was down; cleaning up",
-               r.pod.namespace_, r.pod.name, key.attempt, live ? "stopped" : "removed");
+    const bool scheduled = r.phase == DevicePhase::kCleanupPending && !from_disk;
+    if (!scheduled) {
+      const char* what = live                    ? "was stopped"
+                         : !r.sandbox_id.empty() ? "was removed"
+                                                 : "was never created";
+      log_->info("pod {}/{} (attempt {}): its sandbox {}{}; cleaning up", r.pod.namespace_,
+                 r.pod.name, key.attempt, what,
+                 from_disk ? " while crihookd was down" : " without crihookd seeing it");
+      ++owed;
+    }
     r.phase = DevicePhase::kCleanupPending;
     save(r);
-    schedule(key, std::chrono::milliseconds(0));
-    ++owed;
+    if (!scheduled) schedule(key, std::chrono::milliseconds(0));
   }
   log_->info("reconciled with the runtime's {} sandbox(es): {} cleanup(s) owed", sandboxes.size(),
              owed);

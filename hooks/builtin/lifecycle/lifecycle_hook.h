@@ -18,7 +18,7 @@
 // (actions.h: commands templated by the device and the pod, or built-ins);
 // state_dir (default <[hooks] state_dir>/devices); device_root (default
 // /dev); retry_initial (default "1s") and retry_max (default "5m"), the
-// backoff of failed cleanups.
+// backoff of failed cleanups; orphan_grace (below).
 //
 // The devices are the pod's scheduling.koordinator.sh/device-allocated
 // entries of the configured types, each RDMA function on its own (an
@@ -41,7 +41,9 @@
 // backoff, until it succeeds; it never fails kubelet's call.
 // Records (records.h) are written before and after each step. At start the
 // hook reads them; with the runtime's sandboxes (Reconciler) it cleans up
-// after sandboxes that were stopped or removed while crihookd was down.
+// after sandboxes that were stopped or removed while crihookd was down, and
+// every few minutes after sandboxes stopped or removed behind its back and
+// inits whose sandbox did not appear within `orphan_grace` (default "10m").
 //
 // A RunPodSandbox the runtime refused outright (not a timeout or
 // cancellation, after which the sandbox may exist) is cleaned up at once.

@@ -86,7 +86,8 @@ json DeviceRecord::toJson() const {
           {"cleaned", cleaned_list},
           {"removed", removed},
           {"cleanup_failures", cleanup_failures},
-          {"last_error", last_error}};
+          {"last_error", last_error},
+          {"changed_ms", changed_ms}};
 }
 
 absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
@@ -118,6 +119,7 @@ absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
     r.removed = j.at("removed").get<bool>();
     r.cleanup_failures = j.at("cleanup_failures").get<uint32_t>();
     r.last_error = j.at("last_error").get<std::string>();
+    r.changed_ms = j.value("changed_ms", int64_t{0});
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(e.what());
   }

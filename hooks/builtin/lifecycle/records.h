@@ -44,6 +44,7 @@ struct DeviceRecord {
   bool removed = false;       // the sandbox is gone from the runtime
   uint32_t cleanup_failures = 0;
   std::string last_error;
+  int64_t changed_ms = 0;  // when it last changed (Unix time, ms): reconciling skips newer ones
 
   nlohmann::json toJson() const;
   static absl::StatusOr<DeviceRecord> fromJson(const nlohmann::json& j);

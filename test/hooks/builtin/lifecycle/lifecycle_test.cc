@@ -376,10 +376,12 @@ TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRunti
   clearLog();
   auto hook = make();
   EXPECT_TRUE(std::filesystem::exists(dir_.file("state/devices/uid-broken_0.json.bad")));
-  dynamic_cast<Reconciler&>(*hook).reconcile({
-      {stopped.id, "uid-stopped-0", "ml", "stopped-0", 0, /*ready=*/false},
-      {running.id, "uid-running-0", "ml", "running-0", 0, /*ready=*/true},
-  });
+  dynamic_cast<Reconciler&>(*hook).reconcile(
+      {
+          {stopped.id, "uid-stopped-0", "ml", "stopped-0", 0, /*ready=*/false},
+          {running.id, "uid-running-0", "ml", "running-0", 0, /*ready=*/true},
+      },
+      std::chrono::system_clock::now());
   ASSERT_TRUE(waitForLog(3));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::vector<std::string> l = log();
@@ -397,6 +399,40 @@ TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRunti
               ElementsAre("cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd running-0"));
   stopOrRemove(*hook, running, LifecycleMethod::kRemovePodSandbox, /*pod_known=*/false);
   EXPECT_EQ(records(), 0u);
+}
+
+TEST_F(LifecycleTest, ReconcilingWhileRunningCleansUpOnlyWhatTheListCanSpeakFor) {
+  auto hook = make(settings(R"(, "orphan_grace": "300ms")"));
+  auto& reconciler = dynamic_cast<Reconciler&>(*hook);
+  Sandbox running = sandbox("running-0", 0, R"({"gpu":[{"minor":0}]})");
+  Sandbox gone = sandbox("gone-0", 0, R"({"gpu":[{"minor":1}]})");
+  Sandbox refused = sandbox("refused-0", 0, R"({"gpu":[{"minor":2}]})");
+  for (Sandbox* s : {&running, &gone}) {
+    ASSERT_EQ(runPre(*hook, *s).kind, HookDecision::Kind::kContinue);
+    runPost(*hook, *s);
+  }
+  // A later hook refused this one's RunPodSandbox: no post stage, no sandbox.
+  ASSERT_EQ(runPre(*hook, refused).kind, HookDecision::Kind::kContinue);
+  const RuntimeSandbox live{running.id, "uid-running-0", "ml", "running-0", 0, true};
+  // A list asked for before the last changes says nothing about them.
+  reconciler.reconcile({live}, std::chrono::system_clock::now() - std::chrono::seconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(log().size(), 3u);
+  // gone-0 was removed without crihookd seeing it; refused-0 is within its grace.
+  clearLog();
+  reconciler.reconcile({live}, std::chrono::system_clock::now());
+  ASSERT_TRUE(waitForLog(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_THAT(log(), ElementsAre("cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd gone-0"));
+  // Past the grace, refused-0 is an orphan.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  clearLog();
+  reconciler.reconcile({live}, std::chrono::system_clock::now());
+  ASSERT_TRUE(waitForLog(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_THAT(log(),
+              ElementsAre("cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd refused-0"));
+  EXPECT_EQ(records(), 1u);  // running-0's
 }
 
 TEST_F(LifecycleTest, ASandboxTheRuntimeRefusedIsCleanedUpOneThatTimedOutIsKept) {
