@@ -1,5 +1,6 @@
 #include "settings.h"
 
+#include "config.h"
 #include "text.h"
 
 namespace crihook {
@@ -31,6 +32,28 @@ absl::Status HookSettingsReader::checkKnown(const std::vector<std::string_view>&
 const nlohmann::json* HookSettingsReader::get(std::string_view key) const {
   auto it = json_.find(std::string(key));
   return it == json_.end() ? nullptr : &*it;
+}
+
+absl::Status HookSettingsReader::absolutePath(std::string_view key, std::string& out) const {
+  const nlohmann::json* v = get(key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_string() || v->get<std::string>().empty() || v->get<std::string>()[0] != '/')
+    return error(key, cat("expected an absolute path, got ", v->dump()));
+  out = v->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status HookSettingsReader::duration(std::string_view key,
+                                          std::chrono::milliseconds& out) const {
+  const nlohmann::json* v = get(key);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_string())
+    return error(key, cat("expected a duration such as \"2s\", got ", v->dump()));
+  auto d = parseDuration(v->get<std::string>());
+  if (!d.ok()) return error(key, sv(d.status().message()));
+  if (d->count() <= 0) return error(key, "must be more than 0");
+  out = *d;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> HookSettingsReader::stringList(

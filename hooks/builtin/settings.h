@@ -3,6 +3,7 @@
 // Reading a built-in hook's [hook.settings] (given as JSON): the checks every
 // built-in hook shares, each error naming the setting.
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ class HookSettingsReader {
   absl::StatusOr<std::map<std::string, std::string>> stringMap(std::string_view key) const;
   absl::StatusOr<std::vector<std::string>> stringList(std::string_view key) const;
   const nlohmann::json* get(std::string_view key) const;
+  // Sets `out` when the key is present: an absolute path, or a duration
+  // ("500ms", "2s", "5m") above zero. Unchanged when absent.
+  absl::Status absolutePath(std::string_view key, std::string& out) const;
+  absl::Status duration(std::string_view key, std::chrono::milliseconds& out) const;
 
   absl::Status error(std::string_view key, std::string_view why) const;
 

@@ -141,12 +141,7 @@ class DeviceHook : public Hook {
     std::vector<std::string_view> all = {"device_root", "on_error"};
     all.insert(all.end(), known.begin(), known.end());
     if (auto s = r->checkKnown(all); !s.ok()) return s;
-    if (const auto* root = r->get("device_root")) {
-      if (!root->is_string() || root->get<std::string>().empty() ||
-          root->get<std::string>()[0] != '/')
-        return r->error("device_root", cat("expected an absolute path, got ", root->dump()));
-      device_root_ = root->get<std::string>();
-    }
+    if (auto s = r->absolutePath("device_root", device_root_); !s.ok()) return s;
     auto policy = r->oneOf("on_error", {"reject", "skip"});
     if (!policy.ok()) return policy.status();
     skip_on_error_ = *policy == "skip";
@@ -193,22 +188,16 @@ class DeviceHook : public Hook {
 class GpuHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    return configure(
-        name, settings_json, {"visible_devices", "hami_core_library", "hami_core_lock_dir"},
-        [&](const HookSettingsReader& r) {
-          auto v = r.oneOf("visible_devices", {"uuid", "index"});
-          if (!v.ok()) return v.status();
-          by_index_ = *v == "index";
-          for (auto [key, value] : {std::pair{"hami_core_library", &hami_library_},
-                                    std::pair{"hami_core_lock_dir", &hami_lock_dir_}}) {
-            const auto* x = r.get(key);
-            if (x == nullptr) continue;
-            if (!x->is_string() || x->get<std::string>().empty() || x->get<std::string>()[0] != '/')
-              return r.error(key, cat("expected an absolute path, got ", x->dump()));
-            *value = x->get<std::string>();
-          }
-          return absl::OkStatus();
-        });
+    return configure(name, settings_json,
+                     {"visible_devices", "hami_core_library", "hami_core_lock_dir"},
+                     [&](const HookSettingsReader& r) {
+                       auto v = r.oneOf("visible_devices", {"uuid", "index"});
+                       if (!v.ok()) return v.status();
+                       by_index_ = *v == "index";
+                       if (auto s = r.absolutePath("hami_core_library", hami_library_); !s.ok())
+                         return s;
+                       return r.absolutePath("hami_core_lock_dir", hami_lock_dir_);
+                     });
   }
 
  private:

@@ -208,29 +208,13 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
     }
     types_[type] = std::move(actions);
   }
-  auto path = [&](std::string_view key, std::string& out) -> absl::Status {
-    const nlohmann::json* v = r->get(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_string() || v->get<std::string>().empty() || v->get<std::string>()[0] != '/')
-      return r->error(key, cat("expected an absolute path, got ", v->dump()));
-    out = v->get<std::string>();
-    return absl::OkStatus();
-  };
   std::string state_dir = context.state_dir.empty() ? "" : context.state_dir + "/devices";
-  if (auto s = path("state_dir", state_dir); !s.ok()) return s;
-  if (auto s = path("device_root", roots_.device_root); !s.ok()) return s;
   roots_.sys_root = context.topology_root;
-  for (auto [key, out] :
-       {std::pair{"retry_initial", &retry_initial_}, std::pair{"retry_max", &retry_max_},
-        std::pair{"orphan_grace", &orphan_grace_}}) {
-    const nlohmann::json* v = r->get(key);
-    if (v == nullptr) continue;
-    auto d = v->is_string()
-                 ? parseDuration(v->get<std::string>())
-                 : absl::InvalidArgumentError(cat("expected a duration, got ", v->dump()));
-    if (!d.ok()) return r->error(key, sv(d.status().message()));
-    if (d->count() <= 0) return r->error(key, "must be more than 0");
-    *out = *d;
+  for (auto s :
+       {r->absolutePath("state_dir", state_dir), r->absolutePath("device_root", roots_.device_root),
+        r->duration("retry_initial", retry_initial_), r->duration("retry_max", retry_max_),
+        r->duration("orphan_grace", orphan_grace_)}) {
+    if (!s.ok()) return s;
   }
   if (retry_max_ < retry_initial_) return r->error("retry_max", "is less than retry_initial");
 
