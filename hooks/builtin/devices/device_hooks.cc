@@ -290,6 +290,16 @@ class GpuHook final : public DeviceHook {
       if (!core.ok()) return core.status();
       a.env.push_back({"CUDA_DEVICE_SM_LIMIT", std::to_string(*core)});
     }
+    // A bind mount of a missing path would fail in the runtime with a message
+    // that names neither the pod nor the setting.
+    for (const std::string* path : {&hami_library_, &hami_lock_dir_}) {
+      if (::access(path->c_str(), F_OK) != 0) {
+        return absl::FailedPreconditionError(cat(
+            "pod ", pod, " asks for HAMi-core isolation (", kGpuIsolationProviderLabel, "=",
+            label->second, "), but ", *path, " is not on this node (hook ", name_, ": settings.",
+            path == &hami_library_ ? "hami_core_library" : "hami_core_lock_dir", ")"));
+      }
+    }
     a.env.push_back({"LD_PRELOAD", hami_library_});
     a.mounts.push_back({hami_library_, hami_library_, /*readonly=*/true});
     a.mounts.push_back({hami_lock_dir_, hami_lock_dir_, /*readonly=*/false});

@@ -132,8 +132,12 @@ TEST_F(DeviceHooksTest, GpuHookRefusesWhatIsNotOnThisNode) {
 }
 
 TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
-  auto gpu = make("gpu", R"({"device_root": ")" + dir_->file("dev") +
-                             R"(", "hami_core_library": "/opt/hami/libvgpu.so"})");
+  std::filesystem::create_directories(dir_->file("hami/vgpulock"));
+  std::ofstream(dir_->file("hami/libvgpu.so")) << "";
+  const std::string lib = dir_->file("hami/libvgpu.so"), lock = dir_->file("hami/vgpulock");
+  auto gpu =
+      make("gpu", R"({"device_root": ")" + dir_->file("dev") + R"(", "hami_core_library": ")" +
+                      lib + R"(", "hami_core_lock_dir": ")" + lock + R"("})");
   auto pod = [](const std::string& allocation, const std::string& provider) {
     HookInput in = allocated(allocation);
     auto record = std::make_shared<hv1::PodRecord>(*in.pod);
@@ -148,14 +152,13 @@ TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
       R"("koordinator.sh/gpu-memory-ratio":"50","koordinator.sh/gpu-memory":"40Gi"}}]})";
   HookDecision d = gpu->run(pod(half, "HAMi-core"));
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
-  EXPECT_THAT(d.adjustment.env, ElementsAre(EnvVar{"NVIDIA_VISIBLE_DEVICES",
-                                                   "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},
-                                            EnvVar{"CUDA_DEVICE_MEMORY_LIMIT", "42949672960"},
-                                            EnvVar{"CUDA_DEVICE_SM_LIMIT", "50"},
-                                            EnvVar{"LD_PRELOAD", "/opt/hami/libvgpu.so"}));
+  EXPECT_THAT(
+      d.adjustment.env,
+      ElementsAre(EnvVar{"NVIDIA_VISIBLE_DEVICES", "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},
+                  EnvVar{"CUDA_DEVICE_MEMORY_LIMIT", "42949672960"},
+                  EnvVar{"CUDA_DEVICE_SM_LIMIT", "50"}, EnvVar{"LD_PRELOAD", lib}));
   EXPECT_THAT(d.adjustment.mounts,
-              ElementsAre(MountSpec{"/opt/hami/libvgpu.so", "/opt/hami/libvgpu.so", true},
-                          MountSpec{"/tmp/vgpulock", "/tmp/vgpulock", false}));
+              ElementsAre(MountSpec{lib, lib, true}, MountSpec{lock, lock, false}));
   // Koordinator's documents also spell the label in lower case.
   EXPECT_EQ(gpu->run(pod(half, "hami-core")).adjustment.env.size(), 4u);
   // Without the label, or with a whole GPU: no HAMi-core.
@@ -171,12 +174,12 @@ TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
           R"("koordinator.sh/gpu-memory":"1Gi"}},{"minor":1,"resources":{)"
           R"("koordinator.sh/gpu-memory-ratio":"50","koordinator.sh/gpu-memory":"2Gi"}}]})",
           "HAMi-core"));
-  EXPECT_THAT(d.adjustment.env,
-              ElementsAre(::testing::Field(&EnvVar::name, "NVIDIA_VISIBLE_DEVICES"),
-                          EnvVar{"CUDA_DEVICE_MEMORY_LIMIT", "1073741824"},
-                          EnvVar{"CUDA_DEVICE_MEMORY_LIMIT_0", "1073741824"},
-                          EnvVar{"CUDA_DEVICE_MEMORY_LIMIT_1", "2147483648"},
-                          EnvVar{"LD_PRELOAD", "/opt/hami/libvgpu.so"}));
+  EXPECT_THAT(
+      d.adjustment.env,
+      ElementsAre(::testing::Field(&EnvVar::name, "NVIDIA_VISIBLE_DEVICES"),
+                  EnvVar{"CUDA_DEVICE_MEMORY_LIMIT", "1073741824"},
+                  EnvVar{"CUDA_DEVICE_MEMORY_LIMIT_0", "1073741824"},
+                  EnvVar{"CUDA_DEVICE_MEMORY_LIMIT_1", "2147483648"}, EnvVar{"LD_PRELOAD", lib}));
   // A share without its size is refused, naming the field.
   d = gpu->run(pod(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"50"}}]})",
                    "HAMi-core"));
@@ -185,6 +188,15 @@ TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
             "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: "
             "gpu[0].resources.koordinator.sh/gpu-memory: missing (pod labelled "
             "koordinator.sh/gpu-isolation-provider=HAMi-core)");
+  // A node without the library: refused, naming the path and the setting.
+  auto without = make("gpu", R"({"device_root": ")" + dir_->file("dev") +
+                                 R"(", "hami_core_library": "/nonexistent/libvgpu.so"})");
+  d = without->run(pod(half, "HAMi-core"));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            "pod ml/train-0 asks for HAMi-core isolation (koordinator.sh/gpu-isolation-provider="
+            "HAMi-core), but /nonexistent/libvgpu.so is not on this node (hook gpu: "
+            "settings.hami_core_library)");
   d = gpu->run(
       pod(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"half"}}]})",
           "HAMi-core"));
