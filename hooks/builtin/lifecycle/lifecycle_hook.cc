@@ -74,6 +74,11 @@ class LifecycleHook final : public Hook, public Reconciler {
     std::mutex mu;
     std::optional<DeviceRecord> record;
     bool from_disk = false;  // read at start: reconcile() squares it with the runtime
+    // RunPodSandbox calls for this sandbox between their pre and post stage,
+    // and whether one ended so that the runtime may have made the sandbox
+    // anyway: then a failed call does not clean up (the sandbox may exist).
+    int running_calls = 0;
+    bool maybe_created = false;
   };
 
   // The sandbox's slot, locked; null when there is none and !create. A slot
@@ -333,6 +338,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
     if (r.phase == DevicePhase::kReady) {
       log_->info("pod {} (attempt {}): devices already initialised; nothing to do again", pod,
                  key.attempt);
+      ++s->running_calls;
       return HookDecision::proceed();
     }
     if (r.phase != DevicePhase::kCleaned) {
@@ -387,6 +393,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
   rec.touched = rec.devices.size();
   rec.phase = DevicePhase::kReady;
   save(rec);
+  ++s->running_calls;
   return HookDecision::proceed();
 }
 
@@ -395,6 +402,7 @@ void LifecycleHook::afterRun(const HookInput& in) {
   auto [s, lock] = lockSlot({meta.uid(), meta.attempt()}, /*create=*/false);
   if (!s || !s->record) return;
   DeviceRecord& r = *s->record;
+  if (s->running_calls > 0) --s->running_calls;
   if (in.backend_status.ok() && in.response) {
     r.sandbox_id = static_cast<const v1::RunPodSandboxResponse&>(*in.response).pod_sandbox_id();
     save(r);
@@ -402,10 +410,16 @@ void LifecycleHook::afterRun(const HookInput& in) {
     return;
   }
   // After a timeout or a cancellation the runtime may yet have created the
-  // sandbox (kubelet's retry will find it): keep the devices for it.
+  // sandbox, and a retry meanwhile is refused because it exists ("name is
+  // reserved"): keep the devices for it. Reconciling cleans up if it never
+  // appears.
   const auto code = in.backend_status.code();
   if (code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kCancelled ||
-      code == absl::StatusCode::kUnavailable || !r.sandbox_id.empty() ||
+      code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAlreadyExists) {
+    s->maybe_created = true;
+    return;
+  }
+  if (s->maybe_created || s->running_calls > 0 || !r.sandbox_id.empty() ||
       r.phase != DevicePhase::kReady)
     return;
   log_->info("pod {}/{}: the runtime refused the sandbox ({}); cleaning up its devices",

@@ -45,8 +45,10 @@
 // every few minutes after sandboxes stopped or removed behind its back and
 // inits whose sandbox did not appear within `orphan_grace` (default "10m").
 //
-// A RunPodSandbox the runtime refused outright (not a timeout or
-// cancellation, after which the sandbox may exist) is cleaned up at once.
+// A RunPodSandbox the runtime refused outright is cleaned up at once; not
+// after a timeout, a cancellation or "already exists" (the sandbox may exist:
+// a kubelet retry is refused while the first call's sandbox is being made),
+// nor while another RunPodSandbox for the same sandbox is under way.
 
 #include <memory>
 #include <string>

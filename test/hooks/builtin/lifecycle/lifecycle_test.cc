@@ -485,9 +485,23 @@ TEST_F(LifecycleTest, ASandboxTheRuntimeRefusedIsCleanedUpOneThatTimedOutIsKept)
   ASSERT_EQ(runPre(*hook, slow).kind, HookDecision::Kind::kContinue);
   runPost(*hook, slow, absl::DeadlineExceededError("context deadline exceeded"));
   EXPECT_EQ(records(), 1u);
-  ASSERT_EQ(runPre(*hook, slow).kind, HookDecision::Kind::kContinue);  // kubelet's retry
+  // kubelet's retry while the runtime still makes the first: refused as a
+  // duplicate, which must not clean up the devices the first one gets.
+  ASSERT_EQ(runPre(*hook, slow).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, slow, absl::UnknownError("failed to reserve sandbox name: name is reserved"));
+  EXPECT_EQ(records(), 1u);
+  ASSERT_EQ(runPre(*hook, slow).kind, HookDecision::Kind::kContinue);  // and again, once it is made
   runPost(*hook, slow);
   EXPECT_THAT(log(), ElementsAre(HasSubstr("init gpu 1")));
+  // Two calls in flight for one sandbox: the one that fails leaves the
+  // devices to the other.
+  clearLog();
+  Sandbox twice = sandbox("twice-0", 0, R"({"gpu":[{"minor":2}]})");
+  ASSERT_EQ(runPre(*hook, twice).kind, HookDecision::Kind::kContinue);
+  ASSERT_EQ(runPre(*hook, twice).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, twice, absl::UnknownError("name is reserved"));
+  runPost(*hook, twice);
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("init gpu 2")));
 }
 
 TEST_F(LifecycleTest, ANewSandboxOfThePodWaitsForTheCleanupItsPredecessorOwes) {
