@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 
 #include "config.h"
@@ -237,6 +238,23 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
 absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
   // Everything the child needs is made before fork: after it, only
   // async-signal-safe calls (the daemon is multithreaded).
+  std::string program = argv[0];
+  if (program.find('/') == std::string::npos) {  // looked up here: execvp may allocate
+    const char* path = std::getenv("PATH");
+    std::string_view dirs =
+        path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    std::string found;
+    while (!dirs.empty() && found.empty()) {
+      const size_t colon = dirs.find(':');
+      const std::string dir(dirs.substr(0, colon));
+      dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+      const std::string candidate = cat(dir.empty() ? "." : dir, "/", program);
+      if (::access(candidate.c_str(), X_OK) == 0) found = candidate;
+    }
+    if (found.empty())
+      return absl::FailedPreconditionError(cat("cannot run ", program, ": not found in PATH"));
+    program = found;
+  }
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -257,7 +275,7 @@ absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milli
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out[1], 1);
     ::dup2(out[1], 2);
-    ::execvp(args[0], args.data());
+    ::execve(program.c_str(), args.data(), environ);
     const int e = errno;
     (void)!::write(err[1], &e, sizeof(e));  // tells the parent why exec failed
     ::_exit(127);

@@ -103,6 +103,8 @@ TEST(Action, CommandsReportStatusOutputTimeoutsAndWhyTheyCouldNotStart) {
   s = runCommand({"/nonexistent/tool"}, std::chrono::seconds(5));
   EXPECT_EQ(std::string(s.message()), "cannot run /nonexistent/tool: No such file or directory");
   EXPECT_TRUE(runCommand({"true"}, std::chrono::seconds(5)).ok());  // found in PATH
+  EXPECT_EQ(std::string(runCommand({"no-such-tool-here"}, std::chrono::seconds(5)).message()),
+            "cannot run no-such-tool-here: not found in PATH");
 }
 
 TEST(Action, BuiltinsResetThroughSysfsAndCheckTheNode) {
