@@ -358,6 +358,10 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
   r.devices = std::move(*devices);
   r.changed_ms = nowMs();
   if (auto st = records_.save(r); !st.ok()) {
+    if (!s->record) {
+      std::lock_guard map_lock(mu_);
+      slots_.erase(key);  // nothing was done for it
+    }
     return HookDecision::reject(absl::UnavailableError(
         cat("pod ", pod,
             ": devices not initialised, their cleanup could not be guaranteed: ", st.message())));

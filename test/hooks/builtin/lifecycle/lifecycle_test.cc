@@ -522,6 +522,21 @@ TEST_F(LifecycleTest, ANewSandboxOfThePodWaitsForTheCleanupItsPredecessorOwes) {
   EXPECT_EQ(records(), 1u);
 }
 
+TEST_F(LifecycleTest, NothingIsInitialisedWhenItsCleanupCouldNotBeGuaranteed) {
+  auto hook = make();
+  // The state directory is gone and a file stands in its place: no record can be written.
+  std::filesystem::remove_all(dir_.file("state/devices"));
+  std::ofstream(dir_.file("state/devices")) << "";
+  HookDecision d = runPre(*hook, sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("pod ml/train-0: devices not initialised, their cleanup could not be "
+                        "guaranteed: cannot write " +
+                        dir_.file("state/devices/.uid-train-0_0.tmp")));
+  EXPECT_THAT(log(), IsEmpty());
+}
+
 TEST_F(LifecycleTest, BadSettingsNameTheSetting) {
   auto err = [&](const std::string& s) {
     auto h = builtinHooks().create("device-lifecycle", "devices", s,
