@@ -135,10 +135,54 @@ class LifecycleHook final : public Hook, public Reconciler {
   void forget(Slot& s) {
     const DeviceRecord& r = *s.record;
     if (auto st = records_.remove(r.key); !st.ok()) log_->error("{}", sv(st.message()));
+    release(r);
     std::lock_guard lock(mu_);
     if (!r.sandbox_id.empty()) by_sandbox_.erase(r.sandbox_id);
     slots_.erase(r.key);
     s.record.reset();
+  }
+
+  // A device shared by several pods (a GPU split by HAMi-core) is
+  // initialised by the first of them and cleaned up after the last: a reset
+  // must not pull it from under the others. Holders are the sandboxes whose
+  // devices are initialising or ready.
+  static std::string deviceId(const DeviceFacts& d) {
+    return cat(d.type, ":", d.pci.empty() ? std::to_string(d.minor) : d.pci);
+  }
+  // Adds `r` as a holder of its devices; per device, the pod that held it
+  // already (empty when `r` is the first).
+  std::vector<std::string> claim(const DeviceRecord& r) {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> others;
+    for (const DeviceFacts& d : r.devices) {
+      auto& holders = holders_[deviceId(d)];
+      std::string other;
+      for (const auto& [k, pod] : holders) {
+        if (!(k == r.key)) other = pod;
+      }
+      holders[r.key] = cat(r.pod.namespace_, "/", r.pod.name);
+      others.push_back(other);
+    }
+    return others;
+  }
+  void release(const DeviceRecord& r) {
+    std::lock_guard lock(mu_);
+    for (const DeviceFacts& d : r.devices) {
+      auto it = holders_.find(deviceId(d));
+      if (it == holders_.end()) continue;
+      it->second.erase(r.key);
+      if (it->second.empty()) holders_.erase(it);
+    }
+  }
+  // A pod other than `key`'s that holds `d`; empty when none does.
+  std::string heldBy(const DeviceFacts& d, const SandboxKey& key) {
+    std::lock_guard lock(mu_);
+    auto it = holders_.find(deviceId(d));
+    if (it == holders_.end()) return "";
+    for (const auto& [k, pod] : it->second) {
+      if (!(k == key)) return pod;
+    }
+    return "";
   }
   // A failed cleanup, tried again after the backoff of its failure count.
   void retryLater(const DeviceRecord& r) {
@@ -178,6 +222,7 @@ class LifecycleHook final : public Hook, public Reconciler {
   std::mutex mu_;  // guards the maps below; never held while waiting for a slot's lock
   std::map<SandboxKey, std::shared_ptr<Slot>> slots_;
   std::map<std::string, SandboxKey> by_sandbox_;
+  std::map<std::string, std::map<SandboxKey, std::string>> holders_;  // device id -> holders
   std::map<SandboxKey, Clock::time_point> due_;
   std::condition_variable cv_;
   bool stopping_ = false;
@@ -237,6 +282,10 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
     if (rec.phase == DevicePhase::kCleanupPending) due_[rec.key] = Clock::now();
     log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
                rec.key.attempt, rec.devices.size(), phaseName(rec.phase));
+    if (rec.phase == DevicePhase::kInitialising || rec.phase == DevicePhase::kReady) {
+      for (const DeviceFacts& d : rec.devices)
+        holders_[deviceId(d)][rec.key] = cat(rec.pod.namespace_, "/", rec.pod.name);
+    }
     const SandboxKey key = rec.key;
     s->record = std::move(rec);
     slots_[key] = std::move(s);
@@ -368,12 +417,18 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
   }
   s->record = r;
   DeviceRecord& rec = *s->record;
+  const std::vector<std::string> shared_with = claim(rec);
   for (size_t i = 0; i < rec.devices.size(); ++i) {
     const DeviceFacts& d = rec.devices[i];
     const auto& actions = actionsOf(d.type).init;
     if (actions.empty()) continue;
     rec.touched = i + 1;
     save(rec);
+    if (!shared_with[i].empty()) {
+      log_->info("pod {}: {} is shared with pod {}, which initialised it", pod, d.describe(),
+                 shared_with[i]);
+      continue;
+    }
     for (size_t k = 0; k < actions.size(); ++k) {
       absl::Status st = actions[k].run(d, rec.pod, roots_, in.deadline);
       if (st.ok()) {
@@ -472,11 +527,18 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
   if (r.cleaned.size() != r.devices.size()) r.cleaned.assign(r.devices.size(), false);
   r.phase = DevicePhase::kCleanupPending;
   save(r);
+  release(r);
   const std::string pod = cat(r.pod.namespace_, "/", r.pod.name);
   std::string failed;
   for (size_t i = r.touched; i-- > 0;) {
     if (r.cleaned[i]) continue;
     const DeviceFacts& d = r.devices[i];
+    if (const std::string other = heldBy(d, r.key); !other.empty()) {
+      log_->info("pod {}: {} is still used by pod {}; its cleanup is left to the last user", pod,
+                 d.describe(), other);
+      r.cleaned[i] = true;
+      continue;
+    }
     bool ok = true;
     const auto& actions = actionsOf(d.type).cleanup;
     for (size_t k = 0; k < actions.size(); ++k) {
@@ -602,6 +664,7 @@ void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes,
     }
     r.phase = DevicePhase::kCleanupPending;
     save(r);
+    release(r);  // its devices are free for the next pod's init from now on
     if (!scheduled) schedule(key, std::chrono::milliseconds(0));
   }
   log_->info("reconciled with the runtime's {} sandbox(es): {} cleanup(s) owed", sandboxes.size(),

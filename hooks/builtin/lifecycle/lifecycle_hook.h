@@ -39,6 +39,8 @@
 // a later Remove finds nothing to do; a Remove without a successful Stop
 // cleans. A cleanup that fails is retried on a thread of the hook's own, with
 // backoff, until it succeeds; it never fails kubelet's call.
+// A device held by several sandboxes at once (a GPU split by HAMi-core) is
+// initialised by the first and cleaned up after the last.
 // Records (records.h) are written before and after each step. At start the
 // hook reads them; with the runtime's sandboxes (Reconciler) it cleans up
 // after sandboxes that were stopped or removed while crihookd was down, and

@@ -333,6 +333,35 @@ TEST_F(LifecycleTest, InitBeforeTheSandboxCleanupAfterItStopsEachOnce) {
   EXPECT_EQ(records(), 0u);
 }
 
+TEST_F(LifecycleTest, ASharedGpuIsInitialisedByItsFirstUserAndCleanedUpAfterItsLast) {
+  auto hook = make();
+  const std::string share =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"50"}}]})";
+  Sandbox a = sandbox("half-a", 0, share), b = sandbox("half-b", 0, share);
+  for (Sandbox* s : {&a, &b}) {
+    ASSERT_EQ(runPre(*hook, *s).kind, HookDecision::Kind::kContinue);
+    runPost(*hook, *s);
+  }
+  EXPECT_THAT(log(), ElementsAre(cat("init gpu 0 ", kGpu0, " half-a")));
+  // a leaves while b still computes on the GPU: no reset under b.
+  stopOrRemove(*hook, a, LifecycleMethod::kStopPodSandbox);
+  stopOrRemove(*hook, a, LifecycleMethod::kRemovePodSandbox);
+  EXPECT_EQ(log().size(), 1u);
+  // A whole-GPU pod taking GPU 0 and 1 after b's share: only GPU 1 is new.
+  Sandbox c = sandbox("whole-c", 0, R"({"gpu":[{"minor":0},{"minor":1}]})");
+  ASSERT_EQ(runPre(*hook, c).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, c);
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("half-a"),
+                                 "init gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd whole-c"));
+  stopOrRemove(*hook, b, LifecycleMethod::kStopPodSandbox);
+  EXPECT_EQ(log().size(), 2u);
+  // The last user cleans up both.
+  stopOrRemove(*hook, c, LifecycleMethod::kStopPodSandbox);
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("half-a"), HasSubstr("init gpu 1"),
+                                 "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd whole-c",
+                                 cat("cleanup gpu 0 ", kGpu0, " whole-c")));
+}
+
 TEST_F(LifecycleTest, AFailedInitRejectsTheSandboxAndCleansUpWhatWasInitialised) {
   auto hook = make();
   failNext("init-gpu-1", 1);
