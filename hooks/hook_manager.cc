@@ -89,21 +89,23 @@ void HookManager::reconcileWithRuntime(const std::string& endpoint,
   }
   if (hooks.empty() || reconciler_.joinable()) return;
   reconciler_ = std::thread([this, endpoint, every, hooks = std::move(hooks)] {
-    std::chrono::milliseconds wait(500);
+    const std::chrono::milliseconds first_retry(500), last_retry(30000);
+    std::chrono::milliseconds retry = first_retry;
     for (;;) {
       const auto listed_at = std::chrono::system_clock::now();
       auto sandboxes = listRuntimeSandboxes(endpoint, std::chrono::seconds(10));
+      std::chrono::milliseconds wait = every;
       if (sandboxes.ok()) {
         for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes, listed_at);
-        wait = every;
+        retry = first_retry;
       } else {
         log_->warn("cannot reconcile hook records with the runtime yet: {}",
                    sv(sandboxes.status().message()));
+        wait = retry;
+        retry = std::min(retry * 2, last_retry);
       }
       std::unique_lock lock(stop_mu_);
       if (stop_cv_.wait_for(lock, wait, [this] { return stopping_; })) return;
-      if (!sandboxes.ok())
-        wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(30));
     }
   });
 }
