@@ -43,15 +43,21 @@ absl::Status HookSettingsReader::absolutePath(std::string_view key, std::string&
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::chrono::milliseconds> positiveDuration(const nlohmann::json& v) {
+  if (!v.is_string())
+    return absl::InvalidArgumentError(cat("expected a duration such as \"2s\", got ", v.dump()));
+  auto d = parseDuration(v.get<std::string>());
+  if (!d.ok()) return d.status();
+  if (d->count() <= 0) return absl::InvalidArgumentError("must be more than 0");
+  return *d;
+}
+
 absl::Status HookSettingsReader::duration(std::string_view key,
                                           std::chrono::milliseconds& out) const {
   const nlohmann::json* v = get(key);
   if (v == nullptr) return absl::OkStatus();
-  if (!v->is_string())
-    return error(key, cat("expected a duration such as \"2s\", got ", v->dump()));
-  auto d = parseDuration(v->get<std::string>());
+  auto d = positiveDuration(*v);
   if (!d.ok()) return error(key, sv(d.status().message()));
-  if (d->count() <= 0) return error(key, "must be more than 0");
   out = *d;
   return absl::OkStatus();
 }

@@ -13,6 +13,10 @@
 
 namespace crihook {
 
+// A duration setting ("500ms", "2s", "5m") above zero; the reason otherwise,
+// for the caller to prefix with where it stands.
+absl::StatusOr<std::chrono::milliseconds> positiveDuration(const nlohmann::json& v);
+
 class HookSettingsReader {
  public:
   // INVALID_ARGUMENT unless `json` is an object.

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "config.h"
+#include "../settings.h"
 #include "text.h"
 
 namespace crihook {
@@ -141,10 +141,8 @@ absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
       }
       kind_set = true;
     } else if (k == "timeout") {
-      if (!x.is_string()) return bad(".timeout", cat("expected a duration, got ", x.dump()));
-      auto d = parseDuration(x.get<std::string>());
+      auto d = positiveDuration(x);
       if (!d.ok()) return bad(".timeout", sv(d.status().message()));
-      if (d->count() <= 0) return bad(".timeout", "must be more than 0");
       a.timeout_ = *d;
     } else {
       return bad("", cat("unknown key \"", k, "\" (known: command, builtin, timeout)"));
