@@ -9,7 +9,6 @@
 #include "../devices/allocation.h"
 #include "../settings.h"
 #include "actions.h"
-#include "config.h"
 #include "logging.h"
 #include "records.h"
 #include "runtime_sandboxes.h"
@@ -183,6 +182,16 @@ class LifecycleHook final : public Hook, public Reconciler {
       if (!(k == key)) return pod;
     }
     return "";
+  }
+  // Runs the cleanup the sandbox owes, if any; forgets it once it is cleaned
+  // up and gone, or retries the cleanup later. Caller holds the slot's lock.
+  void cleanupOrRetry(Slot& s, Clock::time_point deadline) {
+    DeviceRecord& r = *s.record;
+    if (r.phase != DevicePhase::kCleaned && !cleanup(r, deadline).ok()) {
+      retryLater(r);
+      return;
+    }
+    if (r.removed) forget(s);
   }
   // A failed cleanup, tried again after the backoff of its failure count.
   void retryLater(const DeviceRecord& r) {
@@ -484,11 +493,7 @@ void LifecycleHook::afterRun(const HookInput& in) {
   log_->info("pod {}/{}: the runtime refused the sandbox ({}); cleaning up its devices",
              r.pod.namespace_, r.pod.name, sv(in.backend_status.message()));
   r.removed = true;
-  if (cleanup(r, Clock::time_point::max()).ok()) {
-    forget(*s);
-  } else {
-    retryLater(r);
-  }
+  cleanupOrRetry(*s, Clock::time_point::max());
 }
 
 void LifecycleHook::afterStop(const HookInput& in) {
@@ -510,17 +515,7 @@ void LifecycleHook::afterStop(const HookInput& in) {
   if (!s || !s->record) return;
   DeviceRecord& r = *s->record;
   if (remove) r.removed = true;
-  if (r.phase != DevicePhase::kCleaned) {
-    if (auto st = cleanup(r, in.deadline); !st.ok()) {
-      retryLater(r);
-      return;
-    }
-  }
-  if (r.removed) {
-    forget(*s);
-  } else {
-    save(r);
-  }
+  cleanupOrRetry(*s, in.deadline);
 }
 
 absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline) {
@@ -595,11 +590,7 @@ void LifecycleHook::retryLoop() {
     {
       std::lock_guard slot_lock(s->mu);
       if (s->record && s->record->phase == DevicePhase::kCleanupPending) {
-        if (cleanup(*s->record, Clock::time_point::max()).ok()) {
-          if (s->record->removed) forget(*s);
-        } else {
-          retryLater(*s->record);
-        }
+        cleanupOrRetry(*s, Clock::time_point::max());
       }
     }
     lock.lock();
