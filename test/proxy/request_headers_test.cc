@@ -135,6 +135,33 @@ TEST_F(RequestHeadersTest, PathWithoutLeadingSlashIsServedAsGrpcGoServesIt) {
   EXPECT_EQ(backend_.callCount(kVersion), 1u) << "the runtime saw the canonical path";
 }
 
+// An interceptor refusing every intercepted call, counting them.
+class RefuseAll final : public Interceptor {
+ public:
+  void pre(std::shared_ptr<InterceptedCall>, std::function<void(absl::Status)> done) override {
+    ++seen;
+    done(absl::PermissionDeniedError("refused by the test's hook"));
+  }
+  void post(std::shared_ptr<InterceptedCall>, std::function<void()> done) override { done(); }
+  std::atomic<int> seen{0};
+};
+
+TEST_F(RequestHeadersTest, APathWithoutLeadingSlashCannotSlipPastTheHooks) {
+  stopProxy();
+  RefuseAll hooks;
+  startProxy(&hooks);
+  const std::string stop = "/runtime.v1.RuntimeService/StopContainer";
+  runtime::v1::StopContainerRequest req;
+  req.set_container_id("c1");
+  RawH2Client client(sock());
+  RawH2Result r = client.call(replaced(RawH2Client::grpcHeaders(stop), ":path", stop.substr(1)),
+                              grpcFrame(req.SerializeAsString()));
+  EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::PERMISSION_DENIED)) << r.grpc_message;
+  EXPECT_EQ(hooks.seen.load(), 1);
+  EXPECT_EQ(backend_.callCount(stop), 0u);
+  stopProxy();  // before `hooks` goes
+}
+
 // Refused with RST_STREAM, as golang.org/x/net/http2's Framer (and grpc-go on
 // a connection header or an oversized header list) refuses them.
 TEST_F(RequestHeadersTest, MalformedHeaderBlocksAreResetLikeGrpcGoResetsThem) {
