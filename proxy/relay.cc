@@ -10,6 +10,7 @@
 #include <boost/asio/write.hpp>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,16 @@ constexpr int32_t kConnectionWindow = 16 << 20;
 constexpr uint32_t kMaxConcurrentStreams = 1024;
 constexpr size_t kReadBufferBytes = 64 << 10;
 constexpr size_t kWriteBatchBytes = 64 << 10;
+// Decoded size of one request's header list, counted as HTTP/2 counts it
+// (name + value + 32 per field) and advertised in SETTINGS_MAX_HEADER_LIST_SIZE.
+// HPACK lets a 16 KiB HEADERS frame decode to ~48 MB, so the cap is what keeps
+// one stream's headers small. kubelet's real request headers are well under
+// 1 KiB; nghttp2's decoder ends the whole connection on any single field over
+// 64 KiB (NGHTTP2_HD_MAX_NV) anyway. grpc-go's server defaults to 16 MiB.
+constexpr size_t kMaxHeaderListBytes = 64 << 10;
+constexpr size_t kHeaderFieldOverhead = 32;  // RFC 9113 6.5.2
+// Untrusted header text in a log line or a status message is cut here.
+constexpr size_t kMaxQuotedBytes = 64;
 
 struct Header {
   std::string name;
@@ -65,8 +76,8 @@ Headers statusTrailers(const absl::Status& status) {
   return t;
 }
 
-Headers trailersOnly(const absl::Status& status) {
-  Headers h{{":status", "200"}, {"content-type", "application/grpc"}};
+Headers trailersOnly(const absl::Status& status, int http_status = 200) {
+  Headers h{{":status", std::to_string(http_status)}, {"content-type", "application/grpc"}};
   for (Header& t : statusTrailers(status)) h.push_back(std::move(t));
   return h;
 }
@@ -135,6 +146,236 @@ class ByteQueue {
 
 std::string shortId(const std::string& id) { return id.substr(0, 12); }
 
+// Untrusted text for a log line or a status message: quoted, bytes outside
+// printable ASCII escaped, cut at kMaxQuotedBytes.
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size() && i < kMaxQuotedBytes; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += text.size() > kMaxQuotedBytes ? "\"..." : "\"";
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Request header checks. nghttp2's HTTP messaging rules are off on the
+// kubelet side (they refuse a Unix socket path as :authority, which kubelet
+// <= 1.29 sends), so crihookd checks a request's header block itself, the way
+// grpc-go's server does: golang.org/x/net/http2 Framer.readMetaFrame and
+// MetaHeadersFrame.checkPseudos (RST_STREAM PROTOCOL_ERROR), then
+// grpc-go internal/transport http2_server.go operateHeaders (RST_STREAM or an
+// early trailers-only answer with an HTTP status), then server.go
+// handleStream (UNIMPLEMENTED for a malformed method name).
+
+enum PseudoBit : uint32_t {
+  kMethod = 1,
+  kScheme = 2,
+  kPath = 4,
+  kAuthority = 8,
+  kStatus = 16,  // a response pseudo-header: alone it is not refused by the framer
+};
+
+// What the checks found while the header block was decoded, field by field.
+struct RequestCheck {
+  size_t list_bytes = 0;
+  uint32_t pseudo = 0;
+  bool saw_regular = false;
+  bool truncated = false;      // over kMaxHeaderListBytes: later fields are not kept
+  std::string protocol_error;  // the first malformed field; later fields are not kept
+  bool trailers = false;       // a second header block on the stream
+
+  bool stopped() const { return truncated || !protocol_error.empty(); }
+};
+
+// RFC 9110 token characters, as httpguts.IsTokenRune.
+bool isTokenChar(unsigned char c) {
+  if (c >= 'a' && c <= 'z') return true;
+  if (c >= 'A' && c <= 'Z') return true;
+  if (c >= '0' && c <= '9') return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+// httpguts.ValidHeaderFieldValue: no control character but tab, no DEL.
+bool validFieldValue(std::string_view v) {
+  return std::none_of(v.begin(), v.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c < 0x20 && c != '\t') || c == 0x7f;
+  });
+}
+
+// golang.org/x/net/http2 validWireHeaderFieldName: a token, lower case.
+bool validFieldName(std::string_view n) {
+  return !n.empty() && std::all_of(n.begin(), n.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return isTokenChar(c) && !(c >= 'A' && c <= 'Z');
+  });
+}
+
+uint32_t pseudoBit(std::string_view name) {
+  if (name == ":method") return kMethod;
+  if (name == ":scheme") return kScheme;
+  if (name == ":path") return kPath;
+  if (name == ":authority") return kAuthority;
+  if (name == ":status") return kStatus;
+  return 0;
+}
+
+// One decoded field of a request's header block. Returns whether to keep it.
+bool checkRequestField(RequestCheck& check, std::string_view name, std::string_view value) {
+  if (check.stopped()) return false;
+  if (!validFieldValue(value)) {
+    check.protocol_error = cat("header ", quoted(name), ": value holds a control character");
+    return false;
+  }
+  if (!name.empty() && name[0] == ':') {
+    if (check.saw_regular) {
+      check.protocol_error = cat("pseudo-header ", quoted(name), " after a regular header");
+      return false;
+    }
+    const uint32_t bit = pseudoBit(name);
+    if (bit == 0) {
+      check.protocol_error = cat("unknown pseudo-header ", quoted(name));
+      return false;
+    }
+    if (check.pseudo & bit) {
+      check.protocol_error = cat("pseudo-header ", quoted(name), " twice");
+      return false;
+    }
+    check.pseudo |= bit;
+    if ((check.pseudo & kStatus) && (check.pseudo & ~uint32_t{kStatus})) {
+      check.protocol_error = "request and response pseudo-headers mixed";
+      return false;
+    }
+  } else {
+    check.saw_regular = true;
+    if (!validFieldName(name)) {
+      check.protocol_error = cat("header name ", quoted(name), " is not a lower-case token");
+      return false;
+    }
+  }
+  // Checked after the field's form, as the Framer does.
+  const size_t size = name.size() + value.size() + kHeaderFieldOverhead;
+  if (size > kMaxHeaderListBytes - check.list_bytes) {
+    check.truncated = true;
+    return false;
+  }
+  check.list_bytes += size;
+  return true;
+}
+
+// grpc-go decodeBinHeader: standard base64, padded when the length is a
+// multiple of 4, unpadded otherwise.
+bool validBinaryValue(std::string_view v) {
+  auto isB64 = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+  };
+  std::string_view body = v;
+  if (v.size() % 4 == 0) {
+    size_t pad = 0;
+    while (pad < 2 && !body.empty() && body.back() == '=') {
+      body.remove_suffix(1);
+      ++pad;
+    }
+    if (pad > 0 && body.size() % 4 < 2) return false;
+  } else if (v.size() % 4 == 1) {
+    return false;
+  }
+  return std::all_of(body.begin(), body.end(), isB64);
+}
+
+// How a request that passed the field checks is refused, if it is.
+struct RequestRefusal {
+  uint32_t reset_code = 0;  // RST_STREAM with this code, or else:
+  int http_status = 200;    // a trailers-only answer
+  absl::Status status;
+  std::string why;  // for the log
+};
+
+// The checks over the whole header block, in grpc-go's order.
+std::optional<RequestRefusal> refusalOf(const RequestCheck& check, const Headers& headers) {
+  if (!check.protocol_error.empty())
+    return RequestRefusal{NGHTTP2_PROTOCOL_ERROR, 0, {}, check.protocol_error};
+  if (check.truncated) {
+    std::string why = cat("header list larger than ", kMaxHeaderListBytes, " bytes");
+    return RequestRefusal{NGHTTP2_FRAME_SIZE_ERROR, 0, {}, std::move(why)};
+  }
+  bool grpc = false, connection = false;
+  int hosts = 0;
+  std::string content_type, method, header_error;
+  for (const Header& h : headers) {
+    if (h.name == "content-type") {
+      // grpcutil.ContentSubtype: "application/grpc", optionally followed by
+      // '+' or ';' and anything.
+      constexpr std::string_view kGrpc = "application/grpc";
+      const std::string_view v = h.value;
+      if (v == kGrpc ||
+          (v.starts_with(kGrpc) && (v[kGrpc.size()] == '+' || v[kGrpc.size()] == ';')))
+        grpc = true;
+      else
+        content_type = h.value;
+    } else if (h.name == ":method") {
+      method = h.value;
+    } else if (h.name == "host") {
+      ++hosts;
+    } else if (h.name == "connection") {
+      connection = true;
+    } else if (h.name == "grpc-timeout") {
+      if (!grpcwire::parseTimeout(h.value))
+        header_error = cat("malformed grpc-timeout ", quoted(h.value));
+    } else if (h.name.ends_with("-bin") && h.name != "grpc-status-details-bin") {
+      if (!validBinaryValue(h.value))
+        header_error = cat("malformed binary metadata in header ", quoted(h.name));
+    }
+  }
+  if (hosts > 1) {
+    auto s = absl::InternalError(cat("crihookd: ", hosts, " host headers, HTTP/2 allows one"));
+    return RequestRefusal{0, 400, s, std::string(s.message())};
+  }
+  if (connection)
+    return RequestRefusal{NGHTTP2_PROTOCOL_ERROR, 0, {}, "connection header in an HTTP/2 request"};
+  if (!grpc) {
+    auto s = absl::InvalidArgumentError(
+        cat("crihookd: invalid gRPC request content-type ", quoted(content_type)));
+    return RequestRefusal{0, 415, s, std::string(s.message())};
+  }
+  if (!header_error.empty()) {
+    auto s = absl::InternalError(cat("crihookd: ", header_error));
+    return RequestRefusal{0, 400, s, std::string(s.message())};
+  }
+  if (method != "POST") {
+    auto s = absl::InternalError(cat("crihookd: :method ", quoted(method), ", gRPC takes POST"));
+    return RequestRefusal{0, 405, s, std::string(s.message())};
+  }
+  // server.go handleStream: one leading '/' is dropped, then the last '/'
+  // splits service from method.
+  const std::string* path = findHeader(headers, ":path");
+  std::string_view p = path ? std::string_view(*path) : std::string_view();
+  if (p.starts_with('/')) p.remove_prefix(1);
+  if (p.find('/') == std::string_view::npos) {
+    auto s = absl::UnimplementedError(
+        cat("crihookd: malformed method name ", quoted(path ? *path : std::string())));
+    return RequestRefusal{0, 200, s, std::string(s.message())};
+  }
+  return std::nullopt;
+}
+
+// Connection-specific fields (RFC 9110 7.6.1) that grpc-go's server accepts
+// and ignores: crihookd accepts them too, and an intermediary drops them
+// rather than forwarding them (the runtime's HTTP/2 stack may refuse them).
+bool hopByHop(const Header& h) {
+  return h.name == "keep-alive" || h.name == "proxy-connection" || h.name == "transfer-encoding" ||
+         h.name == "upgrade" || (h.name == "te" && h.value != "trailers");
+}
+
 }  // namespace
 
 class Upstream;
@@ -149,6 +390,7 @@ struct Call {
 
   // Request: kubelet -> runtime.
   Headers req_headers;
+  RequestCheck check;
   ByteQueue req_body;
   bool req_end = false;
   grpcwire::FrameTracker req_frames;
@@ -185,9 +427,9 @@ struct Call {
 // Makes the reply crihookd sends a trailers-only one carrying `status`, in
 // place of whatever the runtime sent or would have sent. Reply bytes already
 // buffered stay counted until the call ends (eraseCall hands them back).
-void replyWithStatus(Call& call, const absl::Status& status) {
+void replyWithStatus(Call& call, const absl::Status& status, int http_status = 200) {
   call.resp_headers.clear();
-  call.resp_trailers = trailersOnly(status);
+  call.resp_trailers = trailersOnly(status, http_status);
   call.resp_trailers_only = true;
 }
 
@@ -325,6 +567,10 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);
     if (server) {
+      // The kubelet side checks requests itself, as grpc-go does (see
+      // refusalOf); nghttp2's rules refuse requests grpc-go accepts. The
+      // runtime side keeps them: replies come from a gRPC server.
+      nghttp2_option_set_no_http_messaging(opt, 1);
       nghttp2_session_server_new2(&session_, cbs, this, opt);
     } else {
       nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
@@ -505,6 +751,10 @@ class Downstream : public H2Endpoint {
   void startPostStage(Call& call);
   void onPostStageDone(int32_t id);
 
+  // Refuses a request whose headers grpc-go's server would refuse, the way it
+  // refuses it.
+  void refuse(Call& call, const RequestRefusal& refusal);
+
   // Response path.
   void submitResponse(Call& call);
   void answer(Call& call, const absl::Status& status);
@@ -532,6 +782,26 @@ class Downstream : public H2Endpoint {
   bool connecting_ = false;
   bool shutting_down_ = false;
 };
+
+// What grpc-go's server accepts, some gRPC servers refuse (gRPC C++ wants
+// :scheme, :authority and te: trailers). The runtime gets the request as a
+// gRPC client library would have sent it.
+void canonicalise(Headers& headers) {
+  // grpc-go drops one leading '/' before routing, so it serves "S/M" as
+  // "/S/M": forward (and match interception on) the canonical form.
+  for (Header& h : headers) {
+    if (h.name == ":path" && !h.value.starts_with('/')) h.value = cat("/", h.value);
+  }
+  std::erase_if(headers, hopByHop);
+  if (findHeader(headers, ":scheme") == nullptr)
+    headers.insert(headers.begin(), {":scheme", "http"});
+  if (findHeader(headers, ":authority") == nullptr) {
+    // grpc-go takes a lone host header as the authority.
+    const std::string* host = findHeader(headers, "host");
+    headers.insert(headers.begin(), {":authority", host ? *host : "localhost"});
+  }
+  if (findHeader(headers, "te") == nullptr) headers.push_back({"te", "trailers"});
+}
 
 // ---------------------------------------------------------------------------
 // Upstream
@@ -707,7 +977,8 @@ ssize_t Upstream::readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* 
 void Downstream::setupSession() {
   createSession(true, {onBeginHeaders, onHeader, onFrameRecv, onDataChunk, onStreamClose},
                 {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
-                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}});
+                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
+                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes}});
 }
 
 void Downstream::start() {
@@ -765,11 +1036,19 @@ int Downstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uin
                          size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
                          void* user) {
   auto* self = static_cast<Downstream*>(user);
-  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
   Call* call = self->find(frame->hd.stream_id);
   if (call == nullptr) return 0;
-  call->req_headers.push_back({std::string(reinterpret_cast<const char*>(name), namelen),
-                               std::string(reinterpret_cast<const char*>(value), valuelen)});
+  if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    // Trailers: grpc-go's server ends the whole connection on them; crihookd
+    // refuses the stream once the block ends, and keeps nothing of it.
+    call->check.trailers = true;
+    return 0;
+  }
+  const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+  const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+  if (checkRequestField(call->check, n, v))
+    call->req_headers.push_back({std::string(n), std::string(v)});
   return 0;
 }
 
@@ -778,7 +1057,15 @@ int Downstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* 
   Call* call = self->find(frame->hd.stream_id);
   if (call == nullptr) return 0;
   const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+    self->refuse(*call, RequestRefusal{NGHTTP2_PROTOCOL_ERROR, 0, {}, "trailers in a request"});
+    return 0;
+  }
+  if (frame->hd.type == NGHTTP2_HEADERS) {
+    if (auto refusal = refusalOf(call->check, call->req_headers)) {
+      self->refuse(*call, *refusal);
+      return 0;
+    }
     self->onRequestHeaders(*call);
     // The call may have been answered (and erased) already.
     call = self->find(frame->hd.stream_id);
@@ -849,7 +1136,25 @@ void Downstream::cancelUpstream(Call& call) {
   call.up_id = 0;
 }
 
+void Downstream::refuse(Call& call, const RequestRefusal& refusal) {
+  const std::string* path = findHeader(call.req_headers, ":path");
+  ctx_.log->warn("refused request stream {} path={}: {}", call.down_id,
+                 path ? quoted(*path) : std::string("-"), refusal.why);
+  if (refusal.reset_code != 0) {
+    call.final_status = absl::InternalError(cat("crihookd: ", refusal.why));
+    resetBoth(call, refusal.reset_code);
+    return;
+  }
+  if (call.answered) return;
+  cancelUpstream(call);
+  call.final_status = refusal.status;
+  replyWithStatus(call, refusal.status, refusal.http_status);
+  call.resp_end = true;
+  submitResponse(call);
+}
+
 void Downstream::onRequestHeaders(Call& call) {
+  canonicalise(call.req_headers);
   if (const std::string* path = findHeader(call.req_headers, ":path")) call.path = *path;
   if (const std::string* t = findHeader(call.req_headers, "grpc-timeout")) {
     if (auto d = grpcwire::parseTimeout(*t))

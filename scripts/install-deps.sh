@@ -13,9 +13,12 @@ build_pkgs=(
 # The end-to-end tests and the demo run a real containerd and runc and build a
 # busybox image locally; iproute2/iptables are what containerd's CNI-less sandbox needs.
 runtime_pkgs=(containerd runc busybox-static)
+# gocri, the grpc-go CRI client the tests dial crihookd with as kubelet does
+# (test/e2e/gocri), is built offline from Debian's Go packages.
+go_pkgs=(golang-go golang-google-grpc-dev golang-goprotobuf-dev)
 
 missing=()
-for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}"; do
+for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${go_pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi

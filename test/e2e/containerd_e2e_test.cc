@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -376,6 +377,65 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
                         "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"}) {
     EXPECT_THAT(log, HasSubstr(std::string(m) +
                                " api=v1 pod=default/e2e-pod sandbox=" + pod.substr(0, 12)));
+  }
+}
+
+// kubelet <= 1.29 dials its runtime with the socket path as :authority,
+// kubelet >= 1.30 with "localhost": gocri, a grpc-go client dialing as kubelet
+// does, runs a whole pod lifecycle through crihookd both ways.
+TEST_F(ContainerdE2E, GrpcGoClientRunsAPodLifecycleThroughCrihookdWithEitherAuthority) {
+  for (const std::string mode : {"path", "localhost"}) {
+    SCOPED_TRACE("authority mode " + mode);
+    const std::string name = "gocri-" + mode;
+    std::string out;
+    try {
+      out = run(std::string(GOCRI_BINARY) + " -endpoint " + env->dir + "/crihook.sock" +
+                " -authority-mode " + mode + " lifecycle -image " + kImage + " -pod " + name +
+                " -log-dir " + env->dir + "/logs/" + name + " 2>&1");
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+      continue;
+    }
+    std::map<std::string, nlohmann::json> step;  // the last line of each step
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << "not a JSON line: " << line;
+      EXPECT_EQ(j.value("ok", false), true) << line;
+      step[j.value("step", "")] = j;
+    }
+    bool complete = true;
+    for (const char* s : {"Version", "RunPodSandbox", "CreateContainer", "StartContainer",
+                          "ContainerStatus", "ExecSync", "ListContainers", "StopContainer",
+                          "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"}) {
+      if (step.count(s) == 0) {
+        ADD_FAILURE() << s << " missing from:\n" << out;
+        complete = false;
+      }
+    }
+    if (!complete) continue;
+    EXPECT_EQ(step["Version"]["runtime_name"], "containerd");
+    const std::string pod = step["RunPodSandbox"]["pod_sandbox_id"];
+    const std::string ctr = step["CreateContainer"]["container_id"];
+    EXPECT_FALSE(pod.empty());
+    EXPECT_FALSE(ctr.empty());
+    EXPECT_EQ(step["ContainerStatus"]["state"], "CONTAINER_RUNNING");
+    EXPECT_EQ(step["ContainerStatus"]["name"], "box");
+    EXPECT_EQ(step["ExecSync"]["stdout"], "hi\n");
+    EXPECT_EQ(step["ExecSync"]["exit_code"], 0);
+    EXPECT_EQ(step["ListContainers"]["container_ids"], nlohmann::json::array({ctr}));
+    EXPECT_EQ(step["StopContainer"]["state"], "CONTAINER_EXITED");
+    EXPECT_EQ(step["StopPodSandbox"]["state"], "SANDBOX_NOTREADY");
+    // containerd, asked directly, has no trace of the pod left.
+    grpc::ClientContext ctx;
+    v1::ListPodSandboxResponse pods;
+    ASSERT_TRUE(runtime(env->direct)->ListPodSandbox(&ctx, {}, &pods).ok());
+    for (const auto& p : pods.items()) EXPECT_NE(p.id(), pod);
+    // The intercepted calls went through crihookd's hooks, naming the pod.
+    const std::string log = readFile(env->dir + "/crihookd.log");
+    EXPECT_THAT(log, HasSubstr("RunPodSandbox api=v1 pod=default/" + name + " sandbox=" +
+                               pod.substr(0, 12)));
+    EXPECT_THAT(log, HasSubstr("CreateContainer api=v1 pod=default/" + name));
   }
 }
 

@@ -1,0 +1,209 @@
+// gocri is a CRI client built on grpc-go that dials a CRI socket the way
+// kubelet does, so crihookd is tested against the client library kubelet
+// really uses (grpc-go), not only against gRPC C++.
+//
+// kubelet <= 1.29 dials the socket path itself as the gRPC target with a
+// custom Unix dialer, so grpc-go sends the path as :authority
+// ("-authority-mode path"); kubelet >= 1.30 sets grpc.WithAuthority("localhost")
+// ("-authority-mode localhost").
+//
+// Each step prints one JSON line; the first failing step prints its gRPC code
+// and message and the command exits with status 1.
+//
+//	gocri -endpoint SOCK [-authority-mode path|localhost] version
+//	gocri -endpoint SOCK [-authority-mode path|localhost] lifecycle -image NAME [-pod NAME] [-log-dir DIR]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	cri "crihook/cri"
+)
+
+var (
+	endpoint      = flag.String("endpoint", "", "CRI Unix socket path")
+	authorityMode = flag.String("authority-mode", "path", "path (kubelet <= 1.29) or localhost (kubelet >= 1.30)")
+	timeout       = flag.Duration("timeout", 60*time.Second, "deadline of each call")
+)
+
+// report prints one step's result as a JSON line.
+func report(step string, fields map[string]interface{}) {
+	line := map[string]interface{}{"step": step, "ok": true}
+	for k, v := range fields {
+		line[k] = v
+	}
+	out, _ := json.Marshal(line)
+	fmt.Println(string(out))
+}
+
+// check ends the program on a failed step, naming the step and the gRPC code.
+func check(step string, err error) {
+	if err == nil {
+		return
+	}
+	st := status.Convert(err)
+	out, _ := json.Marshal(map[string]interface{}{
+		"step": step, "ok": false, "code": st.Code().String(), "message": st.Message(),
+	})
+	fmt.Println(string(out))
+	os.Exit(1)
+}
+
+func dial() *grpc.ClientConn {
+	// As kubelet's util.GetAddressAndDialer + remote.NewRemoteRuntimeService:
+	// the target is the socket path, the dialer ignores it.
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", *endpoint)
+	}
+	opts := []grpc.DialOption{grpc.WithInsecure(), grpc.WithContextDialer(dialer), grpc.WithBlock()}
+	switch *authorityMode {
+	case "path":
+	case "localhost":
+		opts = append(opts, grpc.WithAuthority("localhost"))
+	default:
+		fmt.Fprintf(os.Stderr, "gocri: -authority-mode: expected path or localhost, got %q\n", *authorityMode)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := grpc.DialContext(ctx, *endpoint, opts...)
+	check("Dial", err)
+	return conn
+}
+
+func call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), *timeout)
+}
+
+func version(rs cri.RuntimeServiceClient) {
+	ctx, cancel := call()
+	defer cancel()
+	v, err := rs.Version(ctx, &cri.VersionRequest{Version: "v1"})
+	check("Version", err)
+	report("Version", map[string]interface{}{
+		"runtime_name": v.GetRuntimeName(), "runtime_api_version": v.GetRuntimeApiVersion(),
+	})
+}
+
+func lifecycle(rs cri.RuntimeServiceClient, args []string) {
+	fs := flag.NewFlagSet("lifecycle", flag.ExitOnError)
+	image := fs.String("image", "", "image of the container (present on the node)")
+	pod := fs.String("pod", "gocri-pod", "pod name")
+	logDir := fs.String("log-dir", os.TempDir(), "the pod's log directory")
+	fs.Parse(args)
+	if *image == "" {
+		fmt.Fprintln(os.Stderr, "gocri lifecycle: -image is required")
+		os.Exit(2)
+	}
+	version(rs)
+
+	podConfig := &cri.PodSandboxConfig{
+		Metadata:     &cri.PodSandboxMetadata{Name: *pod, Namespace: "default", Uid: *pod + "-uid"},
+		LogDirectory: *logDir,
+		Annotations:  map[string]string{"crihook.test/gocri": "true"},
+		// No CNI in the tests: the pod uses the node's network.
+		Linux: &cri.LinuxPodSandboxConfig{SecurityContext: &cri.LinuxSandboxSecurityContext{
+			NamespaceOptions: &cri.NamespaceOption{Network: cri.NamespaceMode_NODE},
+		}},
+	}
+	ctx, cancel := call()
+	defer cancel()
+	run, err := rs.RunPodSandbox(ctx, &cri.RunPodSandboxRequest{Config: podConfig})
+	check("RunPodSandbox", err)
+	podID := run.GetPodSandboxId()
+	report("RunPodSandbox", map[string]interface{}{"pod_sandbox_id": podID})
+
+	create, err := rs.CreateContainer(ctx, &cri.CreateContainerRequest{
+		PodSandboxId: podID,
+		Config: &cri.ContainerConfig{
+			Metadata: &cri.ContainerMetadata{Name: "box"},
+			Image:    &cri.ImageSpec{Image: *image},
+			Command:  []string{"/bin/sleep"},
+			Args:     []string{"3600"},
+			LogPath:  "box.log",
+		},
+		SandboxConfig: podConfig,
+	})
+	check("CreateContainer", err)
+	ctrID := create.GetContainerId()
+	report("CreateContainer", map[string]interface{}{"container_id": ctrID})
+
+	_, err = rs.StartContainer(ctx, &cri.StartContainerRequest{ContainerId: ctrID})
+	check("StartContainer", err)
+	report("StartContainer", nil)
+
+	cs, err := rs.ContainerStatus(ctx, &cri.ContainerStatusRequest{ContainerId: ctrID})
+	check("ContainerStatus", err)
+	report("ContainerStatus", map[string]interface{}{
+		"state": cs.GetStatus().GetState().String(), "name": cs.GetStatus().GetMetadata().GetName(),
+		"image": cs.GetStatus().GetImage().GetImage(),
+	})
+
+	exec, err := rs.ExecSync(ctx, &cri.ExecSyncRequest{
+		ContainerId: ctrID, Cmd: []string{"echo", "hi"}, Timeout: 20,
+	})
+	check("ExecSync", err)
+	report("ExecSync", map[string]interface{}{
+		"stdout": string(exec.GetStdout()), "stderr": string(exec.GetStderr()),
+		"exit_code": exec.GetExitCode(),
+	})
+
+	list, err := rs.ListContainers(ctx, &cri.ListContainersRequest{
+		Filter: &cri.ContainerFilter{PodSandboxId: podID},
+	})
+	check("ListContainers", err)
+	ids := []string{}
+	for _, c := range list.GetContainers() {
+		ids = append(ids, c.GetId())
+	}
+	report("ListContainers", map[string]interface{}{"container_ids": ids})
+
+	_, err = rs.StopContainer(ctx, &cri.StopContainerRequest{ContainerId: ctrID, Timeout: 2})
+	check("StopContainer", err)
+	cs, err = rs.ContainerStatus(ctx, &cri.ContainerStatusRequest{ContainerId: ctrID})
+	check("ContainerStatus", err)
+	report("StopContainer", map[string]interface{}{"state": cs.GetStatus().GetState().String()})
+
+	_, err = rs.RemoveContainer(ctx, &cri.RemoveContainerRequest{ContainerId: ctrID})
+	check("RemoveContainer", err)
+	report("RemoveContainer", nil)
+
+	_, err = rs.StopPodSandbox(ctx, &cri.StopPodSandboxRequest{PodSandboxId: podID})
+	check("StopPodSandbox", err)
+	ps, err := rs.PodSandboxStatus(ctx, &cri.PodSandboxStatusRequest{PodSandboxId: podID})
+	check("PodSandboxStatus", err)
+	report("StopPodSandbox", map[string]interface{}{"state": ps.GetStatus().GetState().String()})
+
+	_, err = rs.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: podID})
+	check("RemovePodSandbox", err)
+	report("RemovePodSandbox", nil)
+}
+
+func main() {
+	flag.Parse()
+	if *endpoint == "" || flag.NArg() < 1 {
+		fmt.Fprintln(os.Stderr, "usage: gocri -endpoint SOCK [-authority-mode path|localhost] version|lifecycle ...")
+		os.Exit(2)
+	}
+	conn := dial()
+	defer conn.Close()
+	rs := cri.NewRuntimeServiceClient(conn)
+	switch flag.Arg(0) {
+	case "version":
+		version(rs)
+	case "lifecycle":
+		lifecycle(rs, flag.Args()[1:])
+	default:
+		fmt.Fprintf(os.Stderr, "gocri: unknown command %q\n", flag.Arg(0))
+		os.Exit(2)
+	}
+}
