@@ -197,5 +197,5 @@ ibdev "$r" pci0000:16/0000:16:02.0/0000:18:00.0 rocep24s0 0 ens2f0 Ethernet
 bridge "$r" pci0000:80/0000:80:01.0 -1
 pci "$r" pci0000:80/0000:80:01.0/0000:83:00.0 0x1002 0x740f 0x030200 -1 amdgpu
 # A ConnectX-6 named mlx5_1 (mlx5_0 gone: renamed or removed) on socket 1.
-bridge "$r" pci0000:80/0000:80:02.0 1
-mlx_nic "$r" pci0000:80/0000:80:02.0/0000:84:00.0 1 mlx5_1 1 ibp132s0
+bridge "$r" pci0000:c0/0000:c0:01.0 1
+mlx_nic "$r" pci0000:c0/0000:c0:01.0/0000:c1:00.0 1 mlx5_1 1 ibp193s0

@@ -263,7 +263,7 @@ TEST_F(Fixtures, DeviceObjectRdmaMinorsNeverCollideAndNoGpuMeansNoGpuLabels) {
   ASSERT_EQ(devices.size(), 2u);
   expectEveryDeviceHasAMinor(d);
   // mlx5_1 keeps koordlet's minor 1; rocep24s0 (koordlet skips it) comes after.
-  EXPECT_EQ(devices[0]["id"], "0000:84:00.0");
+  EXPECT_EQ(devices[0]["id"], "0000:c1:00.0");
   EXPECT_EQ(devices[0]["minor"], 1);
   EXPECT_EQ(devices[0]["topology"]["nodeID"], 1);
   EXPECT_EQ(devices[0]["topology"]["socketID"], 1);
