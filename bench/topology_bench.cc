@@ -55,16 +55,17 @@ int main(int argc, char** argv) {
               snap.pci.size(), snap.gpus.size(), snap.rdma.size());
   topo::DeviceSet taken{{"0000:1a:00.0"}, {}, {0, 1, 2, 3}};
   measure("pick 2 GPUs + nearest NIC + 16 CPUs (goal < 100 us)", iterations * 20, [&] {
-    auto c = topo::pick(snap, {2, true, 16}, taken);
+    auto c = topo::pick(snap, {2, true, 16}, taken, topo::PcieScope::kRootComplex);
     if (!c.ok()) std::abort();
   });
   measure("pick 4 GPUs + NIC + 32 CPUs (NUMA scope)", iterations * 20, [&] {
-    auto c = topo::pick(snap, {4, true, 32}, {});
+    auto c = topo::pick(snap, {4, true, 32}, {}, topo::PcieScope::kRootComplex);
     if (!c.ok()) std::abort();
   });
   measure("sharedScope of 2 GPUs, a NIC and 8 CPUs", iterations * 20, [&] {
-    auto a = topo::sharedScope(snap, {{"0000:1a:00.0", "0000:1b:00.0"}, {"0000:1c:00.0"},
-                                      {0, 1, 2, 3, 32, 33, 34, 35}});
+    auto a = topo::sharedScope(
+        snap, {{"0000:1a:00.0", "0000:1b:00.0"}, {"0000:1c:00.0"}, {0, 1, 2, 3, 32, 33, 34, 35}},
+        topo::PcieScope::kRootComplex);
     if (!a.ok()) std::abort();
   });
   std::filesystem::remove_all(dir);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <map>
 #include <set>
 
@@ -30,6 +31,33 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
+// Text read from a file, for a warning: in quotes, control characters
+// escaped, cut short; sysfs and /proc hold what drivers and firmware wrote.
+std::string quoted(std::string_view s) {
+  constexpr size_t kMax = 64;
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += cat("\\", s[i]);
+    } else if (c < 0x20 || c >= 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += s[i];
+    }
+  }
+  return out + (s.size() > kMax ? "\"..." : "\"");
+}
+
+// A decimal integer, the whole text; nullopt otherwise.
+std::optional<long> toInteger(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) return std::nullopt;
+  return n;
+}
+
 std::string trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   size_t i = 0;
@@ -50,25 +78,23 @@ class Reader {
   std::optional<long> integer(const std::string& path, bool required = true) {
     auto v = text(path, required);
     if (!v) return std::nullopt;
-    char* end = nullptr;
-    long n = std::strtol(v->c_str(), &end, 10);
-    if (v->empty() || *end != '\0') {
-      warn(path, cat("expected an integer, got \"", *v, "\""));
-      return std::nullopt;
-    }
+    auto n = toInteger(*v);
+    if (!n) warn(path, cat("expected an integer, got ", quoted(*v)));
     return n;
   }
 
   std::vector<int> cpuList(const std::string& path) {
     std::vector<int> out;
     auto v = text(path);
-    if (v && !parseCpuList(*v, out)) warn(path, cat("expected a CPU list, got \"", *v, "\""));
+    if (v && !parseCpuList(*v, out)) warn(path, cat("expected a CPU list, got ", quoted(*v)));
     return out;
   }
 
   void warn(const std::string& path, std::string_view why) {
     snap_.warnings.push_back(cat(root_.root() == "/" ? "/" : root_.root() + "/", path, ": ", why));
   }
+  // A warning about something other than a file under the root.
+  void note(std::string message) { snap_.warnings.push_back(std::move(message)); }
 
   const SysRoot& root() const { return root_; }
 
@@ -153,7 +179,8 @@ void readPci(Reader& r, Snapshot& snap) {
     d.vendor = r.text(bus + addr + "/vendor").value_or("");
     d.device = r.text(bus + addr + "/device").value_or("");
     d.class_code = r.text(bus + addr + "/class").value_or("");
-    d.numa_node = static_cast<int>(r.integer(bus + addr + "/numa_node", false).value_or(-1));
+    d.reported_numa_node =
+        static_cast<int>(r.integer(bus + addr + "/numa_node", false).value_or(-1));
     if (auto drv = r.root().follow(*path + "/driver")) {
       d.driver = split(*drv, '/').back();
     }
@@ -162,11 +189,46 @@ void readPci(Reader& r, Snapshot& snap) {
   }
 }
 
+// Each device's effective NUMA node. A firmware that leaves a device's node
+// out (numa_node -1) usually still gives its bridges one, and on a two-socket
+// host "0" (what koordlet assumes) is wrong half the time: the nearest
+// bridge above that knows is right. Only where none does, the first node (on
+// a one-node machine, the only one).
+void inferNumaNodes(Reader& r, Snapshot& snap) {
+  const int fallback = snap.nodes.empty() ? 0 : snap.nodes.front().id;
+  auto known = [&](int node) {
+    if (snap.nodes.empty()) return node >= 0;
+    return std::any_of(snap.nodes.begin(), snap.nodes.end(),
+                       [&](const NumaNode& n) { return n.id == node; });
+  };
+  for (PciDevice& d : snap.pci) {
+    if (d.reported_numa_node != -1 && !known(d.reported_numa_node)) {
+      r.warn("sys/bus/pci/devices/" + d.address + "/numa_node",
+             cat("NUMA node ", d.reported_numa_node, " does not exist; taken as unknown (-1)"));
+      d.reported_numa_node = -1;
+    }
+  }
+  for (PciDevice& d : snap.pci) {
+    d.numa_node = d.reported_numa_node;
+    d.numa_node_from.clear();
+    for (auto b = d.bridges.rbegin(); d.numa_node < 0 && b != d.bridges.rend(); ++b) {
+      const PciDevice* bridge = snap.pciDevice(*b);
+      if (bridge != nullptr && bridge->reported_numa_node >= 0) {
+        d.numa_node = bridge->reported_numa_node;
+        d.numa_node_from = *b;
+      }
+    }
+    if (d.numa_node < 0) {
+      d.numa_node = fallback;
+      d.numa_node_from = "none";
+    }
+  }
+}
+
 Locality localityOf(const Snapshot& snap, const PciDevice& d) {
   Locality l;
   l.numa_node = d.numa_node;
-  // One NUMA node: a device reporting -1 can only be on it.
-  if (l.numa_node < 0 && snap.nodes.size() == 1) l.numa_node = snap.nodes[0].id;
+  l.numa_node_from = d.numa_node_from;
   l.socket = snap.socketOfNode(l.numa_node);
   l.pcie_switch = d.pcie_switch;
   l.root_port = d.rootPort();
@@ -174,30 +236,55 @@ Locality localityOf(const Snapshot& snap, const PciDevice& d) {
   return l;
 }
 
-std::string vendorName(const std::string& id) {
+// The vendors whose display controllers are GPUs; a BMC's VGA (ASPEED
+// 0x1a03, Matrox 0x102b, ...) is not one.
+std::string gpuVendorName(const std::string& id) {
   if (id == "0x10de") return "nvidia";
   if (id == "0x1002") return "amd";
   if (id == "0x8086") return "intel";
-  return id;
+  return "";
 }
+
+// The NVIDIA driver's minors: 0-254 (255 is nvidiactl's).
+constexpr long kMaxNvidiaMinor = 254;
 
 void readGpus(Reader& r, Snapshot& snap) {
   for (const PciDevice& d : snap.pci) {
     if (d.class_code.rfind("0x03", 0) != 0) continue;  // display controllers
     Gpu g;
+    g.vendor = gpuVendorName(d.vendor);
+    if (g.vendor.empty()) continue;
     g.address = d.address;
-    g.vendor = vendorName(d.vendor);
     g.model = cat(g.vendor, " ", d.device);
     g.where = localityOf(snap, d);
-    const std::string info = "proc/driver/nvidia/gpus/" + d.address + "/information";
-    if (g.vendor == "nvidia" && r.root().exists(info)) {
-      for (const std::string& line : split(r.text(info).value_or(""), '\n')) {
+    const std::string dir = "proc/driver/nvidia/gpus/" + d.address;
+    g.nvidia_driver = g.vendor == "nvidia" && (d.driver == "nvidia" || r.root().exists(dir));
+    if (g.nvidia_driver) {
+      const std::string info = dir + "/information";
+      auto text = r.root().read(info);
+      std::string problem = text ? "" : "cannot be read";  // why it has no minor
+      for (const std::string& line : split(text.value_or(""), '\n')) {
         auto colon = line.find(':');
         if (colon == std::string::npos) continue;
         const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
         if (key == "Model") g.model = value;
         if (key == "GPU UUID") g.uuid = value;
-        if (key == "Device Minor") g.minor = std::atoi(value.c_str());
+        if (key != "Device Minor") continue;
+        auto minor = toInteger(value);
+        if (minor && *minor >= 0 && *minor <= kMaxNvidiaMinor) {
+          g.minor = static_cast<int>(*minor);
+        } else {
+          problem = cat("Device Minor: expected 0-", kMaxNvidiaMinor, ", got ", quoted(value));
+        }
+      }
+      if (const Gpu* same = g.minor >= 0 ? snap.gpuByMinor(g.minor) : nullptr) {
+        problem = cat("Device Minor ", g.minor, " is also GPU ", same->address, "'s");
+        g.minor = -1;
+      }
+      if (g.minor < 0 && problem.empty()) problem = "no \"Device Minor\"";
+      if (!problem.empty()) {
+        r.warn(info, cat(problem, ": GPU ", d.address,
+                         " has no minor and is left out of the Device report"));
       }
     }
     snap.gpus.push_back(std::move(g));
@@ -252,14 +339,30 @@ void readRdma(Reader& r, Snapshot& snap) {
 }
 
 // NVML, when libnvidia-ml.so.1 can be loaded (never a build dependency):
-// memory size and health of the host's NVIDIA GPUs.
-void readNvml(Snapshot& snap) {
-  if (snap.root != "/") return;
-  bool any = std::any_of(snap.gpus.begin(), snap.gpus.end(),
-                         [](const Gpu& g) { return g.vendor == "nvidia"; });
-  if (!any) return;
+// memory size and health of the host's NVIDIA GPUs. Without it the Device
+// report has no koordinator.sh/gpu-memory, which a scheduler needs to place
+// a share of a GPU: a warning, not silence.
+void readNvml(Reader& r, Snapshot& snap) {
+  std::vector<Gpu*> nvidia;
+  for (Gpu& g : snap.gpus) {
+    if (g.nvidia_driver) nvidia.push_back(&g);
+  }
+  if (nvidia.empty()) return;
+  auto unknown = [&](std::string_view what, std::string_view why) {
+    r.note(cat(what, ": ", why, "; the memory of ", nvidia.size(),
+               " NVIDIA GPU(s) is unknown and the Device report has no "
+               "koordinator.sh/gpu-memory for them"));
+  };
+  if (snap.root != "/") {
+    unknown("NVML", cat("not asked about a root other than / (", snap.root, ")"));
+    return;
+  }
   void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return;
+  if (lib == nullptr) {
+    const char* e = ::dlerror();
+    unknown("libnvidia-ml.so.1", cat("cannot be loaded: ", quoted(e ? e : "")));
+    return;
+  }
   struct Memory {
     unsigned long long total, free, used;
   };
@@ -270,13 +373,30 @@ void readNvml(Snapshot& snap) {
   auto shutdown = reinterpret_cast<Init>(::dlsym(lib, "nvmlShutdown"));
   auto by_bus = reinterpret_cast<ByBus>(::dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
   auto memory = reinterpret_cast<MemoryInfo>(::dlsym(lib, "nvmlDeviceGetMemoryInfo"));
-  if (init && shutdown && by_bus && memory && init() == 0) {
-    for (Gpu& g : snap.gpus) {
-      if (g.vendor != "nvidia") continue;
+  int rc = -1;
+  if (!init || !shutdown || !by_bus || !memory) {
+    unknown("libnvidia-ml.so.1",
+            "lacks nvmlInit_v2, nvmlShutdown, "
+            "nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetMemoryInfo");
+  } else if ((rc = init()) != 0) {
+    unknown("libnvidia-ml.so.1", cat("nvmlInit_v2 returned ", rc));
+  } else {
+    for (Gpu* g : nvidia) {
       void* handle = nullptr;
       Memory m{};
-      g.health = by_bus(g.address.c_str(), &handle) == 0 && memory(handle, &m) == 0;
-      if (g.health) g.memory_bytes = m.total;
+      const char* call = "nvmlDeviceGetHandleByPciBusId_v2";
+      rc = by_bus(g->address.c_str(), &handle);
+      if (rc == 0) {
+        call = "nvmlDeviceGetMemoryInfo";
+        rc = memory(handle, &m);
+      }
+      g->health = rc == 0;
+      if (g->health) {
+        g->memory_bytes = m.total;
+      } else {
+        r.note(cat("NVML: GPU ", g->address, ": ", call, " returned ", rc,
+                   "; reported unhealthy, without koordinator.sh/gpu-memory"));
+      }
     }
     shutdown();
   }
@@ -288,6 +408,23 @@ void readNvml(Snapshot& snap) {
 const std::string& PciDevice::rootPort() const {
   static const std::string none;
   return bridges.empty() ? none : bridges.front();
+}
+
+bool RdmaDevice::portsActive() const {
+  // koordlet: every port's state contains ACTIVE, and a device without ports
+  // is unhealthy.
+  return !ports.empty() && std::all_of(ports.begin(), ports.end(), [](const RdmaPort& p) {
+    return p.state.find("ACTIVE") != std::string::npos;
+  });
+}
+
+std::string_view pcieScopeName(PcieScope scope) {
+  return scope == PcieScope::kSwitch ? "switch" : "root-complex";
+}
+
+const std::string& pcieId(const Locality& l, PcieScope scope) {
+  if (scope == PcieScope::kRootComplex || l.root_port.empty()) return l.root_complex;
+  return l.pcie_switch.empty() ? l.root_port : l.pcie_switch;
 }
 
 const PciDevice* Snapshot::pciDevice(std::string_view address) const {
@@ -371,6 +508,7 @@ Snapshot discover(const SysRoot& root) {
   Reader r(root, snap);
   readCpusAndNodes(r, snap);
   readPci(r, snap);
+  inferNumaNodes(r, snap);
   readGpus(r, snap);
   readRdma(r, snap);
   if (auto v = root.read("proc/driver/nvidia/version")) {
@@ -381,7 +519,7 @@ Snapshot discover(const SysRoot& root) {
       snap.nvidia_driver_version = rest.substr(0, rest.find(' '));
     }
   }
-  readNvml(snap);
+  readNvml(r, snap);
   return snap;
 }
 

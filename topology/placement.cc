@@ -48,6 +48,13 @@ std::vector<int> takeCpus(const Snapshot& snap, const std::vector<int>& nodes, i
   return out;
 }
 
+// "PCIe switch 0000:18:00.0", "PCIe root complex pci0000:17", ...
+std::string pcieWhat(const Locality& l, PcieScope pcie) {
+  const std::string& id = pcieId(l, pcie);
+  if (pcie == PcieScope::kRootComplex || id == l.root_complex) return "PCIe root complex " + id;
+  return (id == l.pcie_switch ? "PCIe switch " : "PCIe root port ") + id;
+}
+
 struct Candidate {
   std::vector<const Gpu*> gpus;
   const RdmaDevice* nic = nullptr;
@@ -57,8 +64,8 @@ struct Candidate {
 
 std::string_view scopeName(Scope s) {
   switch (s) {
-    case Scope::kSamePcieSwitch:
-      return "SamePCIeSwitch";
+    case Scope::kSamePcie:
+      return "SamePCIe";
     case Scope::kSameNumaNode:
       return "SameNUMANode";
     case Scope::kSameSocket:
@@ -69,7 +76,8 @@ std::string_view scopeName(Scope s) {
   return "None";
 }
 
-absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& set) {
+absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& set,
+                                        PcieScope pcie) {
   std::vector<const Locality*> places;
   std::vector<std::string> names;
   for (const std::string& a : set.gpus) {
@@ -114,12 +122,12 @@ absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& s
     a.why = "nothing to place";
     return a;
   }
-  const bool switch_ok = !places.empty() && set.cpus.empty() &&
-                         !places.front()->pcie_switch.empty() &&
-                         all([](const Locality& l) { return l.pcie_switch; }, {});
-  if (switch_ok) {
-    a.scope = Scope::kSamePcieSwitch;
-    a.why = cat(what, " share PCIe switch ", places.front()->pcie_switch);
+  const bool pcie_ok = !places.empty() && set.cpus.empty() &&
+                       !pcieId(*places.front(), pcie).empty() &&
+                       all([&](const Locality& l) { return pcieId(l, pcie); }, {});
+  if (pcie_ok) {
+    a.scope = Scope::kSamePcie;
+    a.why = cat(what, " share ", pcieWhat(*places.front(), pcie));
     return a;
   }
   const int node = places.empty() ? cpu_nodes.front() : places.front()->numa_node;
@@ -138,7 +146,8 @@ absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& s
   return a;
 }
 
-absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const DeviceSet& taken) {
+absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const DeviceSet& taken,
+                            PcieScope pcie) {
   std::vector<const Gpu*> free_gpus;
   for (const Gpu& g : snap.gpus) {
     if (!contains(taken.gpus, g.address)) free_gpus.push_back(&g);
@@ -148,10 +157,10 @@ absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const Devi
     if (!x.isVirtualFunction() && !contains(taken.rdma, x.address)) free_nics.push_back(&x);
   }
   // Try each scope, tightest first; within a scope, groups in address order.
-  auto key = [](const Locality& l, Scope s) -> std::string {
+  auto key = [&](const Locality& l, Scope s) -> std::string {
     switch (s) {
-      case Scope::kSamePcieSwitch:
-        return l.pcie_switch;
+      case Scope::kSamePcie:
+        return pcieId(l, pcie);
       case Scope::kSameNumaNode:
         return l.numa_node < 0 ? "" : cat(l.numa_node);
       case Scope::kSameSocket:
@@ -161,7 +170,7 @@ absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const Devi
     }
     return "";
   };
-  for (Scope s : {Scope::kSamePcieSwitch, Scope::kSameNumaNode, Scope::kSameSocket}) {
+  for (Scope s : {Scope::kSamePcie, Scope::kSameNumaNode, Scope::kSameSocket}) {
     std::map<std::string, Candidate> groups;
     std::vector<std::string> order;
     auto group = [&](const std::string& k) -> Candidate& {
@@ -179,7 +188,7 @@ absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const Devi
     }
     if (req.gpus == 0 && !req.rdma) {
       // CPUs only: any node (or socket) that has them.
-      if (s == Scope::kSamePcieSwitch) continue;
+      if (s == Scope::kSamePcie) continue;
       order.clear();
       for (const NumaNode& n : snap.nodes)
         order.push_back(s == Scope::kSameNumaNode ? cat(n.id) : cat(n.socket));
@@ -218,7 +227,9 @@ absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const Devi
       std::vector<std::string> parts;
       if (!choice.devices.gpus.empty()) parts.push_back("GPUs " + join(choice.devices.gpus));
       if (req.rdma) parts.push_back(cat("RDMA ", c.nic->name, " (", c.nic->address, ")"));
-      std::string where = s == Scope::kSamePcieSwitch ? cat("PCIe switch ", k)
+      // kSamePcie has devices: a CPU-only request starts at kSameNumaNode.
+      std::string where = s == Scope::kSamePcie
+                              ? pcieWhat(req.gpus > 0 ? c.gpus[0]->where : c.nic->where, pcie)
                           : s == Scope::kSameNumaNode ? cat("NUMA node ", k)
                                                       : cat("socket ", k);
       choice.why = cat(join(parts), parts.empty() ? "" : " share ", parts.empty() ? "" : where);
@@ -229,9 +240,10 @@ absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const Devi
         for (int n : nodes) ns.push_back(cat(n));
         choice.why += join(ns);
       }
-      if (s != Scope::kSamePcieSwitch && (req.gpus > 0 || req.rdma))
-        choice.why += cat(" (no single PCIe switch", s == Scope::kSameSocket ? " or NUMA node" : "",
-                          " has enough free)");
+      if (s != Scope::kSamePcie && (req.gpus > 0 || req.rdma))
+        choice.why +=
+            cat(" (no single ", pcie == PcieScope::kSwitch ? "PCIe switch" : "PCIe root complex",
+                s == Scope::kSameSocket ? " or NUMA node" : "", " has enough free)");
       return choice;
     }
   }

@@ -1,7 +1,8 @@
 #pragma once
 
-// Placement: whether a set of GPUs, RDMA devices and CPUs share a PCIe
-// switch, a NUMA node, a socket; and, for a request such as "2 GPUs with
+// Placement: whether a set of GPUs, RDMA devices and CPUs share a PCIe (a
+// root complex or a switch, as the caller means it: topology.h PcieScope), a
+// NUMA node, a socket; and, for a request such as "2 GPUs with
 // their nearest RDMA NIC and 16 CPUs", the best free set on this node. Pure
 // functions of a Snapshot: deterministic, and they say why.
 
@@ -15,8 +16,8 @@
 namespace crihook::topology {
 
 // From tightest to loosest.
-enum class Scope { kSamePcieSwitch, kSameNumaNode, kSameSocket, kNone };
-std::string_view scopeName(Scope scope);
+enum class Scope { kSamePcie, kSameNumaNode, kSameSocket, kNone };
+std::string_view scopeName(Scope scope);  // Koordinator's words: SamePCIe, SameNUMANode, ...
 
 struct DeviceSet {
   std::vector<std::string> gpus;  // PCI addresses
@@ -26,13 +27,15 @@ struct DeviceSet {
 
 struct ScopeAnswer {
   Scope scope = Scope::kNone;
-  std::string why;  // "GPUs 0000:1a:00.0, 0000:1b:00.0 and RDMA 0000:1c:00.0 share PCIe switch …"
+  std::string why;  // "GPU 0000:1a:00.0, RDMA 0000:1c:00.0 share PCIe root complex pci0000:17"
 };
 
-// The tightest scope all of `set` shares. CPUs count for NUMA node and
-// socket (they have no switch): a set with CPUs is at best kSameNumaNode.
-// INVALID_ARGUMENT naming a device or CPU this node does not have.
-absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& set);
+// The tightest scope all of `set` shares, "the same PCIe" meaning what
+// `pcie` says (the Device report's pcieID must mean the same). CPUs count for
+// NUMA node and socket (they have no PCIe): a set with CPUs is at best
+// kSameNumaNode. Devices count on their effective NUMA node. INVALID_ARGUMENT
+// naming a device or CPU this node does not have.
+absl::StatusOr<ScopeAnswer> sharedScope(const Snapshot& snap, const DeviceSet& set, PcieScope pcie);
 
 struct Request {
   int gpus = 0;
@@ -46,11 +49,12 @@ struct Choice {
   std::string why;
 };
 
-// The best free set: every GPU, the NIC and the CPUs behind one PCIe switch
-// (CPUs on its NUMA node), else on one NUMA node, else one socket. Ties go to
+// The best free set: every GPU and the NIC on one PCIe (in `pcie`'s meaning;
+// CPUs on its NUMA node), else on one NUMA node, else one socket. Ties go to
 // the lowest addresses / CPU numbers; CPUs are taken a whole core (all its
 // threads) at a time where possible. RESOURCE_EXHAUSTED when no socket can
 // hold the request.
-absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& request, const DeviceSet& taken);
+absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& request, const DeviceSet& taken,
+                            PcieScope pcie);
 
 }  // namespace crihook::topology

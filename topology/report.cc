@@ -1,6 +1,9 @@
 #include "report.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "holder.h"
@@ -13,25 +16,68 @@ std::string gib(uint64_t bytes) {
   return fmt::format("{:.0f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
 }
 
-std::string pcieIdOf(const Locality& l, PcieId kind) {
-  if (kind == PcieId::kRootComplex) return l.root_complex;
-  if (!l.pcie_switch.empty()) return l.pcie_switch;
-  return l.root_port.empty() ? l.root_complex : l.root_port;
-}
-
+// A label value the API server accepts: at most 63 characters of
+// [A-Za-z0-9-_.], beginning and ending with a letter or digit. koordlet
+// writes the model as NVML names it; a value the API refuses would lose the
+// whole Device, so anything else becomes '-'.
 std::string labelValue(std::string s) {
   for (char& c : s) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '-';
   }
-  return s.substr(0, 63);
+  s = s.substr(0, 63);
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  while (!s.empty() && !alnum(s.back())) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && !alnum(s[i])) ++i;
+  return s.substr(i);
+}
+
+// The model as koordlet labels it: "NVIDIA A100-SXM4-40GB" -> "A100-SXM4-40GB",
+// "Tesla T4" -> "Tesla-T4".
+std::string modelLabel(std::string model) {
+  if (model.rfind("NVIDIA ", 0) == 0) model.erase(0, 7);
+  std::replace(model.begin(), model.end(), ' ', '-');
+  return labelValue(model);
+}
+
+// A byte count as Kubernetes writes a binary quantity: with the largest of
+// Ki, Mi, Gi, Ti, Pi, Ei that divides it exactly, else in bytes.
+std::string binaryQuantity(uint64_t bytes) {
+  static const char* const kSuffixes[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  size_t i = 0;
+  while (bytes != 0 && bytes % 1024 == 0 && i + 1 < std::size(kSuffixes)) {
+    bytes /= 1024;
+    ++i;
+  }
+  return cat(bytes, kSuffixes[i]);
+}
+
+// N of a Mellanox RDMA device mlx<k>_N (koordlet's minor for it).
+std::optional<int> mellanoxMinor(const std::string& name) {
+  if (name.rfind("mlx", 0) != 0) return std::nullopt;
+  size_t i = 3, k = i;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == k || i >= name.size() || name[i] != '_') return std::nullopt;
+  const std::string n = name.substr(i + 1);
+  if (n.empty() || n.size() > 6) return std::nullopt;  // a few hundred devices at most
+  for (char c : n) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  return std::stoi(n);
+}
+
+// Where the NUMA node came from, when it is not the device's own.
+std::string numaNote(const Locality& l) {
+  if (l.numa_node_from.empty()) return "";
+  if (l.numa_node_from == "none")
+    return cat(" (numa_node -1, no bridge above knows: node ", l.numa_node, " assumed)");
+  return cat(" (numa_node -1: node ", l.numa_node, " of bridge ", l.numa_node_from, ")");
 }
 
 nlohmann::json localityJson(const Locality& l) {
-  return {{"numa_node", l.numa_node},
-          {"socket", l.socket},
-          {"pcie_switch", l.pcie_switch},
-          {"root_port", l.root_port},
-          {"root_complex", l.root_complex}};
+  return {{"numa_node", l.numa_node}, {"numa_node_from", l.numa_node_from},
+          {"socket", l.socket},       {"pcie_switch", l.pcie_switch},
+          {"root_port", l.root_port}, {"root_complex", l.root_complex}};
 }
 
 }  // namespace
@@ -72,21 +118,22 @@ std::string tree(const Snapshot& snap) {
         out += cat("  NUMA node ", node, ": CPUs ", formatCpuList(n->cpus), ", ",
                    gib(n->memory_bytes), "\n");
       } else {
-        out += "  NUMA node unknown (the device's numa_node is -1)\n";
+        out += cat("  NUMA node ", node, " (not in sysfs)\n");
       }
       for (const auto& [where, group] : groups) {
         out += cat("    ", where, "\n");
         for (const Gpu* g : group.gpus) {
           out += cat("      GPU ", g->address, " ", g->model,
                      g->minor >= 0 ? cat(" minor ", g->minor) : std::string(),
-                     g->uuid.empty() ? std::string() : " " + g->uuid, "\n");
+                     g->uuid.empty() ? std::string() : " " + g->uuid, numaNote(g->where), "\n");
         }
         for (const RdmaDevice* x : group.nics) {
           std::string link;
           for (const RdmaPort& p : x->ports)
             link += cat(" port ", p.number, " ", p.link_layer, " ", p.state);
           out += cat("      RDMA ", x->name, " ", x->address, " ", x->uverbs,
-                     x->netdevs.empty() ? std::string() : " " + x->netdevs.front(), link, "\n");
+                     x->netdevs.empty() ? std::string() : " " + x->netdevs.front(), link,
+                     numaNote(x->where), "\n");
           for (const std::string& vf : x->virtual_functions) {
             const RdmaDevice* v = snap.rdmaByAddress(vf);
             out +=
@@ -124,6 +171,7 @@ nlohmann::json toJson(const Snapshot& snap) {
     j["gpus"].push_back({{"address", g.address},
                          {"vendor", g.vendor},
                          {"model", g.model},
+                         {"nvidia_driver", g.nvidia_driver},
                          {"minor", g.minor},
                          {"uuid", g.uuid},
                          {"memory_bytes", g.memory_bytes},
@@ -155,6 +203,8 @@ nlohmann::json toJson(const Snapshot& snap) {
                         {"class", d.class_code},
                         {"driver", d.driver},
                         {"numa_node", d.numa_node},
+                        {"reported_numa_node", d.reported_numa_node},
+                        {"numa_node_from", d.numa_node_from},
                         {"root_complex", d.root_complex},
                         {"bridges", d.bridges},
                         {"pcie_switch", d.pcie_switch}});
@@ -165,54 +215,86 @@ nlohmann::json toJson(const Snapshot& snap) {
 }
 
 nlohmann::json deviceObject(const Snapshot& snap, const DeviceReportOptions& o) {
-  nlohmann::json devices = nlohmann::json::array();
   auto topology = [&](const Locality& l, const std::string& address) {
     return nlohmann::json{{"socketID", l.socket},
                           {"nodeID", l.numa_node},
-                          {"pcieID", pcieIdOf(l, o.pcie_id)},
+                          {"pcieID", pcieId(l, o.pcie_id)},
                           {"busID", address}};
   };
-  std::set<std::string> vendors, models;
+  // koordlet leaves topology out when it has no PCIe identity for a device.
+  auto withTopology = [&](nlohmann::json d, const Locality& l, const std::string& address) {
+    if (!pcieId(l, o.pcie_id).empty()) d["topology"] = topology(l, address);
+    return d;
+  };
+  std::vector<const Gpu*> gpus;
   for (const Gpu& g : snap.gpus) {
+    if (g.nvidia_driver && g.minor >= 0) gpus.push_back(&g);  // discovery warned of the rest
+  }
+  std::sort(gpus.begin(), gpus.end(),
+            [](const Gpu* a, const Gpu* b) { return a->minor < b->minor; });
+  nlohmann::json devices = nlohmann::json::array();
+  std::set<std::string> models;
+  for (const Gpu* g : gpus) {
     nlohmann::json d{
         {"type", "gpu"},
-        {"id", g.uuid.empty() ? g.address : g.uuid},
-        {"health", g.health},
+        {"id", g->uuid.empty() ? g->address : g->uuid},
+        {"minor", g->minor},
+        {"health", g->health},
         {"resources",
-         {{"koordinator.sh/gpu-core", "100"}, {"koordinator.sh/gpu-memory-ratio", "100"}}},
-        {"topology", topology(g.where, g.address)}};
-    if (g.minor >= 0) d["minor"] = g.minor;
-    if (g.memory_bytes > 0) {
-      d["resources"]["koordinator.sh/gpu-memory"] = cat(g.memory_bytes / (1024 * 1024), "Mi");
-    }
-    devices.push_back(std::move(d));
-    vendors.insert(g.vendor);
-    models.insert(g.model);
+         {{"koordinator.sh/gpu-core", "100"}, {"koordinator.sh/gpu-memory-ratio", "100"}}}};
+    if (g->memory_bytes > 0)
+      d["resources"]["koordinator.sh/gpu-memory"] = binaryQuantity(g->memory_bytes);
+    devices.push_back(withTopology(std::move(d), g->where, g->address));
+    models.insert(g->model);
   }
-  int minor = 0;
+
+  // RDMA physical functions, one per PCI function (the first of its RDMA
+  // devices by name, as koordlet takes it).
+  std::vector<const RdmaDevice*> functions;
+  std::set<std::string> addresses;
   for (const RdmaDevice& x : snap.rdma) {
-    if (x.isVirtualFunction()) continue;
+    if (!x.isVirtualFunction() && addresses.insert(x.address).second) functions.push_back(&x);
+  }
+  std::vector<std::pair<int, const RdmaDevice*>> rdma;
+  std::set<int> taken;
+  std::vector<const RdmaDevice*> others;
+  for (const RdmaDevice* x : functions) {
+    auto minor = mellanoxMinor(x->name);
+    if (minor && taken.insert(*minor).second) {
+      rdma.emplace_back(*minor, x);
+    } else {
+      others.push_back(x);
+    }
+  }
+  int next = taken.empty() ? 0 : *taken.rbegin() + 1;
+  for (const RdmaDevice* x : others) rdma.emplace_back(next++, x);
+  std::sort(rdma.begin(), rdma.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [minor, x] : rdma) {
     nlohmann::json d{{"type", "rdma"},
-                     {"id", x.address},
-                     {"minor", minor++},
-                     {"health", true},
-                     {"resources", {{"koordinator.sh/rdma", "100"}}},
-                     {"topology", topology(x.where, x.address)}};
-    if (!x.virtual_functions.empty()) {
+                     {"id", x->address},
+                     {"minor", minor},
+                     {"health", x->portsActive()},
+                     {"resources", {{"koordinator.sh/rdma", "100"}}}};
+    d = withTopology(std::move(d), x->where, x->address);
+    if (!x->virtual_functions.empty()) {
+      std::vector<std::string> sorted = x->virtual_functions;
+      std::sort(sorted.begin(), sorted.end());
       nlohmann::json vfs = nlohmann::json::array();
-      for (size_t i = 0; i < x.virtual_functions.size(); ++i) {
-        vfs.push_back({{"minor", static_cast<int>(i)}, {"busID", x.virtual_functions[i]}});
-      }
-      d["vfGroups"] = nlohmann::json::array({{{"labels", {{"type", "general"}}}, {"vfs", vfs}}});
+      for (const std::string& vf : sorted) vfs.push_back({{"minor", -1}, {"busID", vf}});
+      d["vfGroups"] = nlohmann::json::array({{{"vfs", vfs}}});
     }
     devices.push_back(std::move(d));
   }
+
   nlohmann::json labels = nlohmann::json::object();
-  // One value per label: a node of mixed GPUs names the first.
-  if (!vendors.empty()) labels["node.koordinator.sh/gpu-vendor"] = labelValue(*vendors.begin());
-  if (!models.empty()) labels["node.koordinator.sh/gpu-model"] = labelValue(*models.begin());
-  if (!snap.nvidia_driver_version.empty())
-    labels["node.koordinator.sh/gpu-driver-version"] = labelValue(snap.nvidia_driver_version);
+  if (!gpus.empty()) labels["node.koordinator.sh/gpu-vendor"] = "nvidia";
+  if (models.size() == 1) {
+    if (std::string m = modelLabel(*models.begin()); !m.empty())
+      labels["node.koordinator.sh/gpu-model"] = m;
+    if (std::string v = labelValue(snap.nvidia_driver_version); !v.empty())
+      labels["node.koordinator.sh/gpu-driver-version"] = v;
+  }
   return {{"apiVersion", "scheduling.koordinator.sh/v1alpha1"},
           {"kind", "Device"},
           {"metadata", {{"name", o.node_name}, {"labels", labels}}},

@@ -16,24 +16,32 @@ std::string tree(const Snapshot& snap);
 // Everything discovered, warnings included.
 nlohmann::json toJson(const Snapshot& snap);
 
-// What a Device's topology.pcieID names. Koordinator's own agent puts the root
-// complex there ("pci0000:17"), so every device under one CPU root complex is
-// "the same PCIe", switches or not. crihook names the PCIe switch by default
-// (the upstream port of the switch above the device; for a device on a root
-// port without a switch, that root port), so "same PCIe" means "behind one
-// switch": the GPUs and the NIC that exchange data without crossing the CPU.
-enum class PcieId { kSwitch, kRootComplex };
-
 struct DeviceReportOptions {
   std::string node_name;
-  PcieId pcie_id = PcieId::kSwitch;
+  // What topology.pcieID names (topology.h): the root complex by default, as
+  // koordlet reports it; the topology-check hook must be set the same way.
+  PcieScope pcie_id = PcieScope::kRootComplex;
 };
 
-// The Device object: a gpu entry per GPU (id the UUID, else the PCI address;
-// koordinator.sh/gpu-core and -memory-ratio 100, gpu-memory when NVML told
-// it), an rdma entry per physical RDMA function (id its PCI address,
-// koordinator.sh/rdma 100, its VFs in vfGroups), labels for GPU vendor, model
-// and driver version.
+// The Device object as koordlet writes it, so Koordinator's scheduler can
+// consume it; every entry has a minor (the scheduler reads each one's
+// unchecked).
+//  gpu   one per GPU the NVIDIA driver manages and gives a minor (others,
+//        AMD and Intel GPUs included, stay in the tree and the JSON): id the
+//        UUID, koordinator.sh/gpu-core and gpu-memory-ratio 100, gpu-memory
+//        (a binary quantity) when NVML told it — discovery warns when not.
+//  rdma  one per RDMA physical function: id its PCI address, minor the N of a
+//        Mellanox mlx<k>_N; devices koordlet skips (irdma's rocep24s0, ...)
+//        get the minors after the largest Mellanox one, in name order;
+//        health: every port ACTIVE; koordinator.sh/rdma 100; its VFs (minor
+//        -1, by PCI address) in one vfGroup without labels.
+//  topology  socketID (the real socket; koordlet writes -1), nodeID (the
+//        effective NUMA node, never -1), pcieID as the options say, busID.
+//  labels    node.koordinator.sh/gpu-vendor "nvidia" when there is an NVIDIA
+//        GPU; gpu-model (without "NVIDIA ", spaces as '-') and
+//        gpu-driver-version when every GPU is the same model (koordlet
+//        writes neither for mixed models).
+// Entries are sorted by type, then minor, as koordlet stores them.
 nlohmann::json deviceObject(const Snapshot& snap, const DeviceReportOptions& options);
 
 // JSON as YAML (block style; strings quoted).

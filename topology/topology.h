@@ -34,7 +34,16 @@ struct PciDevice {
   std::string address;                     // 0000:1a:00.0
   std::string vendor, device, class_code;  // "0x10de", "0x20b0", "0x030200"
   std::string driver;                      // bound driver, empty if none
-  int numa_node = -1;
+  // What the device's numa_node says; -1 where the firmware does not tell
+  // the kernel (some BIOSes leave it out for some or all devices).
+  int reported_numa_node = -1;
+  // The node the device is on, as placement, the hooks and the Device report
+  // use it: reported_numa_node, else that of the nearest upstream bridge that
+  // has one, else the first NUMA node (node 0). Never -1.
+  int numa_node = 0;
+  // Empty when numa_node is the device's own; else the address of the bridge
+  // it was taken from, or "none" when no bridge above knew either.
+  std::string numa_node_from;
   std::string root_complex;          // pci0000:17
   std::vector<std::string> bridges;  // upstream bridges, root port first
   // The upstream port of the nearest PCIe switch above the device; empty
@@ -45,17 +54,39 @@ struct PciDevice {
 
 // Where a device sits, as placement and the Device report need it.
 struct Locality {
-  int numa_node = -1;
-  int socket = -1;
-  std::string pcie_switch;  // empty: none
+  int numa_node = 0;           // PciDevice::numa_node: never -1
+  std::string numa_node_from;  // PciDevice::numa_node_from
+  int socket = -1;             // the socket of numa_node's CPUs; -1 if it has none
+  std::string pcie_switch;     // empty: none
   std::string root_port;
   std::string root_complex;
 };
 
+// What "the same PCIe" means for a Device's topology.pcieID and for the
+// topology-check hook's SamePCIe (placement.h), one meaning for both so the
+// report and the check never disagree.
+//  kRootComplex  the CPU root complex the device hangs off ("pci0000:17"), as
+//                Koordinator's koordlet reports it: every device under one
+//                root complex is the same PCIe, switches or not.
+//  kSwitch       the upstream port of the nearest PCIe switch above the
+//                device, or, without a switch, its root port: the devices
+//                that exchange data without crossing the CPU.
+enum class PcieScope { kRootComplex, kSwitch };
+std::string_view pcieScopeName(PcieScope scope);  // "root-complex", "switch"
+// The device's PCIe identity in that meaning; empty when sysfs did not show it.
+const std::string& pcieId(const Locality& where, PcieScope scope);
+
+// A GPU: a display controller (PCI class 0x03) of NVIDIA, AMD or Intel. Other
+// display controllers (a server BMC's ASPEED or Matrox VGA) are plain PCI
+// devices, never GPUs.
 struct Gpu {
   std::string address;
-  std::string vendor;  // nvidia, amd, intel, or the PCI vendor id
+  std::string vendor;  // nvidia, amd, intel
   std::string model;
+  // The NVIDIA driver manages it: driver "nvidia" bound, or listed under
+  // /proc/driver/nvidia/gpus. Only these are in the Device report (what
+  // koordlet reports too), and only these have a minor.
+  bool nvidia_driver = false;
   int minor = -1;             // -1 when the driver does not say
   std::string uuid;           // empty when the driver does not say
   uint64_t memory_bytes = 0;  // from NVML, when it could be loaded
@@ -81,6 +112,9 @@ struct RdmaDevice {
   std::vector<std::string> virtual_functions;  // set on a PF: its VFs' addresses, in order
   Locality where;
   bool isVirtualFunction() const { return !physical_function.empty(); }
+  // Healthy as koordlet judges it: it has ports and every port's state is
+  // ACTIVE ("4: ACTIVE"; ACTIVE_DEFER counts too).
+  bool portsActive() const;
 };
 
 struct Snapshot {
@@ -105,7 +139,9 @@ struct Snapshot {
 };
 
 // Reads the tree under `root`. Never fails: whatever cannot be read becomes
-// a warning naming the path. Cheap (a few thousand small reads on a large
+// a warning naming the path, and so does what the Device report will lack
+// because of it (NVIDIA GPUs whose memory NVML did not give, one without a
+// minor). Cheap (a few thousand small reads on a large
 // server); call again to rediscover.
 Snapshot discover(const SysRoot& root);
 

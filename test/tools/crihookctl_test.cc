@@ -202,6 +202,18 @@ TEST(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
   auto device = nlohmann::json::parse(crd.out);
   EXPECT_EQ(device["metadata"]["name"], "gpu-node-7");
   EXPECT_EQ(device["spec"]["devices"][0]["topology"]["pcieID"], "pci0000:17");
+  // What the object lacks is said on stderr: no NVML for a fixture's GPUs.
+  EXPECT_THAT(crd.err, HasSubstr("warning: NVML: not asked about a root other than /"));
+  EXPECT_THAT(crd.err, HasSubstr("the Device report has no koordinator.sh/gpu-memory"));
+  Result sw = ctl({"topology", "--root", root, "--output", "device-crd", "--format", "json",
+                   "--pcie-id", "switch"});
+  ASSERT_EQ(sw.code, 0) << sw.err;
+  EXPECT_EQ(nlohmann::json::parse(sw.out)["spec"]["devices"][0]["topology"]["pcieID"],
+            "0000:18:00.0");
+  Result by_default =
+      ctl({"topology", "--root", root, "--output", "device-crd", "--format", "json"});
+  EXPECT_EQ(nlohmann::json::parse(by_default.out)["spec"]["devices"][0]["topology"]["pcieID"],
+            "pci0000:17");
   Result yaml = ctl({"topology", "--root", root, "--output", "device-crd", "--node", "n"});
   EXPECT_THAT(yaml.out, HasSubstr("kind: \"Device\"\n"));
   Result bad = ctl({"topology", "--output", "xml"});

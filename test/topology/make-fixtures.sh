@@ -6,10 +6,14 @@
 #
 #   make-fixtures.sh OUTDIR
 #     OUTDIR/dgx          2 sockets, 8 NVIDIA GPUs on 4 PCIe switches, 5
-#                         Mellanox NICs (one with 2 SR-IOV VFs), 2 NUMA nodes
+#                         Mellanox NICs (one with 2 SR-IOV VFs, mlx5_4's port
+#                         down), 2 NUMA nodes; the BMC's VGA controller (ASPEED,
+#                         behind its own bridge: not a GPU); GPU 7's numa_node
+#                         is -1 (so is its downstream port's), its switch says 1
 #     OUTDIR/workstation  1 socket, 4 NVIDIA GPUs straight on root ports, no RDMA
-#     OUTDIR/intel-rdma   an Intel E810 RoCE NIC (irdma, not mlx5_N) and an AMD
-#                         GPU whose numa_node is -1, 2 NUMA nodes
+#     OUTDIR/intel-rdma   an Intel E810 RoCE NIC (irdma, not mlx5_N), a Mellanox
+#                         mlx5_1, and an AMD GPU whose numa_node is -1 as is its
+#                         bridge's, 2 NUMA nodes
 set -euo pipefail
 out=${1:?usage: make-fixtures.sh OUTDIR}
 rm -rf "$out"
@@ -157,6 +161,19 @@ vfdir=$(dirname "$first_nic")
 ibdev "$r" "$vfdir/0000:1c:00.2" "mlx5_$ib" "$uv" ibp28s0v0 InfiniBand
 ib=$((ib + 1)) uv=$((uv + 1))
 ibdev "$r" "$vfdir/0000:1c:00.3" "mlx5_$ib" "$uv" ibp28s0v1 InfiniBand
+# mlx5_4 (on switch b7) has lost its link.
+echo "1: DOWN" >"$r/sys/devices/pci0000:b7/0000:b7:00.0/0000:b8:00.0/0000:b9:02.0/0000:bc:00.0/infiniband/mlx5_4/ports/1/state"
+# GPU 7 and its downstream port do not say their NUMA node (a BIOS that
+# leaves _PXM out); the switch above does.
+gpu7=pci0000:b7/0000:b7:00.0/0000:b8:00.0/0000:b9:01.0
+echo -1 >"$r/sys/devices/$gpu7/numa_node"
+echo -1 >"$r/sys/devices/$gpu7/0000:bb:00.0/numa_node"
+# The BMC's VGA controller, as on most servers: an ASPEED AST2x00 behind the
+# ASPEED PCIe-to-PCI bridge on a chipset root port. A display controller, not
+# a GPU: no minor, no NVIDIA driver.
+pci "$r" pci0000:00/0000:00:1c.0 0x8086 0xa190 0x060400 0 pcieport
+pci "$r" pci0000:00/0000:00:1c.0/0000:02:00.0 0x1a03 0x1150 0x060400 0
+pci "$r" pci0000:00/0000:00:1c.0/0000:02:00.0/0000:03:00.0 0x1a03 0x2000 0x030000 0 ast
 
 # --- (2) workstation: 1 socket x 8 cores x 2 threads; GPUs on root ports -----
 r=$out/workstation
@@ -179,3 +196,6 @@ pci "$r" pci0000:16/0000:16:02.0/0000:18:00.0 0x8086 0x1593 0x020000 0 ice
 ibdev "$r" pci0000:16/0000:16:02.0/0000:18:00.0 rocep24s0 0 ens2f0 Ethernet
 bridge "$r" pci0000:80/0000:80:01.0 -1
 pci "$r" pci0000:80/0000:80:01.0/0000:83:00.0 0x1002 0x740f 0x030200 -1 amdgpu
+# A ConnectX-6 named mlx5_1 (mlx5_0 gone: renamed or removed) on socket 1.
+bridge "$r" pci0000:c0/0000:c0:01.0 1
+mlx_nic "$r" pci0000:c0/0000:c0:01.0/0000:c1:00.0 1 mlx5_1 1 ibp193s0

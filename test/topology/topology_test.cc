@@ -1,6 +1,7 @@
 // Topology discovery, report and placement on fixture trees built by
-// make-fixtures.sh (a DGX-shaped server, a workstation, a machine with an
-// Intel RDMA NIC and a GPU without a NUMA node), on broken trees, and on this
+// make-fixtures.sh (a DGX-shaped server with a BMC's VGA controller and a GPU
+// whose numa_node is -1, a workstation, a machine with an Intel RDMA NIC, a
+// Mellanox one and a GPU that no bridge places), on broken trees, and on this
 // machine's own /sys.
 
 #include "topology.h"
@@ -11,11 +12,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "fake_cri_server.h"
 #include "placement.h"
 #include "report.h"
+#include "text.h"
 
 namespace crihook::testing {
 namespace {
@@ -43,9 +46,17 @@ class Fixtures : public ::testing::Test {
   static inline TempDir* dir_ = nullptr;
 };
 
+// What discovery says of a fixture's NVIDIA GPUs: NVML is only asked on the
+// host, so their memory is unknown.
+auto nvmlUnknown(int gpus) {
+  return ::testing::AllOf(::testing::StartsWith("NVML: not asked about a root other than / ("),
+                          HasSubstr(std::to_string(gpus) + " NVIDIA GPU(s) is unknown"),
+                          HasSubstr("the Device report has no koordinator.sh/gpu-memory for them"));
+}
+
 TEST_F(Fixtures, DgxCpusAndNumaNodes) {
   const topo::Snapshot s = load("dgx");
-  EXPECT_THAT(s.warnings, ::testing::IsEmpty());
+  EXPECT_THAT(s.warnings, ElementsAre(nvmlUnknown(8)));
   ASSERT_EQ(s.cpus.size(), 64u);
   const topo::Cpu* c = s.cpu(17);
   ASSERT_NE(c, nullptr);
@@ -86,7 +97,21 @@ TEST_F(Fixtures, DgxGpusSitInPairsBehindFourSwitches) {
     EXPECT_EQ(g.model, "NVIDIA A100-SXM4-40GB");
     EXPECT_EQ(g.where.numa_node, i < 4 ? 0 : 1);
     EXPECT_EQ(g.where.socket, i < 4 ? 0 : 1);
+    EXPECT_TRUE(g.nvidia_driver);
   }
+  // GPU 7 and its downstream port say -1; the switch's upstream port says 1.
+  EXPECT_EQ(s.pciDevice("0000:bb:00.0")->reported_numa_node, -1);
+  EXPECT_EQ(s.pciDevice("0000:bb:00.0")->numa_node, 1);
+  EXPECT_EQ(s.gpus[7].where.numa_node_from, "0000:b8:00.0");
+  EXPECT_EQ(s.gpus[6].where.numa_node_from, "");
+  // The BMC's VGA controller is a PCI device, not a GPU.
+  const topo::PciDevice* vga = s.pciDevice("0000:03:00.0");
+  ASSERT_NE(vga, nullptr);
+  EXPECT_EQ(vga->driver, "ast");
+  EXPECT_EQ(vga->class_code, "0x030000");
+  EXPECT_THAT(vga->bridges, ElementsAre("0000:00:1c.0", "0000:02:00.0"));
+  EXPECT_EQ(s.gpu("0000:03:00.0"), nullptr);
+  EXPECT_EQ(s.pci.size(), 39u);
   EXPECT_EQ(s.gpus[3].uuid, "GPU-00000003-aaaa-bbbb-cccc-dddddddddddd");
   EXPECT_EQ(s.nvidia_driver_version, "535.129.03");
   const topo::PciDevice* d = s.pciDevice("0000:1a:00.0");
@@ -120,11 +145,14 @@ TEST_F(Fixtures, DgxRdmaDevicesWithTheirVirtualFunctions) {
   EXPECT_EQ(vf->where.pcie_switch, "0000:18:00.0");
   EXPECT_EQ(s.rdmaByName("mlx5_3")->where.pcie_switch, "0000:98:00.0");  // the 2nd NIC there
   EXPECT_EQ(s.rdmaByName("mlx5_3")->where.numa_node, 1);
+  EXPECT_TRUE(pf->portsActive());
+  EXPECT_EQ(s.rdmaByName("mlx5_4")->ports[0].state, "1: DOWN");
+  EXPECT_FALSE(s.rdmaByName("mlx5_4")->portsActive());
 }
 
 TEST_F(Fixtures, WorkstationGpusOnRootPortsAndNoRdma) {
   const topo::Snapshot s = load("workstation");
-  EXPECT_THAT(s.warnings, ::testing::IsEmpty());
+  EXPECT_THAT(s.warnings, ElementsAre(nvmlUnknown(4)));
   EXPECT_EQ(s.cpus.size(), 16u);
   ASSERT_EQ(s.nodes.size(), 1u);
   ASSERT_EQ(s.gpus.size(), 4u);
@@ -138,88 +166,267 @@ TEST_F(Fixtures, WorkstationGpusOnRootPortsAndNoRdma) {
 
 TEST_F(Fixtures, IntelRdmaNicAndAGpuWithoutNumaNode) {
   const topo::Snapshot s = load("intel-rdma");
-  EXPECT_THAT(s.warnings, ::testing::IsEmpty());
-  ASSERT_EQ(s.rdma.size(), 1u);
-  const topo::RdmaDevice& nic = s.rdma[0];
-  EXPECT_EQ(nic.name, "rocep24s0");
+  EXPECT_THAT(s.warnings, ::testing::IsEmpty());  // no NVIDIA GPU: nothing to ask NVML
+  ASSERT_EQ(s.rdma.size(), 2u);
+  const topo::RdmaDevice& nic = *s.rdmaByName("rocep24s0");
   EXPECT_EQ(nic.address, "0000:18:00.0");
   EXPECT_EQ(nic.driver, "ice");
   EXPECT_EQ(nic.ports[0].link_layer, "Ethernet");
   EXPECT_THAT(nic.netdevs, ElementsAre("ens2f0"));
   EXPECT_EQ(nic.where.numa_node, 0);
+  EXPECT_EQ(s.rdmaByName("mlx5_1")->where.numa_node, 1);
   ASSERT_EQ(s.gpus.size(), 1u);
   EXPECT_EQ(s.gpus[0].vendor, "amd");
-  EXPECT_EQ(s.gpus[0].where.numa_node, -1);  // two nodes: the kernel does not say which
-  EXPECT_EQ(s.gpus[0].where.socket, -1);
+  EXPECT_FALSE(s.gpus[0].nvidia_driver);
+  // Neither the GPU nor its bridge says: the first node, and it is said so.
+  EXPECT_EQ(s.pciDevice("0000:83:00.0")->reported_numa_node, -1);
+  EXPECT_EQ(s.gpus[0].where.numa_node, 0);
+  EXPECT_EQ(s.gpus[0].where.numa_node_from, "none");
+  EXPECT_EQ(s.gpus[0].where.socket, 0);
   EXPECT_EQ(s.gpus[0].minor, -1);
-  EXPECT_THAT(topo::tree(s), HasSubstr("NUMA node unknown (the device's numa_node is -1)"));
+  EXPECT_THAT(topo::tree(s),
+              HasSubstr("GPU 0000:83:00.0 amd 0x740f (numa_node -1, no bridge above knows: node 0 "
+                        "assumed)\n"));
+  EXPECT_EQ(topo::toJson(s)["gpus"][0]["locality"]["numa_node_from"], "none");
 }
 
-TEST_F(Fixtures, DeviceObjectForKoordinator) {
+// Every entry as Koordinator's scheduler reads it: a minor on each.
+void expectEveryDeviceHasAMinor(const nlohmann::json& device) {
+  std::set<std::pair<std::string, int>> seen;
+  for (const auto& d : device["spec"]["devices"]) {
+    ASSERT_TRUE(d.contains("minor") && d["minor"].is_number_integer()) << d.dump();
+    EXPECT_TRUE(seen.insert({d["type"].get<std::string>(), d["minor"].get<int>()}).second)
+        << "minor twice: " << d.dump();
+    EXPECT_GE(d["topology"]["nodeID"].get<int>(), 0) << d.dump();
+  }
+}
+
+TEST_F(Fixtures, DeviceObjectAsKoordletWritesIt) {
   const topo::Snapshot s = load("dgx");
-  nlohmann::json d = topo::deviceObject(s, {"dgx-1", topo::PcieId::kSwitch});
+  nlohmann::json d = topo::deviceObject(s, {"dgx-1"});  // pcieID: the root complex
   EXPECT_EQ(d["apiVersion"], "scheduling.koordinator.sh/v1alpha1");
   EXPECT_EQ(d["kind"], "Device");
   EXPECT_EQ(d["metadata"]["name"], "dgx-1");
-  EXPECT_EQ(d["metadata"]["labels"]["node.koordinator.sh/gpu-model"], "NVIDIA-A100-SXM4-40GB");
-  EXPECT_EQ(d["metadata"]["labels"]["node.koordinator.sh/gpu-vendor"], "nvidia");
-  EXPECT_EQ(d["metadata"]["labels"]["node.koordinator.sh/gpu-driver-version"], "535.129.03");
+  EXPECT_EQ(d["metadata"]["labels"], nlohmann::json::parse(R"({
+    "node.koordinator.sh/gpu-vendor": "nvidia", "node.koordinator.sh/gpu-model": "A100-SXM4-40GB",
+    "node.koordinator.sh/gpu-driver-version": "535.129.03"})"));
   const auto& devices = d["spec"]["devices"];
-  ASSERT_EQ(devices.size(), 13u);  // 8 GPUs, 5 RDMA physical functions
+  ASSERT_EQ(devices.size(), 13u);  // 8 GPUs (not the BMC's VGA), 5 RDMA physical functions
+  expectEveryDeviceHasAMinor(d);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(devices[i]["type"], "gpu");
+    EXPECT_EQ(devices[i]["minor"], i);
+    EXPECT_EQ(devices[i]["topology"]["nodeID"], i < 4 ? 0 : 1);  // GPU 7 too (numa_node -1)
+    EXPECT_EQ(devices[i]["topology"]["socketID"], i < 4 ? 0 : 1);
+  }
   EXPECT_EQ(devices[1], nlohmann::json::parse(R"({
     "type": "gpu", "id": "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd", "minor": 1, "health": true,
     "resources": {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100"},
-    "topology": {"socketID": 0, "nodeID": 0, "pcieID": "0000:18:00.0", "busID": "0000:1b:00.0"}})"));
+    "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0000:17", "busID": "0000:1b:00.0"}})"));
   EXPECT_EQ(devices[8], nlohmann::json::parse(R"({
     "type": "rdma", "id": "0000:1c:00.0", "minor": 0, "health": true,
     "resources": {"koordinator.sh/rdma": "100"},
-    "topology": {"socketID": 0, "nodeID": 0, "pcieID": "0000:18:00.0", "busID": "0000:1c:00.0"},
-    "vfGroups": [{"labels": {"type": "general"},
-                  "vfs": [{"minor": 0, "busID": "0000:1c:00.2"}, {"minor": 1, "busID": "0000:1c:00.3"}]}]})"));
-  // Koordinator's own choice of pcieID, when asked for.
-  nlohmann::json rc = topo::deviceObject(s, {"dgx-1", topo::PcieId::kRootComplex});
-  EXPECT_EQ(rc["spec"]["devices"][1]["topology"]["pcieID"], "pci0000:17");
+    "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0000:17", "busID": "0000:1c:00.0"},
+    "vfGroups": [{"vfs": [{"minor": -1, "busID": "0000:1c:00.2"},
+                          {"minor": -1, "busID": "0000:1c:00.3"}]}]})"));
+  for (int i = 8; i < 13; ++i) {
+    EXPECT_EQ(devices[i]["type"], "rdma");
+    EXPECT_EQ(devices[i]["minor"], i - 8);  // mlx5_N: N
+  }
+  EXPECT_EQ(devices[12]["id"], "0000:bc:00.0");  // mlx5_4, its port down
+  EXPECT_EQ(devices[12]["health"], false);
+  EXPECT_EQ(devices[10]["topology"]["pcieID"], "pci0000:97");
+
+  // The PCIe switch, when asked for.
+  nlohmann::json sw = topo::deviceObject(s, {"dgx-1", topo::PcieScope::kSwitch});
+  EXPECT_EQ(sw["spec"]["devices"][1]["topology"]["pcieID"], "0000:18:00.0");
+  EXPECT_EQ(sw["spec"]["devices"][8]["topology"]["pcieID"], "0000:18:00.0");
   // Without a switch, the root port stands for it.
-  nlohmann::json ws = topo::deviceObject(load("workstation"), {"ws", topo::PcieId::kSwitch});
+  nlohmann::json ws = topo::deviceObject(load("workstation"), {"ws", topo::PcieScope::kSwitch});
   EXPECT_EQ(ws["spec"]["devices"][2]["topology"]["pcieID"], "0000:00:03.0");
+  ws = topo::deviceObject(load("workstation"), {"ws"});
+  EXPECT_EQ(ws["spec"]["devices"][2]["topology"]["pcieID"], "pci0000:00");
+  EXPECT_EQ(ws["metadata"]["labels"]["node.koordinator.sh/gpu-driver-version"], "550.54.14");
 
   const std::string yaml = topo::toYaml(d);
   EXPECT_THAT(yaml,
               HasSubstr("apiVersion: \"scheduling.koordinator.sh/v1alpha1\"\nkind: \"Device\"\n"));
   EXPECT_THAT(yaml, HasSubstr("spec:\n  devices:\n  - health: true\n    id: \"GPU-00000000"));
-  EXPECT_THAT(yaml,
-              HasSubstr("    vfGroups:\n    - labels:\n        type: \"general\"\n      vfs:\n"
-                        "      - busID: \"0000:1c:00.2\"\n        minor: 0\n"));
+  EXPECT_THAT(yaml, HasSubstr("    vfGroups:\n    - vfs:\n      - busID: \"0000:1c:00.2\"\n"
+                              "        minor: -1\n"));
+}
+
+TEST_F(Fixtures, DeviceObjectRdmaMinorsNeverCollideAndNoGpuMeansNoGpuLabels) {
+  nlohmann::json d = topo::deviceObject(load("intel-rdma"), {"n"});
+  EXPECT_EQ(d["metadata"]["labels"], nlohmann::json::object());  // the AMD GPU is not reported
+  const auto& devices = d["spec"]["devices"];
+  ASSERT_EQ(devices.size(), 2u);
+  expectEveryDeviceHasAMinor(d);
+  // mlx5_1 keeps koordlet's minor 1; rocep24s0 (koordlet skips it) comes after.
+  EXPECT_EQ(devices[0]["id"], "0000:c1:00.0");
+  EXPECT_EQ(devices[0]["minor"], 1);
+  EXPECT_EQ(devices[0]["topology"]["nodeID"], 1);
+  EXPECT_EQ(devices[0]["topology"]["socketID"], 1);
+  EXPECT_EQ(devices[1]["id"], "0000:18:00.0");
+  EXPECT_EQ(devices[1]["minor"], 2);
+  EXPECT_EQ(devices[1]["health"], true);
+  EXPECT_EQ(devices[1]["topology"]["pcieID"], "pci0000:16");
+  // The AMD GPU stays in the tree and the JSON.
+  EXPECT_EQ(topo::toJson(load("intel-rdma"))["gpus"][0]["vendor"], "amd");
+}
+
+TEST_F(Fixtures, DeviceObjectGpuMemoryAndMixedModels) {
+  topo::Snapshot s = load("dgx");
+  s.gpus[0].memory_bytes = uint64_t{40} << 30;
+  s.gpus[1].memory_bytes = uint64_t{81559} << 20;  // an H100's 81559 MiB
+  s.gpus[2].memory_bytes = 1000;
+  nlohmann::json d = topo::deviceObject(s, {"n"});
+  const auto& devices = d["spec"]["devices"];
+  EXPECT_EQ(devices[0]["resources"]["koordinator.sh/gpu-memory"], "40Gi");
+  EXPECT_EQ(devices[1]["resources"]["koordinator.sh/gpu-memory"], "81559Mi");
+  EXPECT_EQ(devices[2]["resources"]["koordinator.sh/gpu-memory"], "1000");
+  EXPECT_FALSE(devices[3]["resources"].contains("koordinator.sh/gpu-memory"));
+  // Two models: koordlet writes the vendor only.
+  s.gpus[3].model = "NVIDIA H100 80GB HBM3";
+  d = topo::deviceObject(s, {"n"});
+  EXPECT_EQ(d["metadata"]["labels"],
+            nlohmann::json::parse(R"({"node.koordinator.sh/gpu-vendor": "nvidia"})"));
+  for (topo::Gpu& g : s.gpus) g.model = "NVIDIA H100 80GB HBM3";
+  d = topo::deviceObject(s, {"n"});
+  EXPECT_EQ(d["metadata"]["labels"]["node.koordinator.sh/gpu-model"], "H100-80GB-HBM3");
+  for (topo::Gpu& g : s.gpus) g.model = "Tesla T4 /weird\tname-";
+  d = topo::deviceObject(s, {"n"});
+  EXPECT_EQ(d["metadata"]["labels"]["node.koordinator.sh/gpu-model"], "Tesla-T4--weird-name");
+}
+
+TEST_F(Fixtures, NvidiaGpusWithoutAUsableMinorAreLeftOutAndSaidSo) {
+  TempDir copy;
+  std::filesystem::copy(
+      fixture("dgx"), copy.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string gpus = copy.path() + "/proc/driver/nvidia/gpus/";
+  std::ofstream(gpus + "0000:1b:00.0/information") << "Model: \t\t NVIDIA A100-SXM4-40GB\n";
+  std::ofstream(gpus + "0000:3a:00.0/information") << "Device Minor: \t 0\n";  // GPU 0's
+  std::ofstream(gpus + "0000:3b:00.0/information") << "Device Minor: \t 255\n";
+  std::filesystem::remove(gpus + "0000:9a:00.0/information");
+  // A GPU the driver does not list under /proc, bound to vfio-pci: not the
+  // NVIDIA driver's.
+  std::filesystem::remove_all(gpus + "0000:bb:00.0");
+  const std::string bb = copy.path() + "/sys/bus/pci/devices/0000:bb:00.0/driver";
+  std::filesystem::remove(bb);
+  std::filesystem::create_directories(copy.path() + "/sys/bus/pci/drivers/vfio-pci");
+  std::filesystem::create_symlink(
+      "../../../../../../bus/pci/drivers/vfio-pci",
+      copy.path() +
+          "/sys/devices/pci0000:b7/0000:b7:00.0/0000:b8:00.0/0000:b9:01.0/0000:bb:00.0/driver");
+  const topo::Snapshot s = topo::discover(topo::SysRoot(copy.path()));
+  const std::string root = topo::SysRoot(copy.path()).root() + "/proc/driver/nvidia/gpus/";
+  EXPECT_THAT(
+      s.warnings,
+      ::testing::UnorderedElementsAre(
+          root + "0000:1b:00.0/information: no \"Device Minor\": GPU 0000:1b:00.0 has no minor "
+                 "and is left out of the Device report",
+          root + "0000:3a:00.0/information: Device Minor 0 is also GPU 0000:1a:00.0's: GPU "
+                 "0000:3a:00.0 has no minor and is left out of the Device report",
+          root + "0000:3b:00.0/information: Device Minor: expected 0-254, got \"255\": GPU "
+                 "0000:3b:00.0 has no minor and is left out of the Device report",
+          root + "0000:9a:00.0/information: cannot be read: GPU 0000:9a:00.0 has no minor and is "
+                 "left out of the Device report",
+          nvmlUnknown(7)));
+  ASSERT_EQ(s.gpus.size(), 8u);
+  EXPECT_FALSE(s.gpu("0000:bb:00.0")->nvidia_driver);
+  nlohmann::json d = topo::deviceObject(s, {"n"});
+  expectEveryDeviceHasAMinor(d);
+  std::vector<std::string> ids;
+  for (const auto& x : d["spec"]["devices"]) {
+    if (x["type"] == "gpu") ids.push_back(x["topology"]["busID"]);
+  }
+  EXPECT_THAT(ids, ElementsAre("0000:1a:00.0", "0000:9b:00.0", "0000:ba:00.0"));
 }
 
 TEST_F(Fixtures, SharedScopes) {
   const topo::Snapshot s = load("dgx");
-  auto scope = [&](topo::DeviceSet set) {
-    auto a = topo::sharedScope(s, set);
-    EXPECT_TRUE(a.ok()) << a.status();
-    return a.ok() ? a->scope : topo::Scope::kNone;
-  };
-  EXPECT_EQ(scope({{"0000:1a:00.0", "0000:1b:00.0"}, {"0000:1c:00.0"}, {}}),
-            topo::Scope::kSamePcieSwitch);
-  EXPECT_EQ(scope({{"0000:1a:00.0"}, {"0000:1c:00.3"}, {}}), topo::Scope::kSamePcieSwitch);  // a VF
-  EXPECT_EQ(scope({{"0000:1a:00.0", "0000:3a:00.0"}, {}, {}}), topo::Scope::kSameNumaNode);
-  EXPECT_EQ(scope({{"0000:1a:00.0", "0000:1b:00.0"}, {}, {0, 1, 32, 33}}),
-            topo::Scope::kSameNumaNode);
-  EXPECT_EQ(scope({{"0000:1a:00.0"}, {}, {16}}), topo::Scope::kNone);
-  EXPECT_EQ(scope({{"0000:1a:00.0", "0000:9a:00.0"}, {}, {}}), topo::Scope::kNone);
-  auto why = topo::sharedScope(s, {{"0000:1a:00.0", "0000:1b:00.0"}, {"0000:1c:00.0"}, {}});
-  EXPECT_EQ(why->why,
+  for (topo::PcieScope pcie : {topo::PcieScope::kRootComplex, topo::PcieScope::kSwitch}) {
+    SCOPED_TRACE(std::string(topo::pcieScopeName(pcie)));
+    auto scope = [&](topo::DeviceSet set) {
+      auto a = topo::sharedScope(s, set, pcie);
+      EXPECT_TRUE(a.ok()) << a.status();
+      return a.ok() ? a->scope : topo::Scope::kNone;
+    };
+    // One switch per root complex on this machine: both meanings agree.
+    EXPECT_EQ(scope({{"0000:1a:00.0", "0000:1b:00.0"}, {"0000:1c:00.0"}, {}}),
+              topo::Scope::kSamePcie);
+    EXPECT_EQ(scope({{"0000:1a:00.0"}, {"0000:1c:00.3"}, {}}), topo::Scope::kSamePcie);  // a VF
+    EXPECT_EQ(scope({{"0000:1a:00.0", "0000:3a:00.0"}, {}, {}}), topo::Scope::kSameNumaNode);
+    EXPECT_EQ(scope({{"0000:1a:00.0", "0000:1b:00.0"}, {}, {0, 1, 32, 33}}),
+              topo::Scope::kSameNumaNode);
+    EXPECT_EQ(scope({{"0000:1a:00.0"}, {}, {16}}), topo::Scope::kNone);
+    EXPECT_EQ(scope({{"0000:1a:00.0", "0000:9a:00.0"}, {}, {}}), topo::Scope::kNone);
+    // GPU 7 (numa_node -1) is on node 1 with GPU 4 and the CPUs there.
+    EXPECT_EQ(scope({{"0000:9a:00.0", "0000:bb:00.0"}, {}, {16, 17}}), topo::Scope::kSameNumaNode);
+  }
+  const topo::DeviceSet pair{{"0000:1a:00.0", "0000:1b:00.0"}, {"0000:1c:00.0"}, {}};
+  EXPECT_EQ(topo::sharedScope(s, pair, topo::PcieScope::kSwitch)->why,
             "GPU 0000:1a:00.0, GPU 0000:1b:00.0, RDMA 0000:1c:00.0 share PCIe switch 0000:18:00.0");
-  auto bad = topo::sharedScope(s, {{"0000:77:00.0"}, {}, {}});
+  EXPECT_EQ(topo::sharedScope(s, pair, topo::PcieScope::kRootComplex)->why,
+            "GPU 0000:1a:00.0, GPU 0000:1b:00.0, RDMA 0000:1c:00.0 share PCIe root complex "
+            "pci0000:17");
+  auto bad = topo::sharedScope(s, {{"0000:77:00.0"}, {}, {}}, topo::PcieScope::kRootComplex);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("no GPU 0000:77:00.0 on this node"));
+
+  // The workstation's GPUs hang off one root complex, each on its own root
+  // port: the same PCIe as koordlet means it, not behind one switch.
+  const topo::Snapshot ws = load("workstation");
+  const topo::DeviceSet two{{"0000:01:00.0", "0000:02:00.0"}, {}, {}};
+  auto rc = topo::sharedScope(ws, two, topo::PcieScope::kRootComplex);
+  EXPECT_EQ(rc->scope, topo::Scope::kSamePcie);
+  EXPECT_EQ(rc->why, "GPU 0000:01:00.0, GPU 0000:02:00.0 share PCIe root complex pci0000:00");
+  auto sw = topo::sharedScope(ws, two, topo::PcieScope::kSwitch);
+  EXPECT_EQ(sw->scope, topo::Scope::kSameNumaNode);
+  EXPECT_EQ(topo::sharedScope(ws, {{"0000:01:00.0"}, {}, {}}, topo::PcieScope::kSwitch)->why,
+            "GPU 0000:01:00.0 share PCIe root port 0000:00:01.0");
+}
+
+// The Device report and the placement check never disagree: two devices
+// have the same pcieID exactly when sharedScope says SamePCIe, in either
+// meaning, on every fixture.
+TEST_F(Fixtures, ReportAndScopeCheckAgreeOnSamePcie) {
+  for (const char* name : {"dgx", "workstation", "intel-rdma"}) {
+    const topo::Snapshot s = load(name);
+    for (topo::PcieScope pcie : {topo::PcieScope::kRootComplex, topo::PcieScope::kSwitch}) {
+      SCOPED_TRACE(cat(name, " ", topo::pcieScopeName(pcie)));
+      const nlohmann::json d = topo::deviceObject(s, {"n", pcie});
+      int same = 0, apart = 0;
+      for (const auto& a : d["spec"]["devices"]) {
+        for (const auto& b : d["spec"]["devices"]) {
+          topo::DeviceSet set;
+          for (const auto* x : {&a, &b}) {
+            auto& list = (*x)["type"] == "gpu" ? set.gpus : set.rdma;
+            list.push_back((*x)["topology"]["busID"]);
+          }
+          auto scope = topo::sharedScope(s, set, pcie);
+          ASSERT_TRUE(scope.ok()) << scope.status();
+          const bool reported = a["topology"]["pcieID"] == b["topology"]["pcieID"];
+          EXPECT_EQ(scope->scope == topo::Scope::kSamePcie, reported)
+              << a["topology"].dump() << " " << b["topology"].dump() << ": " << scope->why;
+          ++(reported ? same : apart);
+        }
+      }
+      if (std::string(name) == "dgx") {
+        EXPECT_GT(apart, 0);
+      }
+      EXPECT_GT(same, 0);
+    }
+  }
 }
 
 TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
   const topo::Snapshot s = load("dgx");
-  auto choice = topo::pick(s, {2, true, 16}, {});
+  const auto sw = topo::PcieScope::kSwitch;
+  auto choice = topo::pick(s, {2, true, 16}, {}, sw);
   ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_EQ(choice->scope, topo::Scope::kSamePcieSwitch);
+  EXPECT_EQ(choice->scope, topo::Scope::kSamePcie);
   EXPECT_THAT(choice->devices.gpus, ElementsAre("0000:1a:00.0", "0000:1b:00.0"));
   EXPECT_THAT(choice->devices.rdma, ElementsAre("0000:1c:00.0"));
   EXPECT_EQ(topo::formatCpuList(choice->devices.cpus), "0-7,32-39");  // 8 whole cores
@@ -228,7 +435,7 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
             "0000:18:00.0; CPUs 0-7,32-39 are on NUMA node 0");
 
   // GPU 0 taken: the next switch with two free GPUs and a NIC.
-  choice = topo::pick(s, {2, true, 4}, {{"0000:1a:00.0"}, {}, {0, 1, 2, 3, 32}});
+  choice = topo::pick(s, {2, true, 4}, {{"0000:1a:00.0"}, {}, {0, 1, 2, 3, 32}}, sw);
   ASSERT_TRUE(choice.ok());
   EXPECT_THAT(choice->devices.gpus, ElementsAre("0000:3a:00.0", "0000:3b:00.0"));
   EXPECT_THAT(choice->devices.rdma, ElementsAre("0000:3c:00.0"));
@@ -237,7 +444,7 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
   EXPECT_EQ(topo::formatCpuList(choice->devices.cpus), "4-5,36-37");
 
   // Four GPUs: no switch has them, NUMA node 0 does.
-  choice = topo::pick(s, {4, true, 0}, {});
+  choice = topo::pick(s, {4, true, 0}, {}, sw);
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->scope, topo::Scope::kSameNumaNode);
   EXPECT_THAT(choice->devices.gpus,
@@ -245,9 +452,25 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
   EXPECT_THAT(choice->why, HasSubstr("share NUMA node 0 (no single PCIe switch has enough free)"));
 
   // Deterministic: the same question, the same answer.
-  EXPECT_EQ(topo::pick(s, {4, true, 0}, {})->devices.gpus, choice->devices.gpus);
+  EXPECT_EQ(topo::pick(s, {4, true, 0}, {}, sw)->devices.gpus, choice->devices.gpus);
 
-  auto none = topo::pick(s, {9, false, 0}, {});
+  // Koordinator's meaning: the root complex (one per switch here).
+  choice = topo::pick(s, {2, true, 0}, {}, topo::PcieScope::kRootComplex);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->why,
+            "GPUs 0000:1a:00.0, 0000:1b:00.0, RDMA mlx5_0 (0000:1c:00.0) share PCIe root complex "
+            "pci0000:17");
+  // On the workstation the root complex holds all four GPUs; no switch does.
+  const topo::Snapshot ws = load("workstation");
+  choice = topo::pick(ws, {4, false, 0}, {}, topo::PcieScope::kRootComplex);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->scope, topo::Scope::kSamePcie);
+  choice = topo::pick(ws, {2, false, 0}, {}, sw);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->scope, topo::Scope::kSameNumaNode);
+  EXPECT_THAT(choice->why, HasSubstr("(no single PCIe switch has enough free)"));
+
+  auto none = topo::pick(s, {9, false, 0}, {}, sw);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(none.status().message()),
               HasSubstr("no socket of this node has 9 free GPUs"));
@@ -261,6 +484,10 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   const std::string gpu =
       broken.path() + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
   std::ofstream(gpu + "/numa_node") << "garbage\n";
+  std::ofstream(broken.path() +
+                "/sys/devices/pci0000:97/0000:97:00.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0/"
+                "numa_node")
+      << "7\n";  // a two-node machine
   std::filesystem::remove(broken.path() + "/sys/devices/system/cpu/cpu5/topology/core_id");
   std::filesystem::create_symlink("../../../devices/pci0000:ff/0000:ff:00.0",
                                   broken.path() + "/sys/bus/pci/devices/0000:ff:00.0");
@@ -274,9 +501,16 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
           root + "/sys/bus/pci/devices/0000:ff:00.0: a dangling link",
           root +
               "/sys/bus/pci/devices/0000:1a:00.0/numa_node: expected an integer, got \"garbage\"",
-          root + "/sys/class/infiniband/mlx5_4/device: a dangling link"));
+          root + "/sys/class/infiniband/mlx5_4/device: a dangling link",
+          root + "/sys/bus/pci/devices/0000:9a:00.0/numa_node: NUMA node 7 does not exist; taken "
+                 "as unknown (-1)",
+          nvmlUnknown(8)));
   EXPECT_EQ(s.gpus.size(), 8u);
-  EXPECT_EQ(s.gpu("0000:1a:00.0")->where.numa_node, -1);
+  // Its numa_node unreadable: its downstream port's.
+  EXPECT_EQ(s.gpu("0000:1a:00.0")->where.numa_node, 0);
+  EXPECT_EQ(s.gpu("0000:1a:00.0")->where.numa_node_from, "0000:19:00.0");
+  EXPECT_EQ(s.gpu("0000:9a:00.0")->where.numa_node, 1);
+  EXPECT_EQ(s.gpu("0000:9a:00.0")->where.socket, 1);
   EXPECT_EQ(s.cpu(5)->core, -1);
   EXPECT_EQ(s.rdma.size(), 6u);
   EXPECT_THAT(topo::tree(s), HasSubstr("warning: " + root + "/sys/bus/pci/devices/0000:ff:00.0"));

@@ -56,10 +56,12 @@ commands:
                                     container, pod or image status as JSON
   update --cpuset-cpus CPUS ID      UpdateContainerResources
   topology [--root DIR] [--output tree|json|device-crd] [--format yaml|json]
-           [--node NAME] [--pcie-id switch|root-complex]
+           [--node NAME] [--pcie-id root-complex|switch]
                                     the node's NUMA, PCIe, GPU and RDMA layout read
                                     from sysfs (under DIR: a fixture tree); as a
                                     tree, JSON, or a Koordinator Device object
+                                    (pcieID: the root complex, as koordlet has it,
+                                    or the PCIe switch; warnings on stderr)
   explain [--state-dir DIR] ID      what crihookd's hooks did to a container: what
                                     kubelet sent, each change and the hook that
                                     made it, what went to the runtime (reads
@@ -428,7 +430,7 @@ int cmdDevices(const Options& o, const Args& args, std::ostream& out) {
   return 0;
 }
 
-int cmdTopology(const Options& o, const Args& args, std::ostream& out) {
+int cmdTopology(const Options& o, const Args& args, std::ostream& out, std::ostream& err) {
   Parsed p = parse(args, {{"--root", true},
                           {"--output", true},
                           {"--format", true},
@@ -445,8 +447,9 @@ int cmdTopology(const Options& o, const Args& args, std::ostream& out) {
   if (p.flags.count("--pcie-id")) {
     const std::string& id = p.flags["--pcie-id"];
     if (id != "switch" && id != "root-complex")
-      throw UsageError(cat("--pcie-id must be switch or root-complex, got ", id));
-    report.pcie_id = id == "switch" ? topology::PcieId::kSwitch : topology::PcieId::kRootComplex;
+      throw UsageError(cat("--pcie-id must be root-complex or switch, got ", id));
+    report.pcie_id =
+        id == "switch" ? topology::PcieScope::kSwitch : topology::PcieScope::kRootComplex;
   }
   const topology::Snapshot snap =
       topology::discover(topology::SysRoot(p.flags.count("--root") ? p.flags["--root"] : "/"));
@@ -460,6 +463,9 @@ int cmdTopology(const Options& o, const Args& args, std::ostream& out) {
     report.node_name = p.flags.count("--node") ? p.flags["--node"] : host;
     nlohmann::json device = topology::deviceObject(snap, report);
     out << (format == "json" ? device.dump(2) + "\n" : topology::toYaml(device));
+    // The object goes to a scheduler: what it lacks (a GPU's memory, a GPU
+    // without a minor) is said beside it, not in it.
+    for (const std::string& w : snap.warnings) err << "warning: " << w << '\n';
   }
   return 0;
 }
@@ -503,7 +509,7 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     Args rest(argv.begin() + static_cast<long>(i) + 1, argv.end());
     if (cmd == "explain") return cmdExplain(o, rest, out);
     if (cmd == "devices") return cmdDevices(o, rest, out);
-    if (cmd == "topology") return cmdTopology(o, rest, out);
+    if (cmd == "topology") return cmdTopology(o, rest, out, err);
     Client c(o);
     if (cmd == "version") return cmdVersion(c, o, rest, out);
     if (cmd == "info") return cmdInfo(c, o, rest, out);

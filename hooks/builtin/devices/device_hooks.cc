@@ -457,12 +457,19 @@ class CpusetHook final : public DeviceHook {
 class TopologyCheckHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    return configure(name, settings_json, {"on_violation"}, [&](const HookSettingsReader& r) {
-      auto v = r.oneOf("on_violation", {"annotate", "reject"});
-      if (!v.ok()) return v.status();
-      reject_ = *v == "reject";
-      return absl::OkStatus();
-    });
+    return configure(
+        name, settings_json, {"on_violation", "pcie_scope"}, [&](const HookSettingsReader& r) {
+          auto v = r.oneOf("on_violation", {"annotate", "reject"});
+          if (!v.ok()) return v.status();
+          reject_ = *v == "reject";
+          // What SamePCIe means: what the Device report's pcieID names
+          // (crihookctl topology --pcie-id), or the check and the scheduler's
+          // view disagree.
+          auto scope = r.oneOf("pcie_scope", {"root-complex", "switch"});
+          if (!scope.ok()) return scope.status();
+          pcie_ = *scope == "switch" ? topo::PcieScope::kSwitch : topo::PcieScope::kRootComplex;
+          return absl::OkStatus();
+        });
   }
 
  private:
@@ -484,10 +491,10 @@ class TopologyCheckHook final : public DeviceHook {
         types.insert(x.get<std::string>());
       }
     }
-    topo::Scope required = topo::Scope::kSamePcieSwitch;
+    topo::Scope required = topo::Scope::kSamePcie;
     if (auto sc = request.find("requiredScope"); sc != request.end()) {
       if (*sc == "SamePCIe") {
-        required = topo::Scope::kSamePcieSwitch;
+        required = topo::Scope::kSamePcie;
       } else if (*sc == "SameNUMANode") {
         required = topo::Scope::kSameNumaNode;
       } else if (*sc == "SameSocket") {
@@ -522,7 +529,7 @@ class TopologyCheckHook final : public DeviceHook {
     }
     if (devices.gpus.empty() && devices.rdma.empty()) return Adjustment{};
     std::vector<std::string> violations;
-    auto scope = topo::sharedScope(*in.topology, devices);
+    auto scope = topo::sharedScope(*in.topology, devices, pcie_);
     if (!scope.ok())
       return absl::FailedPreconditionError(cat("pod ", pod, ": ", scope.status().message()));
     if (scope->scope > required) {
@@ -566,6 +573,7 @@ class TopologyCheckHook final : public DeviceHook {
   }
 
   bool reject_ = false;
+  topo::PcieScope pcie_ = topo::PcieScope::kRootComplex;
 };
 
 template <typename T>

@@ -34,12 +34,16 @@
 //                      when the pod asks for joint allocation
 //                      (scheduling.koordinator.sh/device-joint-allocate, e.g.
 //                      {"deviceTypes":["gpu","rdma"],"requiredScope":"SamePCIe"}),
-//                      checks that the allocated devices share that scope (a
-//                      PCIe switch, see topology/report.h; SameNUMANode;
-//                      SameSocket) and that the cpuset is on their NUMA
-//                      node(s). on_violation = "annotate" (default: logged, and
-//                      the container annotated crihook.io/topology-violation)
-//                      or "reject" (FAILED_PRECONDITION).
+//                      checks that the allocated devices share that scope
+//                      (SamePCIe; SameNUMANode; SameSocket) and that the
+//                      cpuset is on their NUMA node(s). pcie_scope =
+//                      "root-complex" (default) or "switch": what SamePCIe
+//                      means (topology/topology.h PcieScope), set as the
+//                      Device report's pcieID is (crihookctl topology
+//                      --pcie-id) so the check agrees with the scheduler.
+//                      on_violation = "annotate" (default: logged, and the
+//                      container annotated crihook.io/topology-violation) or
+//                      "reject" (FAILED_PRECONDITION).
 //  builtin = "cpuset"  cpuset_cpus from the resource-status annotation and
 //                      cpuset_mems = the NUMA nodes of those CPUs (Koordinator
 //                      never sets mems); kept through kubelet's

@@ -16,6 +16,7 @@
 #include "fake_cri_server.h"
 #include "logging.h"
 #include "registry.h"
+#include "report.h"
 #include "topology.h"
 
 namespace crihook::testing {
@@ -423,7 +424,7 @@ TEST_F(DeviceHooksTest, TopologyCheckHonoursJointAllocationOrSaysWhy) {
   d = check->run(pod(R"({"gpu":[{"minor":0},{"minor":2}]})", "16-17"));
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
   EXPECT_EQ(d.adjustment.annotations.at("crihook.io/topology-violation"),
-            "asked for SamePCIeSwitch but GPU 0000:1a:00.0, GPU 0000:3a:00.0 share NUMA node 0; "
+            "asked for SamePCIe but GPU 0000:1a:00.0, GPU 0000:3a:00.0 share NUMA node 0; "
             "CPUs 16-17 are not on the devices' NUMA node 0");
   // No joint-allocation request: nothing checked.
   EXPECT_TRUE(check->run(allocated(R"({"gpu":[{"minor":0},{"minor":7}]})")).adjustment.empty());
@@ -433,7 +434,7 @@ TEST_F(DeviceHooksTest, TopologyCheckHonoursJointAllocationOrSaysWhy) {
   EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
   EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(std::string(d.status.message()),
-            "pod ml/train-0 asked for joint allocation: asked for SamePCIeSwitch but GPU "
+            "pod ml/train-0 asked for joint allocation: asked for SamePCIe but GPU "
             "0000:1a:00.0, GPU 0000:3a:00.0 share NUMA node 0");
   EXPECT_EQ(strict->run(pod(same_switch, "0-3")).kind, HookDecision::Kind::kContinue);
 
@@ -461,6 +462,43 @@ TEST_F(DeviceHooksTest, BadSettingsAreRefused) {
             "hook cpuset: settings.on_error: expected \"reject\" or \"skip\", got \"retry\"");
   EXPECT_EQ(err("cpuset", R"({"device_rot": "/dev"})"),
             "hook cpuset: settings.device_rot: unknown setting");
+}
+
+// SamePCIe means what the Device report's pcieID names (pcie_scope, default
+// the root complex as koordlet reports it): the check and the scheduler never
+// disagree. The workstation's GPUs share a root complex, each on its own root
+// port.
+TEST_F(DeviceHooksTest, TopologyCheckSamePcieMeansWhatTheDeviceReportSays) {
+  auto ws = std::make_shared<const topology::Snapshot>(
+      topology::discover(topology::SysRoot(dir_->file("workstation"))));
+  HookInput in = input(
+      {{"scheduling.koordinator.sh/device-joint-allocate", R"({"requiredScope":"SamePCIe"})"},
+       {"scheduling.koordinator.sh/device-allocated", R"({"gpu":[{"minor":0},{"minor":1}]})"}});
+  in.topology = ws;
+  for (const char* setting : {"", "root-complex", "switch"}) {
+    SCOPED_TRACE(setting);
+    const std::string settings =
+        *setting ? std::string(R"({"pcie_scope": ")") + setting + "\"}" : "{}";
+    HookDecision d = make("topology-check", settings)->run(in);
+    ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+    const auto scope = std::string(setting) == "switch" ? topology::PcieScope::kSwitch
+                                                        : topology::PcieScope::kRootComplex;
+    const nlohmann::json device = topology::deviceObject(*ws, {"ws", scope});
+    const auto& gpus = device["spec"]["devices"];
+    const bool reported_same = gpus[0]["topology"]["pcieID"] == gpus[1]["topology"]["pcieID"];
+    EXPECT_EQ(d.adjustment.annotations.count("crihook.io/topology-violation") == 0, reported_same);
+    if (scope == topology::PcieScope::kSwitch) {
+      EXPECT_EQ(d.adjustment.annotations.at("crihook.io/topology-violation"),
+                "asked for SamePCIe but GPU 0000:01:00.0, GPU 0000:02:00.0 share NUMA node 0");
+    } else {
+      EXPECT_TRUE(d.adjustment.empty());
+    }
+  }
+  auto h = builtinHooks().create("topology-check", "topology-check", R"({"pcie_scope": "rack"})");
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(std::string(h.status().message()),
+            "hook topology-check: settings.pcie_scope: expected \"root-complex\" or \"switch\", "
+            "got \"rack\"");
 }
 
 }  // namespace
