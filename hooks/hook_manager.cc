@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     std::shared_ptr<Hook> hook;
     if (!h.builtin.empty()) {
       auto made = registry.create(h.builtin, h.name, h.settings_json,
-                                  BuiltinContext{config.state_dir, config.topology_root});
+                                  BuiltinContext{config.state_dir, config.topology_root,
+                                                 config.backend_endpoint});
       if (!made.ok())
         return absl::InvalidArgumentError(cat(h.origin, ": ", made.status().message()));
       hook = *made;
