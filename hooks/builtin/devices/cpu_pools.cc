@@ -361,7 +361,7 @@ bool CpuPools::settle(std::chrono::milliseconds timeout) {
 
 void CpuPools::loop() {
   std::unique_lock lock(mu_);
-  while (!stopping_) {
+  for (;;) {
     wake_ = false;
     auto now = Clock::now();
     auto next = Clock::time_point::max();
@@ -374,6 +374,7 @@ void CpuPools::loop() {
         ++it;
       }
     }
+    if (dirty_ && file_.empty()) dirty_ = false;  // memory only
     if (dirty_) {
       dirty_ = false;
       const std::string text = toJsonLocked();
@@ -382,6 +383,7 @@ void CpuPools::loop() {
       lock.lock();
       continue;
     }
+    if (stopping_) break;  // after the last write: a restart reads what was decided
     if (std::optional<Move> m = dueLocked(now, next)) {
       lock.unlock();
       const absl::Status s = update_(m->id, m->cpus, m->mems);

@@ -54,7 +54,7 @@ class CpuPools {
   // `file` empty: memory only. `update` null: no runtime to call (a shared
   // container gets its CPUs at CreateContainer and kubelet's updates only).
   CpuPools(std::string file, UpdateFn update, std::shared_ptr<spdlog::logger> log);
-  ~CpuPools();  // stops the thread after the move in flight, if any
+  ~CpuPools();  // writes what is pending, then stops the thread (after the move in flight)
 
   // Reads the file (none: empty pools; unreadable or malformed: logged naming
   // the file and the reason, and the pools start empty) and starts the
