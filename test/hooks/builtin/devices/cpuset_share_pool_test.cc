@@ -7,6 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <set>
+#include <thread>
+
 #include "builtin/devices/device_hooks.h"
 #include "hook_interceptor.h"
 #include "proxy_fixture.h"
@@ -42,9 +46,13 @@ std::shared_ptr<const topology::Snapshot> twoNodes() {
 class CpusetSharePoolTest : public ProxyFixture {
  protected:
   void SetUp() override {
-    backend_.onUnary(kCreate, [](FakeCall& call, std::string* out) {
+    backend_.onUnary(kCreate, [this](FakeCall& call, std::string* out) {
       v1::CreateContainerRequest req;
       req.ParseFromString(call.request);
+      {
+        std::unique_lock lock(mu_);  // a container being created for as long as the test says
+        released_.wait(lock, [&] { return !held_.count(req.config().metadata().name()); });
+      }
       v1::CreateContainerResponse r;
       r.set_container_id("id-" + req.config().metadata().name());
       *out = r.SerializeAsString();
@@ -97,9 +105,40 @@ class CpusetSharePoolTest : public ProxyFixture {
     grpc::ClientContext ctx;
     v1::CreateContainerResponse resp;
     EXPECT_TRUE(v1::RuntimeService::NewStub(proxyChannel())->CreateContainer(&ctx, req, &resp).ok());
-    v1::CreateContainerRequest seen;
-    EXPECT_TRUE(seen.ParseFromString(lastCall(kCreate).request));
-    return seen;
+    return createdAs(name);
+  }
+
+  // The last CreateContainer of container `name` as the runtime got it.
+  v1::CreateContainerRequest createdAs(const std::string& name) {
+    auto calls = backend_.calls();
+    for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+      v1::CreateContainerRequest req;
+      if (it->method == kCreate && req.ParseFromString(it->request) &&
+          req.config().metadata().name() == name)
+        return req;
+    }
+    ADD_FAILURE() << "no CreateContainer of " << name;
+    return {};
+  }
+
+  // CreateContainer of `name` is held at the runtime until release(name).
+  void hold(const std::string& name) {
+    std::lock_guard lock(mu_);
+    held_.insert(name);
+  }
+  void release(const std::string& name) {
+    std::lock_guard lock(mu_);
+    held_.erase(name);
+    released_.notify_all();
+  }
+  bool atRuntime(const std::string& name) {
+    return backend_.waitForCall(
+        kCreate,
+        [&](const FakeCall& c) {
+          v1::CreateContainerRequest r;
+          return r.ParseFromString(c.request) && r.config().metadata().name() == name;
+        },
+        10s);
   }
 
   // kubelet's UpdateContainerResources through crihookd; what the runtime got.
@@ -148,6 +187,9 @@ class CpusetSharePoolTest : public ProxyFixture {
     return {};
   }
 
+  std::mutex mu_;
+  std::condition_variable released_;
+  std::set<std::string> held_;
   topology::SnapshotHolder topology_;
   std::unique_ptr<StateStore> state_;
   std::unique_ptr<ChainHolder> chains_;
@@ -203,6 +245,36 @@ TEST_F(CpusetSharePoolTest, NumaOnlyContainerMakesRoomForAPinAndGetsItsCpusBack)
   stopCrihookd();
   startCrihookd();
   EXPECT_EQ(kubeletUpdate("id-ls2").cpuset_cpus(), "0-3");
+}
+
+
+// The two orders in which a NUMA-only container and a pin can be created at
+// once; both end with the NUMA-only container off the pin's CPUs.
+TEST_F(CpusetSharePoolTest, NumaOnlyContainerCreatedWhileAPinIsAddedEndsUpOffIt) {
+  const std::string numa0 = R"({"numaNodeResources":[{"node":0,"resources":{"cpu":"2"}}]})";
+  // The pin is at the runtime (its pre stage done, no answer yet) when the
+  // NUMA-only container is created: it keeps off the pin from the start.
+  hold("lsr");
+  std::thread pin([&] { create("lsr", "lsr", R"({"cpuset":"1-2"})"); });
+  EXPECT_TRUE(atRuntime("lsr"));
+  EXPECT_EQ(create("ls", "ls", numa0).config().linux().resources().cpuset_cpus(), "0,3");
+  release("lsr");
+  pin.join();
+
+  // The NUMA-only container's CPUs were chosen (and it is at the runtime)
+  // before a second pin arrives: once created, it is moved off that pin.
+  hold("ls2");
+  std::thread numa([&] { create("ls2", "ls2", numa0); });
+  EXPECT_TRUE(atRuntime("ls2"));
+  size_t from = backend_.calls().size();
+  EXPECT_EQ(create("lse", "lse", R"({"cpuset":"3"})").config().linux().resources().cpuset_cpus(),
+            "3");
+  EXPECT_TRUE(movedTo("id-ls", "0", from));
+  release("ls2");
+  numa.join();
+  EXPECT_EQ(createdAs("ls2").config().linux().resources().cpuset_cpus(), "0,3");
+  EXPECT_TRUE(movedTo("id-ls2", "0", from));
+  EXPECT_EQ(kubeletUpdate("id-ls2").cpuset_cpus(), "0");
 }
 
 }  // namespace
