@@ -14,6 +14,7 @@
 #include "builtin/devices/cpu_pools.h"
 #include "fake_cri_server.h"
 #include "logging.h"
+#include "runtime_sandboxes.h"
 #include "runtime_v1.pb.h"
 #include "registry.h"
 #include "topology.h"
@@ -586,6 +587,59 @@ TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten)
   // Nothing more to do once ls1 is where it belongs.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_TRUE(moves().empty());
+}
+
+
+TEST_F(CpuPoolsTest, ContainersOfSandboxesTheRuntimeNoLongerRunsAreForgotten) {
+  auto p = pools();
+  p->start();
+  p->reserve("sb-lsr/main/0", cpus("2-3"));
+  p->commit("sb-lsr/main/0", "lsr1", {"sb-lsr", "ml/lsr", "main"});
+  p->addShared("ls1", {"sb-ls", "ml/ls", "main"}, cpus("0-7"), "0", "0-1,4-7");
+  const auto listed_at = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  // Listed before this one was recorded: left alone though its sandbox is not listed.
+  p->keepOnly({"sb-ls"}, std::chrono::system_clock::now() - std::chrono::hours(1));
+  EXPECT_THAT(p->pinnedCpus(), ElementsAre(2, 3));
+  // The pinned pod's sandbox was removed while crihookd was down.
+  p->keepOnly({"sb-ls"}, listed_at);
+  EXPECT_TRUE(p->pinnedCpus().empty());
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(), ElementsAre(Move{"ls1", "0-7", "0"}));
+  p->keepOnly({}, listed_at);
+  EXPECT_EQ(p->sharedCount(), 0u);
+}
+
+TEST(RuntimeCpusetUpdate, GoesOverV1OrV1alpha2AndNamesTheContainer) {
+  TempDir dir;
+  FakeCriServer runtime(dir.file("runtime.sock"));
+  auto ok = [](FakeCall&, std::string* out) {
+    *out = "";
+    return grpc::Status::OK;
+  };
+  // An old runtime: v1 is UNIMPLEMENTED, v1alpha2 answers.
+  runtime.onUnary("/runtime.v1alpha2.RuntimeService/UpdateContainerResources", ok);
+  runtime.start();
+  const std::string endpoint = "unix://" + dir.file("runtime.sock");
+  ASSERT_TRUE(updateRuntimeContainerCpuset(endpoint, "c1", "0,3", "0", std::chrono::seconds(5)).ok());
+  ::runtime::v1::UpdateContainerResourcesRequest seen;
+  ASSERT_TRUE(seen.ParseFromString(runtime.calls().back().request));
+  EXPECT_EQ(runtime.calls().back().method,
+            "/runtime.v1alpha2.RuntimeService/UpdateContainerResources");
+  EXPECT_EQ(seen.container_id(), "c1");
+  EXPECT_EQ(seen.linux().cpuset_cpus(), "0,3");
+  EXPECT_EQ(seen.linux().cpuset_mems(), "0");
+  EXPECT_EQ(seen.linux().cpu_quota(), 0);  // the runtime keeps what it has
+  runtime.onUnary("/runtime.v1.RuntimeService/UpdateContainerResources",
+                  [](FakeCall&, std::string*) {
+                    return grpc::Status(grpc::StatusCode::NOT_FOUND, "container \"c2\" not found");
+                  });
+  absl::Status s = updateRuntimeContainerCpuset(endpoint, "c2", "1", "0", std::chrono::seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("UpdateContainerResources of container c2 on " + endpoint));
+  runtime.stop();
+  EXPECT_EQ(updateRuntimeContainerCpuset(endpoint, "c1", "1", "0", std::chrono::seconds(5)).code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
