@@ -82,8 +82,8 @@ absl::StatusOr<std::vector<RuntimeSandbox>> listRuntimeSandboxes(
 }
 
 absl::Status updateRuntimeContainerCpuset(const std::string& endpoint,
-                                          const std::string& container_id,
-                                          const std::string& cpus, const std::string& mems,
+                                          const std::string& container_id, const std::string& cpus,
+                                          const std::string& mems,
                                           std::chrono::milliseconds timeout) {
   auto path = unixSocketPath(endpoint);
   if (!path.ok()) return path.status();

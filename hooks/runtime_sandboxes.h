@@ -46,8 +46,8 @@ absl::StatusOr<std::vector<RuntimeSandbox>> listRuntimeSandboxes(const std::stri
 // otherwise (NOT_FOUND: no such container; UNAVAILABLE: not up), the message
 // naming the container and the endpoint. Never call it on an event loop.
 absl::Status updateRuntimeContainerCpuset(const std::string& endpoint,
-                                          const std::string& container_id,
-                                          const std::string& cpus, const std::string& mems,
+                                          const std::string& container_id, const std::string& cpus,
+                                          const std::string& mems,
                                           std::chrono::milliseconds timeout);
 
 }  // namespace crihook

@@ -688,7 +688,6 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   EXPECT_THAT(devices.log(), HasSubstr("its sandbox was removed while crihookd was down"));
 }
 
-
 // The cpuset hook on a real containerd, with a crihookd of its own over a
 // fixture topology whose NUMA node 0 is this machine's CPUs 0 and 1 (node 1,
 // CPUs 2-3, exists only in the fixture): every cpuset and mems the hook sets
@@ -713,9 +712,10 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   }
   put(sys + "node/node0/cpulist", "0-1");
   put(sys + "node/node1/cpulist", "2-3");
-  put(dir + "/crihookd.toml", cat("[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"",
-                                  dir, "/hookserver.d\"\n[topology]\nroot = \"", dir,
-                                  "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));
+  put(dir + "/crihookd.toml",
+      cat("[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
+          "/hookserver.d\"\n[topology]\nroot = \"", dir,
+          "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));
   ChildProcess crihookd(CRIHOOKD_BINARY,
                         {"--config", dir + "/crihookd.toml", "--listen", dir + "/crihook.sock",
                          "--backend", "unix://" + env->dir + "/ctd/containerd.sock"},

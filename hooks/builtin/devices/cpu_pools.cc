@@ -24,9 +24,9 @@ using namespace std::chrono_literals;
 // hundred bytes. Anything far beyond that is not a file this hook wrote.
 constexpr size_t kMaxRecordBytes = 4 << 20;
 constexpr size_t kMaxContainers = 4096;
-constexpr size_t kMaxIdBytes = 128;       // containerd ids are 64 hex digits
-constexpr size_t kMaxNameBytes = 512;     // namespace/name of a pod, a container name
-constexpr auto kPendingTtl = 5min;        // beyond kubelet's CreateContainer timeout
+constexpr size_t kMaxIdBytes = 128;    // containerd ids are 64 hex digits
+constexpr size_t kMaxNameBytes = 512;  // namespace/name of a pod, a container name
+constexpr auto kPendingTtl = 5min;     // beyond kubelet's CreateContainer timeout
 constexpr auto kFirstRetry = 500ms;
 constexpr auto kMaxRetry = 30s;
 
@@ -68,8 +68,8 @@ json ownerJson(const CpuOwner& o, std::chrono::system_clock::time_point since) {
   return {{"sandbox", o.sandbox_id},
           {"pod", o.pod},
           {"container", o.container},
-          {"since", std::chrono::duration_cast<std::chrono::seconds>(since.time_since_epoch())
-                        .count()}};
+          {"since",
+           std::chrono::duration_cast<std::chrono::seconds>(since.time_since_epoch()).count()}};
 }
 
 CpuOwner ownerOf(const json& v, std::chrono::system_clock::time_point* since) {
@@ -161,8 +161,7 @@ void CpuPools::load() {
       Shared sh;
       std::vector<int> mems;
       if (shared_.size() >= kMaxContainers || !validId(id) || !v.is_object() ||
-          (sh.node_cpus = cpuList(v, "node_cpus")).empty() ||
-          (mems = cpuList(v, "mems")).empty()) {
+          (sh.node_cpus = cpuList(v, "node_cpus")).empty() || (mems = cpuList(v, "mems")).empty()) {
         ++skipped;
         continue;
       }
@@ -236,8 +235,8 @@ void CpuPools::commit(const std::string& key, const std::string& id, CpuOwner ow
   std::lock_guard lock(mu_);
   auto it = pending_.find(key);
   if (it == pending_.end()) return;
-  if (validId(id)) pins_[id] = {std::move(owner), std::move(it->second.cpus),
-                                std::chrono::system_clock::now()};
+  if (validId(id))
+    pins_[id] = {std::move(owner), std::move(it->second.cpus), std::chrono::system_clock::now()};
   pending_.erase(it);
   changedLocked(true);
 }
@@ -271,9 +270,10 @@ void CpuPools::addShared(const std::string& id, CpuOwner owner, std::vector<int>
   if (!validId(id) || node_cpus.empty()) return;
   std::lock_guard lock(mu_);
   if (shared_.size() >= kMaxContainers && !shared_.count(id)) {
-    log_->error("pod {} container {} ({}): {} shared containers recorded already; not moved "
-                "when pins change",
-                owner.pod, owner.container, id12(id), kMaxContainers);
+    log_->error(
+        "pod {} container {} ({}): {} shared containers recorded already; not moved "
+        "when pins change",
+        owner.pod, owner.container, id12(id), kMaxContainers);
     return;
   }
   Shared& s = shared_[id];
@@ -343,7 +343,7 @@ size_t CpuPools::sharedCount() const {
 }
 
 std::optional<CpuPools::Move> CpuPools::dueLocked(Clock::time_point now,
-                                                   Clock::time_point& next) const {
+                                                  Clock::time_point& next) const {
   if (!update_) return std::nullopt;
   for (const auto& [id, s] : shared_) {
     const std::string cpus = topology::formatCpuList(sharedCpusLocked(s.node_cpus));
@@ -408,8 +408,8 @@ void CpuPools::loop() {
         ++sh.failures;
         sh.next_try = Clock::now() + wait;
         log_->warn("pod {} container {} ({}): cannot move to CPUs {}: {}; retry in {} ms",
-                   sh.owner.pod, sh.owner.container, id12(m->id), m->cpus,
-                   quoted(sv(s.message())), wait.count());
+                   sh.owner.pod, sh.owner.container, id12(m->id), m->cpus, quoted(sv(s.message())),
+                   wait.count());
       }
       continue;
     }

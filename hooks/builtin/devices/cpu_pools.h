@@ -90,7 +90,8 @@ class CpuPools {
   void forgetSandbox(const std::string& sandbox_id);
   // Forgets the containers whose sandbox is not in `ready` (the runtime's
   // ready sandboxes as listed at `listed_at`), except those recorded since.
-  void keepOnly(const std::set<std::string>& ready, std::chrono::system_clock::time_point listed_at);
+  void keepOnly(const std::set<std::string>& ready,
+                std::chrono::system_clock::time_point listed_at);
 
   // Blocks (up to `timeout`) until the file is written and no move is due
   // now; false on timeout. For tests and orderly shutdown.
@@ -139,9 +140,9 @@ class CpuPools {
   mutable std::mutex mu_;
   std::condition_variable wake_cv_, idle_cv_;
   bool wake_ = false, dirty_ = false, idle_ = false, stopping_ = false;
-  std::map<std::string, Pin> pins_;          // by container id
-  std::map<std::string, Pending> pending_;   // by creation key
-  std::map<std::string, Shared> shared_;     // by container id
+  std::map<std::string, Pin> pins_;         // by container id
+  std::map<std::string, Pending> pending_;  // by creation key
+  std::map<std::string, Shared> shared_;    // by container id
   std::thread thread_;
 };
 

@@ -399,8 +399,7 @@ class CpusetHook final : public DeviceHook, public Reconciler {
     if (!s.ok()) return s;
     CpuPools::UpdateFn update;
     if (!context.runtime_endpoint.empty()) {
-      update = [endpoint = context.runtime_endpoint](const std::string& id,
-                                                     const std::string& cpus,
+      update = [endpoint = context.runtime_endpoint](const std::string& id, const std::string& cpus,
                                                      const std::string& mems) {
         return updateRuntimeContainerCpuset(endpoint, id, cpus, mems, kRuntimeCallTimeout);
       };
@@ -481,10 +480,9 @@ class CpusetHook final : public DeviceHook, public Reconciler {
       auto node = std::find_if(topo_nodes.begin(), topo_nodes.end(),
                                [&](const topo::NumaNode& x) { return x.id == n.node; });
       if (node == topo_nodes.end() || node->cpus.empty()) {
-        return absl::FailedPreconditionError(cat("annotation ", kResourceStatusAnnotation,
-                                                 " of pod ", pod, ": numaNodeResources[", i,
-                                                 "].node: no NUMA node ", n.node,
-                                                 " with CPUs on this node"));
+        return absl::FailedPreconditionError(
+            cat("annotation ", kResourceStatusAnnotation, " of pod ", pod, ": numaNodeResources[",
+                i, "].node: no NUMA node ", n.node, " with CPUs on this node"));
       }
       nodes.insert(n.node);
     }
@@ -755,8 +753,7 @@ absl::StatusOr<std::shared_ptr<Hook>> makeGpuHook(const std::string& name, const
 absl::StatusOr<std::shared_ptr<Hook>> makeRdmaHook(const std::string& name, const std::string& s) {
   return make<RdmaHook>(name, s);
 }
-absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name,
-                                                     const std::string& s,
+absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name, const std::string& s,
                                                      const BuiltinContext& context) {
   auto hook = std::make_shared<CpusetHook>();
   if (auto st = hook->init(name, s, context); !st.ok()) return st;

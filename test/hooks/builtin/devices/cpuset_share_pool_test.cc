@@ -104,7 +104,8 @@ class CpusetSharePoolTest : public ProxyFixture {
     req.mutable_config()->mutable_metadata()->set_name(name);
     grpc::ClientContext ctx;
     v1::CreateContainerResponse resp;
-    EXPECT_TRUE(v1::RuntimeService::NewStub(proxyChannel())->CreateContainer(&ctx, req, &resp).ok());
+    EXPECT_TRUE(
+        v1::RuntimeService::NewStub(proxyChannel())->CreateContainer(&ctx, req, &resp).ok());
     return createdAs(name);
   }
 
@@ -246,7 +247,6 @@ TEST_F(CpusetSharePoolTest, NumaOnlyContainerMakesRoomForAPinAndGetsItsCpusBack)
   startCrihookd();
   EXPECT_EQ(kubeletUpdate("id-ls2").cpuset_cpus(), "0-3");
 }
-
 
 // The two orders in which a NUMA-only container and a pin can be created at
 // once; both end with the NUMA-only container off the pin's CPUs.

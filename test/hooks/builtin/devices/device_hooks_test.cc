@@ -14,9 +14,9 @@
 #include "builtin/devices/cpu_pools.h"
 #include "fake_cri_server.h"
 #include "logging.h"
+#include "registry.h"
 #include "runtime_sandboxes.h"
 #include "runtime_v1.pb.h"
-#include "registry.h"
 #include "topology.h"
 
 namespace crihook::testing {
@@ -315,7 +315,6 @@ TEST_F(DeviceHooksTest, BadSettingsAreRefused) {
             "hook cpuset: settings.device_rot: unknown setting");
 }
 
-
 // A CRI call through the cpuset hook: the pre stage on kubelet's request,
 // then (for calls that reach the runtime) the post stage with its answer.
 class CpusetCalls {
@@ -556,8 +555,8 @@ TEST_F(CpuPoolsTest, SharedContainersMoveOffAPinAndBackAcrossARestart) {
 
   p->forget("lsr1");
   ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
-  EXPECT_THAT(moves(), ::testing::UnorderedElementsAre(Move{"ls1", "0-7", "0"},
-                                                       Move{"ls2", "0-7", "0"}));
+  EXPECT_THAT(moves(),
+              ::testing::UnorderedElementsAre(Move{"ls1", "0-7", "0"}, Move{"ls2", "0-7", "0"}));
 }
 
 TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten) {
@@ -589,7 +588,6 @@ TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten)
   EXPECT_TRUE(moves().empty());
 }
 
-
 TEST_F(CpuPoolsTest, ContainersOfSandboxesTheRuntimeNoLongerRunsAreForgotten) {
   auto p = pools();
   p->start();
@@ -620,7 +618,8 @@ TEST(RuntimeCpusetUpdate, GoesOverV1OrV1alpha2AndNamesTheContainer) {
   runtime.onUnary("/runtime.v1alpha2.RuntimeService/UpdateContainerResources", ok);
   runtime.start();
   const std::string endpoint = "unix://" + dir.file("runtime.sock");
-  ASSERT_TRUE(updateRuntimeContainerCpuset(endpoint, "c1", "0,3", "0", std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(
+      updateRuntimeContainerCpuset(endpoint, "c1", "0,3", "0", std::chrono::seconds(5)).ok());
   ::runtime::v1::UpdateContainerResourcesRequest seen;
   ASSERT_TRUE(seen.ParseFromString(runtime.calls().back().request));
   EXPECT_EQ(runtime.calls().back().method,
