@@ -445,8 +445,6 @@ class CpusetHook final : public DeviceHook, public Reconciler {
     pools_->keepOnly(ready, listed_at);
   }
 
-  CpuPools& pools() { return *pools_; }
-
  private:
   // Each runtime call the pools make waits this long at most: a runtime that
   // does not answer delays the next move, never a CRI call.
