@@ -794,5 +794,197 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   EXPECT_EQ(crihookd.wait(10s), 0) << readFile(dir + "/crihookd.log");
 }
 
+// The allocation exactly as Koordinator's scheduler writes it, on a crihookd
+// of its own (the gpu, rdma and device-lifecycle hooks; the DGX fixture
+// topology; mknod'd stand-ins as in DeviceE2E, plus mlx5_5's uverbs5; an
+// empty HAMi-core library and lock directory under the test's directory).
+class AllocationE2E {
+ public:
+  explicit AllocationE2E(const std::string& name) : dir_(env->dir + "/" + name) {
+    std::filesystem::create_directories(dir_ + "/dev/infiniband");
+    std::filesystem::create_directories(dir_ + "/hookserver.d");
+    std::filesystem::create_directories(dir_ + "/hami/vgpulock");
+    std::ofstream(dir_ + "/hami/libvgpu.so") << "";
+    run("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ + "/fixtures");
+    for (const char* n : {"nvidia0", "nvidia1", "infiniband/uverbs5", "infiniband/uverbs6"})
+      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
+    for (const char* n : {"nvidiactl", "nvidia-uvm", "infiniband/rdma_cm"})
+      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
+    std::ofstream(dir_ + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/actions.log\n";
+    std::filesystem::permissions(dir_ + "/act.sh", std::filesystem::perms::owner_all);
+    std::string actions;
+    for (const char* type : {"gpu", "rdma"}) {
+      for (const char* stage : {"init", "cleanup"}) {
+        actions +=
+            cat("[[hook.settings.", type, ".", stage, "]]\ncommand = [\"", dir_, "/act.sh\", \"",
+                stage, "\", \"{type}\", \"{minor}\", \"{pci}\", \"", "{pod_name}\"]\n");
+      }
+    }
+    const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");
+    std::ofstream(dir_ + "/crihookd.toml")
+        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"" << dir_
+        << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
+        << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
+        << root << "hami_core_library = \"" << dir_ << "/hami/libvgpu.so\"\n"
+        << "hami_core_lock_dir = \"" << dir_ << "/hami/vgpulock\"\n"
+        << "[[hook]]\nname = \"rdma\"\nbuiltin = \"rdma\"\n"
+        << root
+        << "[[hook]]\nname = \"devices\"\nbuiltin = \"device-lifecycle\"\ntimeout = \"30s\"\n"
+        << root << actions;
+    crihookd_ = std::make_unique<ChildProcess>(
+        CRIHOOKD_BINARY,
+        std::vector<std::string>{"--config", dir_ + "/crihookd.toml", "--listen",
+                                 dir_ + "/crihook.sock", "--backend",
+                                 "unix://" + env->dir + "/ctd/containerd.sock"},
+        dir_ + "/crihookd.log");
+    started_ = waitForFile(dir_ + "/crihook.sock", 10s);
+    channel_ = unixChannel(dir_ + "/crihook.sock");
+  }
+  ~AllocationE2E() {
+    for (const std::string& pod : pods_) {
+      v1::StopPodSandboxRequest stop;
+      stop.set_pod_sandbox_id(pod);
+      v1::StopPodSandboxResponse r1;
+      call(*stub(), &v1::RuntimeService::Stub::StopPodSandbox, stop, &r1);
+      v1::RemovePodSandboxRequest rm;
+      rm.set_pod_sandbox_id(pod);
+      v1::RemovePodSandboxResponse r2;
+      call(*stub(), &v1::RuntimeService::Stub::RemovePodSandbox, rm, &r2);
+    }
+    crihookd_->signal(SIGTERM);
+    crihookd_->wait(10s);
+  }
+
+  bool started() const { return started_; }
+  std::unique_ptr<v1::RuntimeService::Stub> stub() { return v1::RuntimeService::NewStub(channel_); }
+  std::string log() const { return readFile(dir_ + "/crihookd.log"); }
+  std::vector<std::string> actions() const {
+    std::vector<std::string> out;
+    std::istringstream in(readFile(dir_ + "/actions.log"));
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+  const std::string& dir() const { return dir_; }
+
+  // A pod allocated `allocation` (and labelled `labels`) with one started
+  // busybox container; its id, or the status that stopped it.
+  struct Started {
+    grpc::Status status;
+    std::string container;
+  };
+  Started podWithContainer(const std::string& name, const std::string& allocation,
+                           const std::map<std::string, std::string>& labels = {}) {
+    v1::RunPodSandboxRequest run;
+    *run.mutable_config() = podConfig(name);
+    (*run.mutable_config()->mutable_annotations())["scheduling.koordinator.sh/device-allocated"] =
+        allocation;
+    for (const auto& [k, v] : labels) (*run.mutable_config()->mutable_labels())[k] = v;
+    v1::RunPodSandboxResponse rp;
+    Started out;
+    out.status = call(*stub(), &v1::RuntimeService::Stub::RunPodSandbox, run, &rp);
+    if (!out.status.ok()) return out;
+    pods_.push_back(rp.pod_sandbox_id());
+    v1::CreateContainerResponse cc;
+    out.status = call(*stub(), &v1::RuntimeService::Stub::CreateContainer,
+                      boxRequest(rp.pod_sandbox_id(), run.config(), "box"), &cc);
+    if (!out.status.ok()) return out;
+    out.container = cc.container_id();
+    v1::StartContainerRequest start;
+    start.set_container_id(out.container);
+    v1::StartContainerResponse started;
+    out.status = call(*stub(), &v1::RuntimeService::Stub::StartContainer, start, &started);
+    return out;
+  }
+  // stdout of `sh -c script` in `container`.
+  std::string exec(const std::string& container, const std::string& script) {
+    v1::ExecSyncResponse out;
+    grpc::Status s =
+        call(*stub(), &v1::RuntimeService::Stub::ExecSync, shell(container, script), &out);
+    return s.ok() ? out.stdout() + out.stderr() : "ExecSync failed: " + s.error_message();
+  }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<ChildProcess> crihookd_;
+  std::shared_ptr<grpc::Channel> channel_;
+  bool started_ = false;
+  std::vector<std::string> pods_;
+};
+
+// koordlet reports every VF with minor -1 and the scheduler copies it; Go's
+// omitempty drops a 0. Both are found by busID: mlx5_0 (0000:1c:00.0) has
+// VFs 0000:1c:00.2 (mlx5_5, uverbs5) and 0000:1c:00.3 (mlx5_6, uverbs6).
+TEST_F(ContainerdE2E, KoordinatorsRdmaVfsWithMinorMinusOneOrNoneAreInTheContainer) {
+  AllocationE2E e("alloc-vf");
+  ASSERT_TRUE(e.started()) << e.log();
+  // As Koordinator v1.6+ marshals it (minor, resources, id, extension).
+  auto a = e.podWithContainer(
+      "e2e-vf-a",
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"}],)"
+      R"("rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}}]})");
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message() << "\n" << e.log();
+  EXPECT_EQ(e.exec(a.container,
+                   "ls /dev/infiniband; head -c 1 /dev/infiniband/uverbs6 | wc -c; "
+                   "echo $NCCL_IB_HCA $NVIDIA_VISIBLE_DEVICES"),
+            "rdma_cm\nuverbs6\n1\nmlx5_6 GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\n");
+  // Before v1.6 (no id: the PF is mlx5_<minor>), the VF's minor left out.
+  auto b = e.podWithContainer(
+      "e2e-vf-b",
+      R"({"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"busID":"0000:1c:00.2"}]}}]})");
+  ASSERT_TRUE(b.status.ok()) << b.status.error_message() << "\n" << e.log();
+  EXPECT_EQ(e.exec(b.container, "ls /dev/infiniband; echo $NCCL_IB_HCA"),
+            "rdma_cm\nuverbs5\nmlx5_5\n");
+  // device-lifecycle found the same functions ({minor} of a VF: its virtfn).
+  EXPECT_THAT(e.actions(), ::testing::ElementsAre("init gpu 0 0000:1a:00.0 e2e-vf-a",
+                                                  "init rdma 1 0000:1c:00.3 e2e-vf-a",
+                                                  "init rdma 0 0000:1c:00.2 e2e-vf-b"));
+  // A VF that is not the PF's: the pod is refused, naming the field.
+  auto c = e.podWithContainer(
+      "e2e-vf-c",
+      R"({"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:3c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.2"}]}}]})");
+  EXPECT_EQ(c.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(c.status.error_message(),
+              HasSubstr("pod default/e2e-vf-c: rdma[0].extension.vfs[0].busID: 0000:1c:00.2 is "
+                        "not a VF of mlx5_1 (0000:3c:00.0)"));
+}
+
+TEST_F(ContainerdE2E, AHamiCoreSharedGpuSeesItsLimitsInsideTheContainer) {
+  AllocationE2E e("alloc-hami");
+  ASSERT_TRUE(e.started()) << e.log();
+  auto a = e.podWithContainer(
+      "e2e-hami",
+      R"({"gpu":[{"minor":1,"resources":{"koordinator.sh/gpu-core":"30","koordinator.sh/gpu-memory":"8Gi","koordinator.sh/gpu-memory-ratio":"20"},"id":"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"}]})",
+      {{"koordinator.sh/gpu-isolation-provider", "HAMi-core"}});
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message() << "\n" << e.log();
+  // busybox is static: the preload is named, not loaded.
+  EXPECT_EQ(e.exec(a.container,
+                   "echo $CUDA_DEVICE_MEMORY_LIMIT $CUDA_DEVICE_SM_LIMIT $NVIDIA_VISIBLE_DEVICES; "
+                   "echo $LD_PRELOAD; test -f \"$LD_PRELOAD\" && echo library; "
+                   "test -d " +
+                       e.dir() + "/hami/vgpulock && echo lock-dir; ls /dev | grep nvidia"),
+            cat("8589934592 30 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\n", e.dir(),
+                "/hami/libvgpu.so\nlibrary\nlock-dir\nnvidia-uvm\nnvidia1\nnvidiactl\n"));
+}
+
+// Koordinator's gpu type also carries other vendors' accelerators: their own
+// device plugin sets the container up; crihook passes them through.
+TEST_F(ContainerdE2E, AnotherVendorsGpuIsPassedThroughAndNamedOnTheContainer) {
+  AllocationE2E e("alloc-npu");
+  ASSERT_TRUE(e.started()) << e.log();
+  auto a = e.podWithContainer(
+      "e2e-npu",
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory-ratio":"100"},"id":"Ascend910-0"}]})");
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message() << "\n" << e.log();
+  v1::ContainerStatusRequest req;
+  req.set_container_id(a.container);
+  v1::ContainerStatusResponse status;
+  ASSERT_TRUE(call(*e.stub(), &v1::RuntimeService::Stub::ContainerStatus, req, &status).ok());
+  EXPECT_EQ(status.status().annotations().at("crihook.io/gpu-passthrough"), R"(["Ascend910-0"])");
+  EXPECT_EQ(e.exec(a.container, "ls /dev | grep -c nvidia; echo ${NVIDIA_VISIBLE_DEVICES-unset}"),
+            "0\nunset\n");
+  EXPECT_THAT(e.actions(), ::testing::IsEmpty());
+  EXPECT_THAT(e.log(), HasSubstr(R"(pod default/e2e-npu: gpu ["Ascend910-0"] not NVIDIA's)"));
+}
+
 }  // namespace
 }  // namespace crihook::testing

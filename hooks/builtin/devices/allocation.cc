@@ -1,5 +1,7 @@
 #include "allocation.h"
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "text.h"
@@ -34,10 +36,41 @@ absl::StatusOr<int> minorOf(const json& v, const std::string& field, const Where
   return static_cast<int>(v.get<int64_t>());
 }
 
+// The text, once its size and nesting are within bounds.
+absl::StatusOr<json> parseBounded(std::string_view text, const Where& w) {
+  if (text.size() > kMaxAnnotationBytes) {
+    return w.bad("", cat(text.size(), " bytes, more than the ", kMaxAnnotationBytes,
+                         " Kubernetes allows for all of a pod's annotations"));
+  }
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) return w.bad("", cat("nested deeper than ", kMaxJsonDepth));
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return w.bad("", "not valid JSON");
+  return v;
+}
+
 absl::StatusOr<std::map<std::string, std::string>> quantities(const json& v,
                                                               const std::string& field,
                                                               const Where& w) {
   std::map<std::string, std::string> out;
+  if (v.is_null()) return out;  // Go writes a nil ResourceList as null
   if (!v.is_object()) return w.bad(field, cat("expected an object, got ", shown(v)));
   for (const auto& [k, x] : v.items()) {
     // Quantities arrive as strings ("100", "40Gi"); a bare number is accepted.
@@ -65,31 +98,44 @@ absl::StatusOr<DeviceAllocation> device(const json& v, const std::string& field,
     } else if (k == "id") {
       if (!x.is_string()) return w.bad(f, cat("expected a string, got ", shown(x)));
       d.id = x.get<std::string>();
+      // An RDMA id becomes a sysfs path and a command argument.
+      if (rdma && !isPciAddress(d.id))
+        return w.bad(f, cat("expected a PCI address such as 0000:1f:00.0, got ", shown(x)));
     } else if (k == "resources") {
       auto q = quantities(x, f, w);
       if (!q.ok()) return q.status();
       d.resources = std::move(*q);
     } else if (k == "extension") {
+      if (x.is_null()) continue;
       if (!x.is_object()) return w.bad(f, cat("expected an object, got ", shown(x)));
       auto vfs = x.find("vfs");
-      if (vfs == x.end()) continue;  // other extensions are the device plugin's business
+      if (vfs == x.end() || vfs->is_null()) continue;  // other extensions: the device plugin's
       if (!rdma) return w.bad(f + ".vfs", "only RDMA devices have virtual functions");
       if (!vfs->is_array()) return w.bad(f + ".vfs", cat("expected an array, got ", shown(*vfs)));
+      if (vfs->size() > kMaxVirtualFunctions)
+        return w.bad(f + ".vfs", cat(vfs->size(), " VFs, more than ", kMaxVirtualFunctions));
       for (size_t i = 0; i < vfs->size(); ++i) {
         const json& vf = (*vfs)[i];
         const std::string vff = cat(f, ".vfs[", i, "]");
         if (!vf.is_object()) return w.bad(vff, cat("expected an object, got ", shown(vf)));
         VirtualFunctionAllocation a;
-        auto minor = vf.find("minor");
-        if (minor == vf.end()) return w.bad(vff + ".minor", "missing");
-        auto m = minorOf(*minor, vff + ".minor", w);
-        if (!m.ok()) return m.status();
-        a.minor = *m;
+        // koordlet reports every VF with minor -1 and the scheduler copies
+        // it; Go leaves out a 0. Read for what it is, never used.
+        if (auto minor = vf.find("minor"); minor != vf.end()) {
+          if (!minor->is_number_integer() || minor->get<int64_t>() < -1 ||
+              minor->get<int64_t>() > 1 << 20)
+            return w.bad(vff + ".minor", cat("expected an integer from -1, got ", shown(*minor)));
+          a.minor = static_cast<int>(minor->get<int64_t>());
+        }
         auto bus = vf.find("busID");
-        if (bus != vf.end()) {
-          if (!bus->is_string())
-            return w.bad(vff + ".busID", cat("expected a string, got ", shown(*bus)));
-          a.bus_id = bus->get<std::string>();
+        if (bus == vf.end()) return w.bad(vff + ".busID", "missing (a VF is found by its busID)");
+        if (!bus->is_string() || !isPciAddress(bus->get<std::string>()))
+          return w.bad(vff + ".busID",
+                       cat("expected a PCI address such as 0000:1f:00.2, got ", shown(*bus)));
+        a.bus_id = bus->get<std::string>();
+        for (const VirtualFunctionAllocation& other : d.vfs) {
+          if (other.bus_id == a.bus_id)
+            return w.bad(vff + ".busID", cat("VF ", a.bus_id, " is allocated twice"));
         }
         d.vfs.push_back(std::move(a));
       }
@@ -104,8 +150,9 @@ absl::StatusOr<DeviceAllocation> device(const json& v, const std::string& field,
 
 absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view text, std::string_view pod) {
   const Where w(kDeviceAllocatedAnnotation, pod);
-  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) return w.bad("", "not valid JSON");
+  auto parsed = parseBounded(text, w);
+  if (!parsed.ok()) return parsed.status();
+  const json& v = *parsed;
   if (!v.is_object()) return w.bad("", cat("expected an object by device type, got ", shown(v)));
   PodAllocation out;
   for (const auto& [type, list] : v.items()) {
@@ -115,6 +162,8 @@ absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view text, std::s
                                                            : nullptr;
     if (into == nullptr) return w.bad(type, "unknown device type (expected gpu, rdma or fpga)");
     if (!list.is_array()) return w.bad(type, cat("expected an array, got ", shown(list)));
+    if (list.size() > kMaxDevicesPerType)
+      return w.bad(type, cat(list.size(), " devices, more than ", kMaxDevicesPerType));
     for (size_t i = 0; i < list.size(); ++i) {
       auto d = device(list[i], cat(type, "[", i, "]"), type == "rdma", w);
       if (!d.ok()) return d.status();
@@ -131,8 +180,9 @@ absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view text, std::s
 
 absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::string_view pod) {
   const Where w(kResourceStatusAnnotation, pod);
-  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) return w.bad("", "not valid JSON");
+  auto parsed = parseBounded(text, w);
+  if (!parsed.ok()) return parsed.status();
+  const json& v = *parsed;
   if (!v.is_object()) return w.bad("", cat("expected an object, got ", shown(v)));
   ResourceStatus out;
   if (auto c = v.find("cpuset"); c != v.end()) {
@@ -162,6 +212,105 @@ absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::s
       }
       out.numa_nodes.push_back(std::move(r));
     }
+  }
+  return out;
+}
+
+bool isPciAddress(std::string_view s) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (!hex(s[i])) return false;
+  }
+  // Device 00-1f, function 0-7.
+  return s[8] <= '1' && s[11] >= '0' && s[11] <= '7';
+}
+
+bool isNvidiaGpuUuid(std::string_view s) {
+  // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+  if (s.size() != 40 || s.substr(0, 4) != "GPU-") return false;
+  for (size_t i = 4; i < s.size(); ++i) {
+    const bool dash = i == 12 || i == 17 || i == 22 || i == 27;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+bool isNvidiaGpu(const DeviceAllocation& d, const topology::Snapshot* t) {
+  if (!d.id.empty()) {
+    if (d.id.rfind("GPU-", 0) == 0) return true;
+    // crihook's own Device report names a GPU whose driver gives no UUID by
+    // its PCI address.
+    const topology::Gpu* g = t ? t->gpu(d.id) : nullptr;
+    return g != nullptr && g->vendor == "nvidia";
+  }
+  return t != nullptr && std::any_of(t->gpus.begin(), t->gpus.end(),
+                                     [](const topology::Gpu& g) { return g.vendor == "nvidia"; });
+}
+
+std::string passthroughName(const DeviceAllocation& d) {
+  if (d.id.empty()) return cat("minor ", d.minor);
+  constexpr size_t kMaxBytes = 64;
+  if (d.id.size() <= kMaxBytes) return d.id;
+  // Cut on a character boundary: the text goes into a protobuf string.
+  size_t n = kMaxBytes - 3;
+  while (n > 0 && (static_cast<unsigned char>(d.id[n]) & 0xC0) == 0x80) --n;
+  return d.id.substr(0, n) + "...";
+}
+
+std::string quotedText(std::string_view text) {
+  return json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<int> koordletRdmaMinor(std::string_view name) {
+  // ^mlx\d+_(\d+)$, as koordlet's GetRDMAMinor.
+  if (name.substr(0, 3) != "mlx") return std::nullopt;
+  size_t i = 3;
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+    return i > start && i - start <= 6;
+  };
+  if (!digits() || i >= name.size() || name[i] != '_') return std::nullopt;
+  const size_t start = ++i;
+  if (!digits() || i != name.size()) return std::nullopt;
+  return std::atoi(std::string(name.substr(start)).c_str());
+}
+
+absl::StatusOr<RdmaFunctions> resolveRdma(const DeviceAllocation& d, size_t index,
+                                          const topology::Snapshot& t, std::string_view pod) {
+  const std::string field = cat("rdma[", index, "]");
+  auto not_here = [&](std::string_view f, std::string_view why) {
+    return absl::FailedPreconditionError(
+        cat("annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": ", f, ": ", why));
+  };
+  RdmaFunctions out;
+  if (!d.id.empty()) {
+    out.pf = t.rdmaByAddress(d.id);
+    if (out.pf == nullptr || out.pf->isVirtualFunction())
+      return not_here(field + ".id", cat("no RDMA physical function ", d.id, " on this node"));
+  } else {
+    for (const topology::RdmaDevice& x : t.rdma) {
+      if (!x.isVirtualFunction() && koordletRdmaMinor(x.name) == d.minor) {
+        out.pf = &x;
+        break;
+      }
+    }
+    if (out.pf == nullptr) {
+      return not_here(field + ".minor", cat("no RDMA physical function mlx*_", d.minor,
+                                            " on this node (no id: found by koordlet's minor)"));
+    }
+  }
+  const std::vector<std::string>& own = out.pf->virtual_functions;
+  for (size_t j = 0; j < d.vfs.size(); ++j) {
+    const std::string& bus = d.vfs[j].bus_id;
+    auto it = std::find(own.begin(), own.end(), bus);
+    if (it == own.end()) {
+      return not_here(cat(field, ".extension.vfs[", j, "].busID"),
+                      cat(bus, " is not a VF of ", out.pf->name, " (", out.pf->address, ")"));
+    }
+    out.vfs.push_back(bus);
+    out.vf_numbers.push_back(static_cast<int>(it - own.begin()));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -114,6 +115,30 @@ class LastParsed {
   std::shared_ptr<const T> value_;
 };
 
+// Keys seen, the oldest forgotten past `capacity`: "once per pod" without
+// growing with every pod the node ever ran. Thread-safe.
+class BoundedSet {
+ public:
+  explicit BoundedSet(size_t capacity) : capacity_(capacity) {}
+  // True when `key` was not in the set (now it is).
+  bool insert(const std::string& key) {
+    std::lock_guard lock(mu_);
+    if (!keys_.insert(key).second) return false;
+    order_.push_back(key);
+    if (order_.size() > capacity_) {
+      keys_.erase(order_.front());
+      order_.pop_front();
+    }
+    return true;
+  }
+
+ private:
+  const size_t capacity_;
+  std::mutex mu_;
+  std::set<std::string> keys_;
+  std::deque<std::string> order_;
+};
+
 // What the three hooks share: settings, the pod's annotations, the error policy.
 class DeviceHook : public Hook {
  public:
@@ -212,15 +237,22 @@ class GpuHook final : public DeviceHook {
     Adjustment a;
     NodeLookup nodes = lookup();
     std::string visible;
+    std::vector<size_t> nvidia;  // indexes of the NVIDIA GPUs, in allocation order
+    nlohmann::json passed = nlohmann::json::array();
     for (size_t i = 0; i < alloc->gpu.size(); ++i) {
       const DeviceAllocation& d = alloc->gpu[i];
       const std::string field = cat("gpu[", i, "]");
+      if (!isNvidiaGpu(d, in.topology.get())) {
+        passed.push_back(passthroughName(d));
+        continue;
+      }
       const topo::Gpu* g = in.topology ? in.topology->gpuByMinor(d.minor) : nullptr;
       if (g == nullptr)
         return notHere(pod, field + ".minor", cat("no GPU with minor ", d.minor, " on this node"));
-      if (!d.id.empty() && !g->uuid.empty() && d.id != g->uuid) {
+      if (!d.id.empty() && !g->uuid.empty() && d.id != g->uuid && d.id != g->address) {
         return notHere(pod, field + ".id",
-                       cat("GPU minor ", d.minor, " is ", g->uuid, " on this node, not ", d.id));
+                       cat("GPU minor ", d.minor, " is ", g->uuid, " on this node, not ",
+                           quotedText(passthroughName(d))));
       }
       const std::string node = cat("nvidia", d.minor);
       if (!nodes.present(node))
@@ -228,12 +260,26 @@ class GpuHook final : public DeviceHook {
       a.devices.push_back(device(node));
       visible += cat(visible.empty() ? "" : ",",
                      by_index_ || g->uuid.empty() ? std::to_string(d.minor) : g->uuid);
+      nvidia.push_back(i);
     }
-    for (const char* control : kNvidiaControlNodes) {
-      if (nodes.present(control)) a.devices.push_back(device(control));
+    if (!nvidia.empty()) {
+      for (const char* control : kNvidiaControlNodes) {
+        if (nodes.present(control)) a.devices.push_back(device(control));
+      }
+      a.env.push_back({"NVIDIA_VISIBLE_DEVICES", visible});
+      if (auto s = hamiCore(in, *alloc, nvidia, pod, a); !s.ok()) return s;
     }
-    a.env.push_back({"NVIDIA_VISIBLE_DEVICES", visible});
-    if (auto s = hamiCore(in, *alloc, pod, a); !s.ok()) return s;
+    if (!passed.empty()) {
+      // Another vendor's accelerator (Koordinator's gpu type carries them
+      // too): its own device plugin sets the container up.
+      std::string names = passed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      const std::string& uid = in.pod->config().metadata().uid();
+      if (passthrough_logged_.insert(uid.empty() ? pod : uid)) {
+        log_->info("pod {}: gpu {} not NVIDIA's: passed through to its vendor's device plugin", pod,
+                   names.size() > 512 ? names.substr(0, 509) + "..." : names);
+      }
+      a.annotations[std::string(kGpuPassthroughAnnotation)] = std::move(names);
+    }
     return a;
   }
 
@@ -242,7 +288,9 @@ class GpuHook final : public DeviceHook {
   // and the library and its lock directory mounted, as Koordinator's koordlet
   // does. Koordinator compares the label to "HAMi-core" exactly; its own
   // documents also write "hami-core", so case is ignored here.
-  absl::Status hamiCore(const HookInput& in, const PodAllocation& alloc, const std::string& pod,
+  // `nvidia`: the NVIDIA GPUs' indexes (HAMi-core is a CUDA library).
+  absl::Status hamiCore(const HookInput& in, const PodAllocation& alloc,
+                        const std::vector<size_t>& nvidia, const std::string& pod,
                         Adjustment& a) const {
     const auto& labels = in.pod->config().labels();
     auto label = labels.find(std::string(kGpuIsolationProviderLabel));
@@ -270,26 +318,28 @@ class GpuHook final : public DeviceHook {
       return *v;
     };
     // Koordinator decides by the first GPU (a shared GPU is one GPU).
-    auto ratio = quantity(0, "koordinator.sh/gpu-memory-ratio");
+    const size_t first = nvidia.front();
+    auto ratio = quantity(first, "koordinator.sh/gpu-memory-ratio");
     if (!ratio.ok()) return ratio.status();
     if (*ratio >= 100) return absl::OkStatus();
-    auto memory = quantity(0, "koordinator.sh/gpu-memory");
+    auto memory = quantity(first, "koordinator.sh/gpu-memory");
     if (!memory.ok()) return memory.status();
     a.env.push_back({"CUDA_DEVICE_MEMORY_LIMIT", std::to_string(*memory)});
-    // HAMi-core reads a per-device limit first: set them when the GPUs differ.
-    for (size_t i = 1; i < alloc.gpu.size(); ++i) {
+    // HAMi-core reads a per-device limit first (by CUDA index: the position
+    // among the visible GPUs): set them when the GPUs differ.
+    for (size_t i : nvidia) {
       auto m = quantity(i, "koordinator.sh/gpu-memory");
       if (!m.ok()) return m.status();
       if (*m == *memory) continue;
-      for (size_t j = 0; j < alloc.gpu.size(); ++j) {
-        auto mj = quantity(j, "koordinator.sh/gpu-memory");
+      for (size_t j = 0; j < nvidia.size(); ++j) {
+        auto mj = quantity(nvidia[j], "koordinator.sh/gpu-memory");
         if (!mj.ok()) return mj.status();
         a.env.push_back({cat("CUDA_DEVICE_MEMORY_LIMIT_", j), std::to_string(*mj)});
       }
       break;
     }
-    if (alloc.gpu[0].resources.count("koordinator.sh/gpu-core")) {
-      auto core = quantity(0, "koordinator.sh/gpu-core");
+    if (alloc.gpu[first].resources.count("koordinator.sh/gpu-core")) {
+      auto core = quantity(first, "koordinator.sh/gpu-core");
       if (!core.ok()) return core.status();
       a.env.push_back({"CUDA_DEVICE_SM_LIMIT", std::to_string(*core)});
     }
@@ -310,6 +360,7 @@ class GpuHook final : public DeviceHook {
   }
 
   bool by_index_ = false;
+  BoundedSet passthrough_logged_{4096};  // pods whose passed-through GPUs were logged
   std::string hami_library_ = "/usr/local/vgpu/libvgpu.so";
   std::string hami_lock_dir_ = "/tmp/vgpulock";
 };
@@ -348,29 +399,21 @@ class RdmaHook final : public DeviceHook {
       hcas += cat(hcas.empty() ? "" : ",", x.name);
       return absl::OkStatus();
     };
+    static const topo::Snapshot kNothing;
+    const topo::Snapshot& t = in.topology ? *in.topology : kNothing;
     for (size_t i = 0; i < alloc->rdma.size(); ++i) {
-      const DeviceAllocation& d = alloc->rdma[i];
       const std::string field = cat("rdma[", i, "]");
-      const topo::RdmaDevice* pf = in.topology ? in.topology->rdmaByAddress(d.id) : nullptr;
-      if (pf == nullptr || pf->isVirtualFunction())
-        return notHere(pod, field + ".id",
-                       cat("no RDMA physical function ", d.id, " on this node"));
-      if (d.vfs.empty()) {
-        if (auto s = add(*pf, field); !s.ok()) return s;
+      auto functions = resolveRdma(alloc->rdma[i], i, t, pod);
+      if (!functions.ok()) return functions.status();
+      if (functions->vfs.empty()) {
+        if (auto s = add(*functions->pf, field); !s.ok()) return s;
         continue;
       }
-      for (size_t j = 0; j < d.vfs.size(); ++j) {
-        const VirtualFunctionAllocation& v = d.vfs[j];
+      for (size_t j = 0; j < functions->vfs.size(); ++j) {
         const std::string vfield = cat(field, ".extension.vfs[", j, "]");
-        if (v.minor >= static_cast<int>(pf->virtual_functions.size()))
-          return notHere(pod, vfield + ".minor", cat(pf->name, " has no VF ", v.minor));
-        const std::string& address = pf->virtual_functions[static_cast<size_t>(v.minor)];
-        if (!v.bus_id.empty() && v.bus_id != address)
-          return notHere(
-              pod, vfield + ".busID",
-              cat("VF ", v.minor, " of ", pf->name, " is ", address, ", not ", v.bus_id));
-        const topo::RdmaDevice* vf = in.topology->rdmaByAddress(address);
-        if (vf == nullptr) return notHere(pod, vfield, cat("VF ", address, " has no RDMA device"));
+        const topo::RdmaDevice* vf = t.rdmaByAddress(functions->vfs[j]);
+        if (vf == nullptr)
+          return notHere(pod, vfield, cat("VF ", functions->vfs[j], " has no RDMA device"));
         if (auto s = add(*vf, vfield); !s.ok()) return s;
       }
     }
@@ -675,16 +718,21 @@ class TopologyCheckHook final : public DeviceHook {
     {
       auto parsed = allocation(in, pod);
       if (!parsed.ok()) return parsed.status();
+      // What is not on this node is the gpu and rdma hooks' to refuse;
+      // another vendor's GPU has no NVIDIA minor to place.
       if (types.empty() || types.count("gpu")) {
         for (const DeviceAllocation& d : (*parsed)->gpu) {
+          if (!isNvidiaGpu(d, in.topology.get())) continue;
           if (const topo::Gpu* g = in.topology->gpuByMinor(d.minor))
             devices.gpus.push_back(g->address);
         }
       }
       if (types.empty() || types.count("rdma")) {
-        for (const DeviceAllocation& d : (*parsed)->rdma) {
-          if (d.vfs.empty()) devices.rdma.push_back(d.id);
-          for (const auto& vf : d.vfs) devices.rdma.push_back(vf.bus_id.empty() ? d.id : vf.bus_id);
+        for (size_t i = 0; i < (*parsed)->rdma.size(); ++i) {
+          auto f = resolveRdma((*parsed)->rdma[i], i, *in.topology, pod);
+          if (!f.ok()) continue;
+          if (f->vfs.empty()) devices.rdma.push_back(f->pf->address);
+          for (const std::string& vf : f->vfs) devices.rdma.push_back(vf);
         }
       }
     }

@@ -18,10 +18,18 @@
 //                      LD_PRELOAD of `hami_core_library` (default
 //                      /usr/local/vgpu/libvgpu.so, mounted read-only) and
 //                      `hami_core_lock_dir` (default /tmp/vgpulock) mounted.
+//                      Another vendor's GPU (allocation.h isNvidiaGpu: an id
+//                      that is no NVIDIA UUID, or no id on a node without
+//                      NVIDIA GPUs) is passed through untouched for its own
+//                      device plugin: logged once per pod and named in the
+//                      container's crihook.io/gpu-passthrough annotation.
 //  builtin = "rdma"    /dev/infiniband/rdma_cm and the uverbs device of each
 //                      allocated function (each allocated VF's own, when VFs
 //                      are allocated); NCCL_IB_HCA set to their RDMA device
-//                      names.
+//                      names. The PF is found by id (its PCI address), or,
+//                      without one, by minor as koordlet numbers it (the N
+//                      of mlx5_N); a VF by its busID, which must be a VF of
+//                      that PF (allocation.h resolveRdma).
 //  builtin = "topology-check"
 //                      when the pod asks for joint allocation
 //                      (scheduling.koordinator.sh/device-joint-allocate, e.g.
@@ -87,6 +95,9 @@ inline constexpr std::string_view kJointAllocateAnnotation =
     "scheduling.koordinator.sh/device-joint-allocate";
 inline constexpr std::string_view kTopologyViolationAnnotation = "crihook.io/topology-violation";
 inline constexpr std::string_view kQosClassLabel = "koordinator.sh/qosClass";
+// Set on a container whose pod was allocated another vendor's GPUs: their
+// ids (or "minor N"), a JSON array.
+inline constexpr std::string_view kGpuPassthroughAnnotation = "crihook.io/gpu-passthrough";
 inline constexpr std::string_view kGpuIsolationProviderLabel =
     "koordinator.sh/gpu-isolation-provider";
 

@@ -311,17 +311,26 @@ absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInpu
   if (text == annotations.end()) return std::vector<DeviceFacts>{};
   auto alloc = parseDeviceAllocated(text->second, pod);
   if (!alloc.ok()) return alloc.status();
+  static const topo::Snapshot kNothing;
   const topo::Snapshot* t = in.topology.get();
   std::vector<DeviceFacts> out;
   if (types_.count("gpu")) {
     for (size_t i = 0; i < alloc->gpu.size(); ++i) {
       const DeviceAllocation& d = alloc->gpu[i];
+      if (!isNvidiaGpu(d, t)) {
+        // Its vendor's device plugin sets it up; it has no NVIDIA minor,
+        // UUID or node for the actions.
+        log_->info("pod {}: gpu[{}] ({}) is not an NVIDIA GPU: no init or cleanup for it", pod, i,
+                   quotedText(passthroughName(d)));
+        continue;
+      }
       DeviceFacts f{"gpu", static_cast<int>(i), d.minor, d.id};
       if (const topo::Gpu* g = t ? t->gpuByMinor(d.minor) : nullptr) {
         f.uuid = g->uuid;
         f.pci = g->address;
       }
-      if (f.uuid.empty() && d.id.rfind("GPU-", 0) == 0) f.uuid = d.id;
+      // The id becomes a command argument only in the form a UUID has.
+      if (f.uuid.empty() && isNvidiaGpuUuid(d.id)) f.uuid = d.id;
       f.node = cat("nvidia", d.minor);
       out.push_back(std::move(f));
     }
@@ -335,21 +344,23 @@ absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInpu
         if (!x->uverbs.empty()) f.node = "infiniband/" + x->uverbs;
       }
     };
-    for (const DeviceAllocation& d : alloc->rdma) {
-      if (d.vfs.empty()) {
+    // Each function must be this node's, and each VF one of its PF's: an
+    // action such as pci-reset must never reach a device the pod was not given.
+    for (size_t i = 0; i < alloc->rdma.size(); ++i) {
+      const DeviceAllocation& d = alloc->rdma[i];
+      auto functions = resolveRdma(d, i, t ? *t : kNothing, pod);
+      if (!functions.ok()) return functions.status();
+      if (functions->vfs.empty()) {
         DeviceFacts f{"rdma", index++, d.minor, d.id};
-        describe(f, d.id);
+        describe(f, functions->pf->address);
         out.push_back(std::move(f));
         continue;
       }
-      const topo::RdmaDevice* pf = t ? t->rdmaByAddress(d.id) : nullptr;
-      for (const VirtualFunctionAllocation& vf : d.vfs) {
-        std::string address = vf.bus_id;
-        if (address.empty() && pf && vf.minor >= 0 &&
-            static_cast<size_t>(vf.minor) < pf->virtual_functions.size())
-          address = pf->virtual_functions[static_cast<size_t>(vf.minor)];
-        DeviceFacts f{"rdma", index++, vf.minor, address};
-        describe(f, address);
+      for (size_t j = 0; j < functions->vfs.size(); ++j) {
+        // A VF's minor is its number under its PF (virtfn<N>): Koordinator's
+        // is always -1.
+        DeviceFacts f{"rdma", index++, functions->vf_numbers[j], functions->vfs[j]};
+        describe(f, functions->vfs[j]);
         out.push_back(std::move(f));
       }
     }
@@ -358,7 +369,7 @@ absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInpu
     for (size_t i = 0; i < alloc->fpga.size(); ++i) {
       const DeviceAllocation& d = alloc->fpga[i];
       DeviceFacts f{"fpga", static_cast<int>(i), d.minor, d.id};
-      if (d.id.size() == 12 && d.id[4] == ':' && d.id[7] == ':' && d.id[10] == '.') f.pci = d.id;
+      if (isPciAddress(d.id)) f.pci = d.id;  // becomes a sysfs path
       out.push_back(std::move(f));
     }
   }

@@ -23,7 +23,14 @@
 // The devices are the pod's scheduling.koordinator.sh/device-allocated
 // entries of the configured types, each RDMA function on its own (an
 // allocated VF, not its PF), described with what the topology knows of them
-// (UUID, PCI address, RDMA name, device node).
+// (UUID, PCI address, RDMA name, device node). RDMA functions are found as
+// the rdma hook finds them (allocation.h resolveRdma: PF by id, or by
+// koordlet's minor without one; VFs by busID); one that is not this node's
+// refuses the sandbox (FAILED_PRECONDITION), so no action reaches a device
+// the pod was not given. A VF's {minor} is its virtfn number under its PF.
+// Another vendor's GPU (allocation.h isNvidiaGpu) is skipped, with a log
+// line: it has no NVIDIA minor, UUID or node, and its device plugin sets it
+// up.
 //
 // RunPodSandbox (pre): the devices' init actions run in allocation order,
 // each device's in configured order. If one fails the call is rejected

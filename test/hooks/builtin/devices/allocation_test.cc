@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "text.h"
+#include "topology.h"
+
 namespace crihook::testing {
 namespace {
 
@@ -55,10 +58,28 @@ TEST(DeviceAllocated, EachKindOfBadInputNamesPodAnnotationAndField) {
        "gpu[0].resources.koordinator.sh/gpu-core: expected a quantity, got [1]"},
       {R"({"gpu":[{"minor":0,"extension":{"vfs":[]}}]})",
        "gpu[0].extension.vfs: only RDMA devices have virtual functions"},
-      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"busID":"0000:1f:00.5"}]}}]})",
-       "rdma[0].extension.vfs[0].minor: missing"},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"minor":-1}]}}]})",
+       "rdma[0].extension.vfs[0].busID: missing (a VF is found by its busID)"},
       {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"minor":2,"busID":5}]}}]})",
-       "rdma[0].extension.vfs[0].busID: expected a string, got 5"},
+       "rdma[0].extension.vfs[0].busID: expected a PCI address such as 0000:1f:00.2, got 5"},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"busID":"0000:1F:00.2"}]}}]})",
+       "rdma[0].extension.vfs[0].busID: expected a PCI address such as 0000:1f:00.2, got "
+       "\"0000:1F:00.2\""},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"busID":"../../../../x"}]}}]})",
+       "rdma[0].extension.vfs[0].busID: expected a PCI address such as 0000:1f:00.2, got "
+       "\"../../../../x\""},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"busID":"0000:1f:00.8"}]}}]})",
+       "rdma[0].extension.vfs[0].busID: expected a PCI address such as 0000:1f:00.2, got "
+       "\"0000:1f:00.8\""},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"minor":-2,"busID":"0000:1f:00.2"}]}}]})",
+       "rdma[0].extension.vfs[0].minor: expected an integer from -1, got -2"},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"minor":"-1","busID":"0000:1f:00.2"}]}}]})",
+       "rdma[0].extension.vfs[0].minor: expected an integer from -1, got \"-1\""},
+      {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"busID":"0000:1f:00.2"},{"busID":"0000:1f:00.2"}]}}]})",
+       "rdma[0].extension.vfs[1].busID: VF 0000:1f:00.2 is allocated twice"},
+      {R"({"rdma":[{"minor":0,"id":"mlx5_0"}]})",
+       "rdma[0].id: expected a PCI address such as 0000:1f:00.0, got \"mlx5_0\""},
+      {R"({"gpu":[{"minor":0,"extension":[]}]})", "gpu[0].extension: expected an object, got []"},
   };
   for (const Case& c : cases) {
     auto a = parseDeviceAllocated(c.json, "default/train-0");
@@ -66,6 +87,147 @@ TEST(DeviceAllocated, EachKindOfBadInputNamesPodAnnotationAndField) {
     EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(std::string(a.status().message()), prefix + c.message) << c.json;
   }
+}
+
+// Shapes copied from Koordinator's own tests (a7a1b76b), as its scheduler
+// marshals apiext.DeviceAllocations with Go's encoding/json: fields in struct
+// order (minor, resources, id, extension), map keys sorted, omitempty.
+TEST(DeviceAllocated, ReadsKoordinatorsTestAnnotationsVerbatim) {
+  // pkg/koordlet/statesinformer/impl/states_pod_resources_test.go: a VF with
+  // koordlet's minor -1.
+  auto a = parseDeviceAllocated(
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"23040Mi","koordinator.sh/gpu-memory-ratio":"100"},"id":"0"}],"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:01:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:01:00.2"}]}}]})",
+      "test-namespace/test-pod");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->rdma.size(), 1u);
+  EXPECT_EQ(a->rdma[0].id, "0000:01:00.0");
+  ASSERT_EQ(a->rdma[0].vfs.size(), 1u);
+  EXPECT_EQ(a->rdma[0].vfs[0].minor, -1);
+  EXPECT_EQ(a->rdma[0].vfs[0].bus_id, "0000:01:00.2");
+  EXPECT_EQ(a->gpu[0].resources.at("koordinator.sh/gpu-memory"), "23040Mi");
+
+  // pkg/scheduler/plugins/deviceshare/plugin_test.go: ids filled in (v1.6),
+  // and a nil ResourceList written as null.
+  a = parseDeviceAllocated(
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"16Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"},{"minor":1,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"16Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-befd76c3-8a36-7b8a-179c-eae75aa7d9f2"}],"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"100"},"id":"0000:1f:00.0"}]})",
+      "default/test");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->gpu.size(), 2u);
+  EXPECT_EQ(a->gpu[1].minor, 1);
+  EXPECT_EQ(a->gpu[1].id, "GPU-befd76c3-8a36-7b8a-179c-eae75aa7d9f2");
+  EXPECT_EQ(a->rdma[0].minor, 1);
+  EXPECT_TRUE(a->rdma[0].vfs.empty());
+  a = parseDeviceAllocated(
+      R"({"gpu":[{"minor":0,"resources":null,"id":"GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"}]})",
+      "default/test");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->gpu[0].resources.empty());
+}
+
+TEST(DeviceAllocated, ReadsAFullAnnotationWithAndWithoutIds) {
+  // Built from device_share.go's struct tags: DeviceAllocation{Minor
+  // `minor`, Resources `resources`, ID `id,omitempty`, Extension
+  // `extension,omitempty`}, VirtualFunction{Minor `minor,omitempty`, BusID
+  // `busID,omitempty`}: koordlet's VF minor -1 is written, a 0 is dropped;
+  // extension.gpuSharedResourceTemplate (Huawei's) and unknown keys ignored.
+  const std::string with_ids =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"50","koordinator.sh/gpu-memory":"20Gi","koordinator.sh/gpu-memory-ratio":"50"},"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd","extension":{"gpuSharedResourceTemplate":"vir02"}},)"
+      R"({"minor":1,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd","future":{"x":1}}],)"
+      R"("rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}},)"
+      R"({"minor":1,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:3c:00.0","extension":{"vfs":[{"busID":"0000:3c:00.1"}]}}]})";
+  auto a = parseDeviceAllocated(with_ids, "ml/train-0");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->gpu.size(), 2u);
+  EXPECT_EQ(a->gpu[0].id, "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd");
+  EXPECT_EQ(a->gpu[0].resources.at("koordinator.sh/gpu-memory-ratio"), "50");
+  ASSERT_EQ(a->rdma.size(), 2u);
+  EXPECT_EQ(a->rdma[0].vfs[0].minor, -1);
+  EXPECT_EQ(a->rdma[0].vfs[0].bus_id, "0000:1c:00.3");
+  EXPECT_EQ(a->rdma[1].id, "0000:3c:00.0");
+  EXPECT_EQ(a->rdma[1].vfs[0].minor, 0);  // Go's omitempty dropped it
+  EXPECT_EQ(a->rdma[1].vfs[0].bus_id, "0000:3c:00.1");
+
+  // Before v1.6: no id anywhere.
+  a = parseDeviceAllocated(
+      R"({"gpu":[{"minor":2,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"100"}}],)"
+      R"("rdma":[{"minor":3,"resources":{"koordinator.sh/rdma":"100"}}]})",
+      "ml/train-0");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->gpu[0].minor, 2);
+  EXPECT_TRUE(a->gpu[0].id.empty());
+  EXPECT_EQ(a->rdma[0].minor, 3);
+  EXPECT_TRUE(a->rdma[0].id.empty());
+}
+
+TEST(DeviceAllocated, HostileSizesAreRefusedBeforeTheyCostAnything) {
+  const std::string prefix = "annotation scheduling.koordinator.sh/device-allocated of pod ml/a: ";
+  std::string deep = R"({"gpu":[{"minor":0,"extension":{"x":)" + std::string(20, '[') +
+                     std::string(20, ']') + "}}]}";
+  EXPECT_EQ(std::string(parseDeviceAllocated(deep, "ml/a").status().message()),
+            prefix + "nested deeper than 16");
+  // Brackets inside a string are text.
+  EXPECT_TRUE(parseDeviceAllocated(
+                  R"({"gpu":[{"minor":0,"id":")" + std::string(40, '[') + R"(\"]"}]})", "ml/a")
+                  .ok());
+  std::string many = R"({"gpu":[)";
+  for (int i = 0; i < 129; ++i) {
+    if (i > 0) many += ",";
+    many += cat(R"({"minor":)", i, "}");
+  }
+  EXPECT_EQ(std::string(parseDeviceAllocated(many + "]}", "ml/a").status().message()),
+            prefix + "gpu: 129 devices, more than 128");
+  std::string big = R"({"gpu":[{"minor":0,"id":")" + std::string(256 * 1024, 'x') + R"("}]})";
+  EXPECT_EQ(std::string(parseDeviceAllocated(big, "ml/a").status().message()),
+            prefix + std::to_string(big.size()) +
+                " bytes, more than the 262144 Kubernetes allows for all of a pod's annotations");
+  EXPECT_EQ(parseResourceStatus(big, "ml/a").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceAllocated, NamesAndAddressesAreCheckedForWhatTheyMustBe) {
+  EXPECT_TRUE(isPciAddress("0000:1f:00.2"));
+  EXPECT_TRUE(isPciAddress("10000:1f:00.2") == false);
+  for (const char* bad : {"0000:1F:00.2", "0000:1f:20.0", "0000:1f:00.8", "0000:1f:00",
+                          "0000-1f:00.2", "../../../../xx", ""})
+    EXPECT_FALSE(isPciAddress(bad)) << bad;
+  EXPECT_TRUE(isNvidiaGpuUuid("GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"));
+  for (const char* bad :
+       {"GPU-1", "GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8dx",
+        "GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8 ", "MIG-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"})
+    EXPECT_FALSE(isNvidiaGpuUuid(bad)) << bad;
+  // koordlet's minor of an RDMA function: ^mlx\d+_(\d+)$.
+  EXPECT_EQ(koordletRdmaMinor("mlx5_0"), 0);
+  EXPECT_EQ(koordletRdmaMinor("mlx5_12"), 12);
+  EXPECT_EQ(koordletRdmaMinor("mlx4_3"), 3);
+  for (const char* other : {"rocep24s0", "mlx5_", "mlx_1", "mlx5_1x", "irdma0", "mlx5_bond_0"})
+    EXPECT_EQ(koordletRdmaMinor(other), std::nullopt) << other;
+}
+
+TEST(DeviceAllocated, AnotherVendorsGpuIsToldApartFromAnNvidiaOne) {
+  topology::Snapshot nvidia_node;
+  nvidia_node.gpus.push_back({.address = "0000:1a:00.0", .vendor = "nvidia", .minor = 0});
+  topology::Snapshot amd_node;
+  amd_node.gpus.push_back({.address = "0000:83:00.0", .vendor = "amd"});
+  auto gpu = [](int minor, std::string id) {
+    DeviceAllocation d;
+    d.minor = minor;
+    d.id = std::move(id);
+    return d;
+  };
+  // With an id: an NVIDIA UUID, or the address of one of the node's NVIDIA GPUs.
+  EXPECT_TRUE(isNvidiaGpu(gpu(0, "GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"), &amd_node));
+  EXPECT_TRUE(isNvidiaGpu(gpu(0, "0000:1a:00.0"), &nvidia_node));
+  EXPECT_FALSE(isNvidiaGpu(gpu(0, "0000:83:00.0"), &amd_node));
+  EXPECT_FALSE(isNvidiaGpu(gpu(0, "Ascend910-0"), &nvidia_node));
+  // Without one: by whether the node has NVIDIA GPUs.
+  EXPECT_TRUE(isNvidiaGpu(gpu(0, ""), &nvidia_node));
+  EXPECT_FALSE(isNvidiaGpu(gpu(0, ""), &amd_node));
+  EXPECT_FALSE(isNvidiaGpu(gpu(0, ""), nullptr));
+  EXPECT_EQ(passthroughName(gpu(3, "")), "minor 3");
+  EXPECT_EQ(passthroughName(gpu(3, "npu-0")), "npu-0");
+  EXPECT_EQ(passthroughName(gpu(3, std::string(100, 'x'))), std::string(61, 'x') + "...");
+  std::string accents;
+  for (int i = 0; i < 40; ++i) accents += "\xc3\xa9";  // é: cut between characters only
+  EXPECT_EQ(passthroughName(gpu(3, accents)), accents.substr(0, 60) + "...");
 }
 
 TEST(ResourceStatus, CpusetAndNumaNodesAreRead) {

@@ -6,9 +6,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "builtin/devices/cpu_pools.h"
@@ -39,8 +42,9 @@ class DeviceHooksTest : public ::testing::Test {
     // A device root with what the host would have (plain files stand in:
     // the hooks only look them up).
     std::filesystem::create_directories(dir_->file("dev/infiniband"));
-    for (const char* n : {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm",
-                          "infiniband/rdma_cm", "infiniband/uverbs0", "infiniband/uverbs6"})
+    for (const char* n :
+         {"nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm", "infiniband/rdma_cm",
+          "infiniband/uverbs0", "infiniband/uverbs2", "infiniband/uverbs5", "infiniband/uverbs6"})
       std::ofstream(dir_->file("dev/") + n) << "";
   }
   static void TearDownTestSuite() {
@@ -48,9 +52,10 @@ class DeviceHooksTest : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  std::shared_ptr<Hook> make(const std::string& type, std::string settings = "") {
+  std::shared_ptr<Hook> make(const std::string& type, std::string settings = "",
+                             const std::string& name = "") {
     if (settings.empty()) settings = R"({"device_root": ")" + dir_->file("dev") + "\"}";
-    auto h = builtinHooks().create(type, type, settings);
+    auto h = builtinHooks().create(type, name.empty() ? type : name, settings);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? *h : nullptr;
   }
@@ -117,7 +122,11 @@ TEST_F(DeviceHooksTest, GpuHookRefusesWhatIsNotOnThisNode) {
        prefix + "gpu[0].minor: no GPU with minor 9 on this node"},
       {R"({"gpu":[{"minor":1,"id":"GPU-other"}]})", absl::StatusCode::kFailedPrecondition,
        prefix + "gpu[0].id: GPU minor 1 is GPU-00000001-aaaa-bbbb-cccc-dddddddddddd on this "
-                "node, not GPU-other"},
+                "node, not \"GPU-other\""},
+      // An NVIDIA UUID the node does not have: the scheduler and the node disagree.
+      {R"({"gpu":[{"minor":9,"id":"GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"}]})",
+       absl::StatusCode::kFailedPrecondition,
+       prefix + "gpu[0].minor: no GPU with minor 9 on this node"},
       {R"({"gpu":[{"minor":3}]})", absl::StatusCode::kFailedPrecondition,
        prefix + "gpu[0]: no device node " + dir_->file("dev") + "/nvidia3"},
       {R"({"gpu":[{"minor":"zero"}]})", absl::StatusCode::kInvalidArgument,
@@ -228,16 +237,159 @@ TEST_F(DeviceHooksTest, RdmaHookAddsThePhysicalFunctionOrTheAllocatedVfs) {
   const std::string prefix =
       "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: ";
   d = rdma->run(allocated(
-      R"({"rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.2"}]}}]})"));
-  EXPECT_EQ(
-      std::string(d.status.message()),
-      prefix + "rdma[0].extension.vfs[0].busID: VF 1 of mlx5_0 is 0000:1c:00.3, not 0000:1c:00.2");
+      R"({"rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:3c:00.0"}]}}]})"));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            prefix +
+                "rdma[0].extension.vfs[0].busID: 0000:3c:00.0 is not a VF of mlx5_0 "
+                "(0000:1c:00.0)");
   d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:1c:00.2"}]})"));
   EXPECT_EQ(std::string(d.status.message()),
             prefix + "rdma[0].id: no RDMA physical function 0000:1c:00.2 on this node");
   d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:3c:00.0"}]})"));
   EXPECT_EQ(std::string(d.status.message()),
             prefix + "rdma[0]: no device node " + dir_->file("dev") + "/infiniband/uverbs1");
+}
+
+// As Koordinator's scheduler writes it (Go's encoding/json of
+// apiext.DeviceAllocations: minor, resources, id, extension; a VF's minor
+// -1 from koordlet, or no minor at all for a 0), on the DGX fixture: mlx5_0
+// (0000:1c:00.0) has VFs 0000:1c:00.2 (mlx5_5) and 0000:1c:00.3 (mlx5_6).
+TEST_F(DeviceHooksTest, RdmaHookFindsVfsByBusIdWhateverTheirMinor) {
+  auto rdma = make("rdma");
+  auto gpu = make("gpu");
+  const std::string full =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},)"
+      R"({"minor":1,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"}],)"
+      R"("rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}}]})";
+  HookDecision d = rdma->run(allocated(full));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
+                                                   "/dev/infiniband/uverbs6<-/infiniband/uverbs6"));
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_6"}));
+  d = gpu->run(allocated(full));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment),
+              ElementsAre("/dev/nvidia0<-/nvidia0", "/dev/nvidia1<-/nvidia1",
+                          "/dev/nvidiactl<-/nvidiactl", "/dev/nvidia-uvm<-/nvidia-uvm"));
+  EXPECT_TRUE(d.adjustment.annotations.empty());
+
+  // The other VF, whose minor Go left out.
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:1c:00.0","extension":{"vfs":[{"busID":"0000:1c:00.2"}]}}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
+                                                   "/dev/infiniband/uverbs5<-/infiniband/uverbs5"));
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_5"}));
+
+  // Before Koordinator v1.6 there is no id: the PF is mlx5_<minor>, as
+  // koordlet numbers it; a VF (mlx5_5) is never one.
+  d = rdma->run(allocated(R"({"rdma":[{"minor":2,"resources":{"koordinator.sh/rdma":"100"}}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
+                                                   "/dev/infiniband/uverbs2<-/infiniband/uverbs2"));
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_2"}));
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_6"}));
+  const std::string prefix =
+      "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: ";
+  d = rdma->run(allocated(R"({"rdma":[{"minor":5,"resources":{"koordinator.sh/rdma":"100"}}]})"));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            prefix +
+                "rdma[0].minor: no RDMA physical function mlx*_5 on this node (no id: "
+                "found by koordlet's minor)");
+  // Without an id the VF must still be the PF's.
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}}]})"));
+  EXPECT_EQ(std::string(d.status.message()),
+            prefix +
+                "rdma[0].extension.vfs[0].busID: 0000:1c:00.3 is not a VF of mlx5_1 "
+                "(0000:3c:00.0)");
+  // A busID that is no PCI address never reaches a lookup.
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"../../1c:00.3"}]}}]})"));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Koordinator's gpu type also carries other vendors' accelerators; their
+// device plugins set them up.
+TEST_F(DeviceHooksTest, AnotherVendorsGpuIsPassedThroughAndNamedOnTheContainer) {
+  auto gpu = make("gpu");
+  // An id that is no NVIDIA UUID, on this NVIDIA node: nothing NVIDIA's added.
+  HookDecision d = gpu->run(allocated(
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory-ratio":"100"},"id":"Ascend910-0"}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_TRUE(d.adjustment.devices.empty());
+  EXPECT_TRUE(d.adjustment.env.empty());
+  EXPECT_EQ(d.adjustment.annotations.at("crihook.io/gpu-passthrough"), R"(["Ascend910-0"])");
+  // Mixed: the NVIDIA one set up, the other named.
+  d = gpu->run(allocated(
+      R"({"gpu":[{"minor":0,"resources":null,"id":"npu-\"7\""},{"minor":1,"resources":null,"id":"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment),
+              ElementsAre("/dev/nvidia1<-/nvidia1", "/dev/nvidiactl<-/nvidiactl",
+                          "/dev/nvidia-uvm<-/nvidia-uvm"));
+  EXPECT_EQ(d.adjustment.env[0],
+            (EnvVar{"NVIDIA_VISIBLE_DEVICES", "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"}));
+  EXPECT_EQ(d.adjustment.annotations.at("crihook.io/gpu-passthrough"), R"(["npu-\"7\""])");
+
+  // Without an id, on a node without NVIDIA GPUs (an AMD GPU and an Intel
+  // RDMA NIC): passed through, named by minor.
+  HookInput in =
+      allocated(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100"}}]})");
+  in.topology = std::make_shared<const topology::Snapshot>(
+      topology::discover(topology::SysRoot(dir_->file("intel-rdma"))));
+  d = gpu->run(in);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_TRUE(d.adjustment.devices.empty());
+  EXPECT_EQ(d.adjustment.annotations.at("crihook.io/gpu-passthrough"), R"(["minor 0"])");
+  // HAMi-core is a CUDA library: nothing of it for another vendor's share.
+  std::filesystem::create_directories(dir_->file("hami/vgpulock"));
+  std::ofstream(dir_->file("hami/libvgpu.so")) << "";
+  auto hami =
+      make("gpu", R"({"device_root": ")" + dir_->file("dev") + R"(", "hami_core_library": ")" +
+                      dir_->file("hami/libvgpu.so") + R"(", "hami_core_lock_dir": ")" +
+                      dir_->file("hami/vgpulock") + R"("})");
+  auto record = std::make_shared<hv1::PodRecord>(*in.pod);
+  (*record->mutable_config()->mutable_labels())["koordinator.sh/gpu-isolation-provider"] =
+      "HAMi-core";
+  (*record->mutable_config()->mutable_annotations())["scheduling.koordinator.sh/device-allocated"] =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"50","koordinator.sh/gpu-memory":"8Gi","koordinator.sh/gpu-memory-ratio":"50"}}]})";
+  in.pod = record;
+  d = hami->run(in);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_TRUE(d.adjustment.env.empty());
+  EXPECT_TRUE(d.adjustment.mounts.empty());
+  // ... and on this NVIDIA node the same allocation is an NVIDIA GPU.
+  d = gpu->run(allocated(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100"}}]})"));
+  EXPECT_EQ(hostPaths(d.adjustment).front(), "/dev/nvidia0<-/nvidia0");
+  EXPECT_TRUE(d.adjustment.annotations.empty());
+}
+
+TEST_F(DeviceHooksTest, APassedThroughGpuIsLoggedOncePerPodNotPerContainer) {
+  std::ostringstream lines;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(lines);
+  auto log = logger("hook.gpu-once");
+  log->sinks().push_back(sink);
+  log->set_level(spdlog::level::info);
+  auto gpu = make("gpu", R"({"device_root": ")" + dir_->file("dev") + "\"}", "gpu-once");
+  auto pod = [](const std::string& uid) {
+    HookInput in = allocated(R"({"gpu":[{"minor":0,"resources":null,"id":"Ascend910-0"}]})");
+    auto record = std::make_shared<hv1::PodRecord>(*in.pod);
+    record->mutable_config()->mutable_metadata()->set_uid(uid);
+    in.pod = record;
+    return in;
+  };
+  for (const char* uid : {"uid-a", "uid-a", "uid-a", "uid-b", "uid-a"})
+    EXPECT_EQ(gpu->run(pod(uid)).adjustment.annotations.size(), 1u);
+  log->sinks().pop_back();
+  const std::string text = lines.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  EXPECT_THAT(text,
+              HasSubstr(R"(pod ml/train-0: gpu ["Ascend910-0"] not NVIDIA's: passed through)"));
 }
 
 TEST_F(DeviceHooksTest, CpusetHookSetsCpusAndTheirNumaNodes) {

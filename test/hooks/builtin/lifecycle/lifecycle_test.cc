@@ -333,6 +333,57 @@ TEST_F(LifecycleTest, InitBeforeTheSandboxCleanupAfterItStopsEachOnce) {
   EXPECT_EQ(records(), 0u);
 }
 
+// The annotation as Koordinator's scheduler writes it (Go's encoding/json of
+// apiext.DeviceAllocations: minor, resources, id, extension; koordlet's VF
+// minor -1, or none for a 0): VFs found by busID, a PF without an id (before
+// v1.6) by koordlet's minor, another vendor's GPU skipped.
+TEST_F(LifecycleTest, KoordinatorsAnnotationIsResolvedByBusIdAndIdOrKoordletsMinor) {
+  auto hook = make();
+  Sandbox a = sandbox(
+      "train-a", 0,
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},)"
+      R"({"minor":1,"resources":{"koordinator.sh/gpu-core":"100"},"id":"Ascend910-1"}],)"
+      R"("rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}}]})");
+  Sandbox b = sandbox(
+      "train-b", 0,
+      R"({"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"busID":"0000:1c:00.2"}]}},)"
+      R"({"minor":2,"resources":{"koordinator.sh/rdma":"100"}}]})");
+  for (Sandbox* s : {&a, &b}) {
+    HookDecision d = runPre(*hook, *s);
+    ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+    runPost(*hook, *s);
+  }
+  // {minor} of a VF is its virtfn number under the PF.
+  EXPECT_THAT(log(),
+              ElementsAre(cat("init gpu 0 ", kGpu0, " train-a"), "init rdma 1 mlx5_6 train-a",
+                          "init rdma 0 mlx5_5 train-b", "init rdma 2 mlx5_2 train-b"));
+  clearLog();
+  stopOrRemove(*hook, a, LifecycleMethod::kStopPodSandbox);
+  EXPECT_THAT(log(), ElementsAre("cleanup rdma 1 mlx5_6 train-a",
+                                 cat("cleanup gpu 0 ", kGpu0, " train-a")));
+
+  // A VF that is not the allocated PF's: refused before anything runs.
+  clearLog();
+  HookDecision d = runPre(
+      *hook,
+      sandbox(
+          "train-c", 0,
+          R"({"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:3c:00.0","extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.2"}]}}]})"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-c: "
+            "rdma[0].extension.vfs[0].busID: 0000:1c:00.2 is not a VF of mlx5_1 (0000:3c:00.0)");
+  EXPECT_THAT(log(), IsEmpty());
+  // Another vendor's GPU alone: nothing to initialise, nothing kept.
+  const size_t kept = records();
+  d = runPre(*hook,
+             sandbox("npu-0", 0, R"({"gpu":[{"minor":0,"resources":null,"id":"Ascend910-0"}]})"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(log(), IsEmpty());
+  EXPECT_EQ(records(), kept);
+}
+
 TEST_F(LifecycleTest, ASharedGpuIsInitialisedByItsFirstUserAndCleanedUpAfterItsLast) {
   auto hook = make();
   const std::string share =
