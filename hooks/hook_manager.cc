@@ -31,8 +31,9 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     settings.wins_over = h.wins_over;
     std::shared_ptr<Hook> hook;
     if (!h.builtin.empty()) {
-      auto made = registry.create(h.builtin, h.name, h.settings_json,
-                                  BuiltinContext{config.state_dir, config.topology_root});
+      auto made = registry.create(
+          h.builtin, h.name, h.settings_json,
+          BuiltinContext{config.state_dir, config.topology_root, config.backend_endpoint});
       if (!made.ok())
         return absl::InvalidArgumentError(cat(h.origin, ": ", made.status().message()));
       hook = *made;

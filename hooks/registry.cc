@@ -41,7 +41,7 @@ std::vector<std::string> HookRegistry::types() const {
 HookRegistry builtinHooks() {
   HookRegistry r;
   r.add("cdi", &makeCdiHook);
-  r.add("cpuset", &makeCpusetHook);
+  r.add("cpuset", HookRegistry::Factory(&makeCpusetHook));
   r.add("device-lifecycle", HookRegistry::Factory(&makeDeviceLifecycleHook));
   r.add("gpu", &makeGpuHook);
   r.add("noop", &NoopHook::create);

@@ -20,6 +20,9 @@ namespace crihook {
 struct BuiltinContext {
   std::string state_dir;            // [hooks] state_dir; empty: nothing kept on disk
   std::string topology_root = "/";  // [topology] root: where sys/ and dev/ are read
+  // [backend] endpoint (unix://…): the runtime, for hooks that call it on
+  // their own (hooks/runtime_sandboxes.h); empty: none to call.
+  std::string runtime_endpoint;
 };
 
 class HookRegistry {

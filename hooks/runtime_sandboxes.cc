@@ -15,10 +15,10 @@ namespace {
 
 namespace v1 = ::runtime::v1;
 
-// v1alpha2's ListPodSandbox messages have v1's fields under the same numbers,
-// so one generic call with v1's types serves both.
+// v1alpha2's ListPodSandbox and UpdateContainerResources messages have v1's
+// fields under the same numbers, so one generic call with v1's types serves both.
 grpc::Status call(grpc::GenericStub& stub, const std::string& method,
-                  const v1::ListPodSandboxRequest& request, v1::ListPodSandboxResponse& response,
+                  const google::protobuf::Message& request, google::protobuf::Message& response,
                   std::chrono::milliseconds timeout) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
@@ -34,9 +34,24 @@ grpc::Status call(grpc::GenericStub& stub, const std::string& method,
   if (!out.Dump(&slices).ok()) return {grpc::StatusCode::INTERNAL, "unreadable reply"};
   std::string reply;
   for (const auto& s : slices) reply.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  if (!response.ParseFromString(reply))
-    return {grpc::StatusCode::INTERNAL, "reply does not parse as ListPodSandboxResponse"};
+  if (!response.ParseFromString(reply)) {
+    return {grpc::StatusCode::INTERNAL,
+            cat("reply does not parse as ", response.GetDescriptor()->name())};
+  }
   return grpc::Status::OK;
+}
+
+// `name` ("ListPodSandbox") over runtime.v1, then over v1alpha2 when v1 is unimplemented.
+grpc::Status callEitherApi(const std::string& endpoint_path, const std::string& name,
+                           const google::protobuf::Message& request,
+                           google::protobuf::Message& response, std::chrono::milliseconds timeout) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel("unix://" + endpoint_path, grpc::InsecureChannelCredentials()));
+  grpc::Status s = call(stub, "/runtime.v1.RuntimeService/" + name, request, response, timeout);
+  if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    s = call(stub, "/runtime.v1alpha2.RuntimeService/" + name, request, response, timeout);
+  }
+  return s;
 }
 
 }  // namespace
@@ -45,15 +60,9 @@ absl::StatusOr<std::vector<RuntimeSandbox>> listRuntimeSandboxes(
     const std::string& endpoint, std::chrono::milliseconds timeout) {
   auto path = unixSocketPath(endpoint);
   if (!path.ok()) return path.status();
-  grpc::GenericStub stub(
-      grpc::CreateChannel("unix://" + *path, grpc::InsecureChannelCredentials()));
   v1::ListPodSandboxRequest request;
   v1::ListPodSandboxResponse response;
-  grpc::Status s =
-      call(stub, "/runtime.v1.RuntimeService/ListPodSandbox", request, response, timeout);
-  if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    s = call(stub, "/runtime.v1alpha2.RuntimeService/ListPodSandbox", request, response, timeout);
-  }
+  grpc::Status s = callEitherApi(*path, "ListPodSandbox", request, response, timeout);
   if (!s.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                         cat("ListPodSandbox on ", endpoint, ": ", s.error_message()));
@@ -70,6 +79,26 @@ absl::StatusOr<std::vector<RuntimeSandbox>> listRuntimeSandboxes(
     out.push_back(std::move(r));
   }
   return out;
+}
+
+absl::Status updateRuntimeContainerCpuset(const std::string& endpoint,
+                                          const std::string& container_id, const std::string& cpus,
+                                          const std::string& mems,
+                                          std::chrono::milliseconds timeout) {
+  auto path = unixSocketPath(endpoint);
+  if (!path.ok()) return path.status();
+  v1::UpdateContainerResourcesRequest request;
+  request.set_container_id(container_id);
+  request.mutable_linux()->set_cpuset_cpus(cpus);
+  request.mutable_linux()->set_cpuset_mems(mems);
+  v1::UpdateContainerResourcesResponse response;
+  grpc::Status s = callEitherApi(*path, "UpdateContainerResources", request, response, timeout);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        cat("UpdateContainerResources of container ", container_id, " on ",
+                            endpoint, ": ", s.error_message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace crihook

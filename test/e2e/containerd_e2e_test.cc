@@ -748,6 +748,112 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   EXPECT_THAT(devices.log(), HasSubstr("its sandbox was removed while crihookd was down"));
 }
 
+// The cpuset hook on a real containerd, with a crihookd of its own over a
+// fixture topology whose NUMA node 0 is this machine's CPUs 0 and 1 (node 1,
+// CPUs 2-3, exists only in the fixture): every cpuset and mems the hook sets
+// is one the machine has. A NUMA-only pod on node 0 makes room for a pod
+// pinned to CPU 1 while it runs, and gets it back once it is gone; the pinned
+// one runs without a CFS quota although kubelet asked for one.
+TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
+  using RS = v1::RuntimeService::Stub;
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
+  const std::string dir = env->dir + "/cpuset";
+  const std::string sys = dir + "/fixture/sys/devices/system/";
+  auto put = [](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text << "\n";
+  };
+  put(sys + "cpu/online", "0-3");
+  put(sys + "node/online", "0-1");
+  for (int c = 0; c < 4; ++c) {
+    put(cat(sys, "cpu/cpu", c, "/topology/physical_package_id"), std::to_string(c / 2));
+    put(cat(sys, "cpu/cpu", c, "/topology/core_id"), std::to_string(c % 2));
+    put(cat(sys, "cpu/cpu", c, "/topology/thread_siblings_list"), std::to_string(c));
+  }
+  put(sys + "node/node0/cpulist", "0-1");
+  put(sys + "node/node1/cpulist", "2-3");
+  put(dir + "/crihookd.toml",
+      cat("[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
+          "/hookserver.d\"\n[topology]\nroot = \"", dir,
+          "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));
+  ChildProcess crihookd(CRIHOOKD_BINARY,
+                        {"--config", dir + "/crihookd.toml", "--listen", dir + "/crihook.sock",
+                         "--backend", "unix://" + env->dir + "/ctd/containerd.sock"},
+                        dir + "/crihookd.log");
+  ASSERT_TRUE(waitForFile(dir + "/crihook.sock", 10s)) << readFile(dir + "/crihookd.log");
+  auto stub = v1::RuntimeService::NewStub(unixChannel(dir + "/crihook.sock"));
+
+  // A pod with `resource_status`, and a started container asking for half a CPU.
+  auto startPod = [&](const std::string& name, const std::string& resource_status) {
+    v1::RunPodSandboxRequest run;
+    *run.mutable_config() = podConfig(name);
+    (*run.mutable_config()->mutable_annotations())["scheduling.koordinator.sh/resource-status"] =
+        resource_status;
+    v1::RunPodSandboxResponse pod;
+    EXPECT_TRUE(call(*stub, &RS::RunPodSandbox, run, &pod).ok());
+    v1::CreateContainerRequest create = boxRequest(pod.pod_sandbox_id(), run.config(), name);
+    create.mutable_config()->mutable_linux()->mutable_resources()->set_cpu_period(100000);
+    create.mutable_config()->mutable_linux()->mutable_resources()->set_cpu_quota(50000);
+    v1::CreateContainerResponse ctr;
+    grpc::Status s = call(*stub, &RS::CreateContainer, create, &ctr);
+    EXPECT_TRUE(s.ok()) << s.error_message() << readFile(dir + "/crihookd.log");
+    v1::StartContainerRequest start;
+    start.set_container_id(ctr.container_id());
+    v1::StartContainerResponse started;
+    EXPECT_TRUE(call(*stub, &RS::StartContainer, start, &started).ok());
+    return std::pair{pod.pod_sandbox_id(), ctr.container_id()};
+  };
+  // What a process started in the container now is allowed, and its quota.
+  auto inside = [&](const std::string& ctr) {
+    v1::ExecSyncResponse out;
+    EXPECT_TRUE(call(*stub, &RS::ExecSync,
+                     shell(ctr,
+                           "grep Cpus_allowed_list /proc/self/status | cut -f2; "
+                           "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || "
+                           "cut -d' ' -f1 /sys/fs/cgroup/cpu.max"),
+                     &out)
+                    .ok());
+    return out.stdout();
+  };
+  auto cpusBecome = [&](const std::string& ctr, const std::string& cpus) {
+    for (int i = 0; i < 100; ++i) {
+      if (inside(ctr).starts_with(cpus + "\n")) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+
+  const auto [ls_pod, ls] =
+      startPod("e2e-cpu-ls", R"({"numaNodeResources":[{"node":0,"resources":{"cpu":"1"}}]})");
+  EXPECT_EQ(inside(ls), "0-1\n50000\n");
+
+  const auto [lsr_pod, lsr] = startPod("e2e-cpu-lsr", R"({"cpuset":"1"})");
+  const std::string pinned = inside(lsr);
+  EXPECT_TRUE(pinned == "1\n-1\n" || pinned == "1\nmax\n") << pinned;
+  EXPECT_TRUE(cpusBecome(ls, "0")) << inside(ls) << readFile(dir + "/crihookd.log");
+  EXPECT_EQ(inside(ls), "0\n50000\n");  // moved, its quota as it was
+
+  // The pinned pod goes: its container stops and is removed, then the pod.
+  v1::StopContainerRequest stop;
+  stop.set_container_id(lsr);
+  stop.set_timeout(1);
+  v1::StopContainerResponse stopped;
+  EXPECT_TRUE(call(*stub, &RS::StopContainer, stop, &stopped).ok());
+  EXPECT_TRUE(cpusBecome(ls, "0-1")) << inside(ls) << readFile(dir + "/crihookd.log");
+  for (const std::string* pod : {&lsr_pod, &ls_pod}) {
+    v1::StopPodSandboxRequest stop_pod;
+    stop_pod.set_pod_sandbox_id(*pod);
+    v1::StopPodSandboxResponse r1;
+    EXPECT_TRUE(call(*stub, &RS::StopPodSandbox, stop_pod, &r1).ok());
+    v1::RemovePodSandboxRequest rm;
+    rm.set_pod_sandbox_id(*pod);
+    v1::RemovePodSandboxResponse r2;
+    EXPECT_TRUE(call(*stub, &RS::RemovePodSandbox, rm, &r2).ok());
+  }
+  crihookd.signal(SIGTERM);
+  EXPECT_EQ(crihookd.wait(10s), 0) << readFile(dir + "/crihookd.log");
+}
+
 // The allocation exactly as Koordinator's scheduler writes it, on a crihookd
 // of its own (the gpu, rdma and device-lifecycle hooks; the DGX fixture
 // topology; mknod'd stand-ins as in DeviceE2E, plus mlx5_5's uverbs5; an

@@ -78,6 +78,7 @@ class FakeCriServer::Reactor : public grpc::ServerGenericBidiReactor {
       FakeCall recorded = call;
       recorded.cancelled = nullptr;
       server_->calls_.push_back(std::move(recorded));
+      server_->recorded_.notify_all();
       if (auto it = server_->handlers_.unary.find(call.method);
           it != server_->handlers_.unary.end())
         unary = it->second;
@@ -187,6 +188,19 @@ void FakeCriServer::stop(std::chrono::milliseconds grace) {
 std::vector<FakeCall> FakeCriServer::calls() const {
   std::lock_guard lock(mu_);
   return calls_;
+}
+
+bool FakeCriServer::waitForCall(const std::string& method,
+                                const std::function<bool(const FakeCall&)>& match,
+                                std::chrono::milliseconds timeout, size_t from) const {
+  std::unique_lock lock(mu_);
+  size_t seen = from;
+  return recorded_.wait_for(lock, timeout, [&] {
+    for (; seen < calls_.size(); ++seen) {
+      if (calls_[seen].method == method && match(calls_[seen])) return true;
+    }
+    return false;
+  });
 }
 
 size_t FakeCriServer::callCount(const std::string& method) const {

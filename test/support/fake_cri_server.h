@@ -55,6 +55,11 @@ class FakeCriServer {
   // Calls received so far, in order (the requests as the runtime saw them).
   std::vector<FakeCall> calls() const;
   size_t callCount(const std::string& method) const;
+  // Waits up to `timeout` for a call of `method` that `match`es, among the
+  // calls from index `from` on (calls().size() taken earlier); true once one
+  // is recorded (its handler may still be running).
+  bool waitForCall(const std::string& method, const std::function<bool(const FakeCall&)>& match,
+                   std::chrono::milliseconds timeout, size_t from = 0) const;
   std::atomic<int> cancellations{0};
 
   const std::string& path() const { return path_; }
@@ -69,6 +74,7 @@ class FakeCriServer {
 
   std::string path_;
   mutable std::mutex mu_;
+  mutable std::condition_variable recorded_;  // a call was added to calls_
   Handlers handlers_;
   std::vector<FakeCall> calls_;
   std::unique_ptr<grpc::CallbackGenericService> service_;

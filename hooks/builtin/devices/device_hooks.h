@@ -44,16 +44,29 @@
 //                      on_violation = "annotate" (default: logged, and the
 //                      container annotated crihook.io/topology-violation) or
 //                      "reject" (FAILED_PRECONDITION).
-//  builtin = "cpuset"  cpuset_cpus from the resource-status annotation and
-//                      cpuset_mems = the NUMA nodes of those CPUs (Koordinator
-//                      never sets mems); kept through kubelet's
-//                      UpdateContainerResources by the framework.
+//  builtin = "cpuset"  as koordlet's CPUSetAllocator: a pod with a cpuset in
+//                      the resource-status annotation ("pinned") gets
+//                      cpuset_cpus = it, cpuset_mems = the NUMA nodes of those
+//                      CPUs (Koordinator never sets mems) and, with
+//                      unset_cpu_quota = true (default; koordlet's
+//                      --disable-unset-cpu-quota=false), cpu_quota = -1: no
+//                      CFS throttling. A pod without one whose
+//                      numaNodeResources allocate CPU (not QoS BE), with
+//                      share_pool = true (default), runs on those NUMA
+//                      nodes' CPUs that no pinned container holds (all of them
+//                      when pins hold every one), mems = those nodes; its
+//                      running containers are moved (UpdateContainerResources
+//                      at the runtime, from the hook's own thread, cpu_pools.h)
+//                      when a pinned container is created or stops. Both kept
+//                      through kubelet's UpdateContainerResources. The pod-level
+//                      cgroup's quota is left to kubelet (outside the CRI).
 //
 // They read the allocation from the pod's annotations (allocation.h), the
 // layout from the topology snapshot, and look host device nodes up under
 // `device_root` (default /dev). Settings (each hook): device_root,
 // on_error = "reject" (default) or "skip"; gpu: visible_devices = "uuid"
-// (default) or "index"; rdma: nccl_ib_hca = true (default) or false.
+// (default) or "index"; rdma: nccl_ib_hca = true (default) or false;
+// cpuset: unset_cpu_quota, share_pool (booleans, default true).
 //
 // A malformed annotation is INVALID_ARGUMENT; a device that is not on this
 // node (unknown minor, id that does not match, missing device node) is
@@ -68,6 +81,7 @@
 
 #include "absl/status/statusor.h"
 #include "hook.h"
+#include "registry.h"
 
 namespace crihook {
 
@@ -76,13 +90,15 @@ absl::StatusOr<std::shared_ptr<Hook>> makeGpuHook(const std::string& name,
 absl::StatusOr<std::shared_ptr<Hook>> makeRdmaHook(const std::string& name,
                                                    const std::string& settings_json);
 absl::StatusOr<std::shared_ptr<Hook>> makeCpusetHook(const std::string& name,
-                                                     const std::string& settings_json);
+                                                     const std::string& settings_json,
+                                                     const BuiltinContext& context = {});
 absl::StatusOr<std::shared_ptr<Hook>> makeTopologyCheckHook(const std::string& name,
                                                             const std::string& settings_json);
 
 inline constexpr std::string_view kJointAllocateAnnotation =
     "scheduling.koordinator.sh/device-joint-allocate";
 inline constexpr std::string_view kTopologyViolationAnnotation = "crihook.io/topology-violation";
+inline constexpr std::string_view kQosClassLabel = "koordinator.sh/qosClass";
 // Set on a container whose pod was allocated another vendor's GPUs: their
 // ids (or "minor N"), a JSON array.
 inline constexpr std::string_view kGpuPassthroughAnnotation = "crihook.io/gpu-passthrough";

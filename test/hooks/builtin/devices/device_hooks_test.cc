@@ -12,11 +12,15 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "builtin/devices/cpu_pools.h"
 #include "fake_cri_server.h"
 #include "logging.h"
 #include "registry.h"
 #include "report.h"
+#include "runtime_sandboxes.h"
+#include "runtime_v1.pb.h"
 #include "topology.h"
 
 namespace crihook::testing {
@@ -499,6 +503,332 @@ TEST_F(DeviceHooksTest, TopologyCheckSamePcieMeansWhatTheDeviceReportSays) {
   EXPECT_EQ(std::string(h.status().message()),
             "hook topology-check: settings.pcie_scope: expected \"root-complex\" or \"switch\", "
             "got \"rack\"");
+}
+
+// A CRI call through the cpuset hook: the pre stage on kubelet's request,
+// then (for calls that reach the runtime) the post stage with its answer.
+class CpusetCalls {
+ public:
+  CpusetCalls(std::shared_ptr<Hook> hook, std::shared_ptr<const topology::Snapshot> topology)
+      : hook_(std::move(hook)), topology_(std::move(topology)) {}
+
+  // CreateContainer of container `id` (`name`) in sandbox `sandbox` of a pod
+  // with `annotations` and `labels`; returns the pre-stage decision.
+  HookDecision create(const std::string& sandbox, const std::string& name, const std::string& id,
+                      std::map<std::string, std::string> annotations,
+                      std::map<std::string, std::string> labels = {}) {
+    auto pod = std::make_shared<hv1::PodRecord>();
+    pod->set_sandbox_id(sandbox);
+    pod->mutable_config()->mutable_metadata()->set_name(sandbox);
+    pod->mutable_config()->mutable_metadata()->set_namespace_("ml");
+    for (const auto& [k, v] : annotations) (*pod->mutable_config()->mutable_annotations())[k] = v;
+    for (const auto& [k, v] : labels) (*pod->mutable_config()->mutable_labels())[k] = v;
+    pods_[sandbox] = pod;
+    ::runtime::v1::CreateContainerRequest req;
+    req.set_pod_sandbox_id(sandbox);
+    req.mutable_config()->mutable_metadata()->set_name(name);
+    HookInput in = base(LifecycleMethod::kCreateContainer, Phase::kPre, &req, pod);
+    HookDecision d = hook_->run(in);
+    if (d.kind != HookDecision::Kind::kContinue) return d;
+    if (d.adjustment.cpuset_cpus) {
+      req.mutable_config()->mutable_linux()->mutable_resources()->set_cpuset_cpus(
+          *d.adjustment.cpuset_cpus);
+    }
+    ::runtime::v1::CreateContainerResponse resp;
+    resp.set_container_id(id);
+    auto container = std::make_shared<hv1::ContainerRecord>();
+    container->set_id(id);
+    container->set_sandbox_id(sandbox);
+    *container->mutable_requested() = req.config();
+    containers_[id] = container;
+    HookInput post = base(LifecycleMethod::kCreateContainer, Phase::kPost, &req, pod);
+    post.response = id.empty() ? nullptr : &resp;
+    if (id.empty()) post.backend_status = absl::UnavailableError("runtime down");
+    post.container = container;
+    hook_->run(post);
+    return d;
+  }
+
+  // kubelet's UpdateContainerResources of a stored container.
+  HookDecision update(const std::string& id) {
+    ::runtime::v1::UpdateContainerResourcesRequest req;
+    req.set_container_id(id);
+    req.mutable_linux()->set_cpuset_cpus("0-63");
+    HookInput in = base(LifecycleMethod::kUpdateContainerResources, Phase::kPre, &req,
+                        pods_[containers_[id]->sandbox_id()]);
+    in.container = containers_[id];
+    HookDecision d = hook_->run(in);
+    if (d.adjustment.cpuset_cpus) req.mutable_linux()->set_cpuset_cpus(*d.adjustment.cpuset_cpus);
+    ::runtime::v1::UpdateContainerResourcesResponse resp;
+    HookInput post = in;
+    post.phase = Phase::kPost;
+    post.response = &resp;
+    hook_->run(post);
+    return d;
+  }
+
+  void stop(const std::string& id) {
+    ::runtime::v1::StopContainerRequest req;
+    req.set_container_id(id);
+    ::runtime::v1::StopContainerResponse resp;
+    HookInput post = base(LifecycleMethod::kStopContainer, Phase::kPost, &req, nullptr);
+    post.response = &resp;
+    hook_->run(post);
+  }
+
+ private:
+  HookInput base(LifecycleMethod m, Phase p, const google::protobuf::Message* req,
+                 std::shared_ptr<const hv1::PodRecord> pod) {
+    HookInput in;
+    in.method = m;
+    in.phase = p;
+    in.request = req;
+    in.pod = std::move(pod);
+    in.topology = topology_;
+    return in;
+  }
+  std::shared_ptr<Hook> hook_;
+  std::shared_ptr<const topology::Snapshot> topology_;
+  std::map<std::string, std::shared_ptr<hv1::PodRecord>> pods_;
+  std::map<std::string, std::shared_ptr<hv1::ContainerRecord>> containers_;
+};
+
+constexpr const char* kResourceStatus = "scheduling.koordinator.sh/resource-status";
+// The DGX fixture: node 0 holds CPUs 0-15 and 32-47, node 1 16-31 and 48-63.
+constexpr const char* kNode0 = "0-15,32-47";
+constexpr const char* kNode1 = "16-31,48-63";
+
+std::map<std::string, std::string> numaOnly(const std::string& nodes_json) {
+  return {{kResourceStatus, R"({"numaNodeResources":)" + nodes_json + "}"}};
+}
+
+TEST_F(DeviceHooksTest, CpusetHookLiftsTheCfsQuotaOfAPinnedContainer) {
+  ASSERT_EQ(topology::formatCpuList(topology_->nodes.at(0).cpus), kNode0);
+  ASSERT_EQ(topology::formatCpuList(topology_->nodes.at(1).cpus), kNode1);
+  CpusetCalls calls(make("cpuset", "{}"), topology_);
+  HookDecision d = calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}},
+                                {{"koordinator.sh/qosClass", "LSR"}});
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "2-5");
+  EXPECT_EQ(d.adjustment.cpu_quota, -1);
+  // kubelet's update keeps it (kubelet would send its own quota back).
+  d = calls.update("c-lsr");
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "2-5");
+  EXPECT_EQ(d.adjustment.cpu_quota, -1);
+  // As koordlet: any pod pinned by resource-status, whatever its QoS label.
+  d = calls.create("unlabelled", "main", "c-u", {{kResourceStatus, R"({"cpuset":"6"})"}});
+  EXPECT_EQ(d.adjustment.cpu_quota, -1);
+  // Not for a NUMA-only pod, nor with the setting off.
+  d = calls.create("ls", "main", "c-ls", numaOnly(R"([{"node":1,"resources":{"cpu":"4"}}])"));
+  EXPECT_EQ(d.adjustment.cpu_quota, std::nullopt);
+  CpusetCalls off(make("cpuset", R"({"unset_cpu_quota": false})"), topology_);
+  d = off.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "2-5");
+  EXPECT_EQ(d.adjustment.cpu_quota, std::nullopt);
+}
+
+TEST_F(DeviceHooksTest, CpusetHookPutsANumaOnlyPodOnItsNodesCpusThatNoPinHolds) {
+  CpusetCalls calls(make("cpuset", "{}"), topology_);
+  const auto node0 = numaOnly(R"([{"node":0,"resources":{"cpu":"4","memory":"8Gi"}}])");
+  HookDecision d = calls.create("ls-a", "main", "c-a", node0);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.cpuset_cpus, kNode0);
+  EXPECT_EQ(d.adjustment.cpuset_mems, "0");
+
+  calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5,34"})"}});
+  d = calls.create("ls-b", "main", "c-b", node0);
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "0-1,6-15,32-33,35-47");
+  // kubelet's update of the first one sees the pin too.
+  EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, "0-1,6-15,32-33,35-47");
+  // Both nodes; the other node is untouched by the pin.
+  d = calls.create("ls-c", "main", "c-c",
+                   numaOnly(R"([{"node":0,"resources":{"cpu":"2"}},)"
+                            R"({"node":1,"resources":{"cpu":"2"}}])"));
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "0-1,6-33,35-63");
+  EXPECT_EQ(d.adjustment.cpuset_mems, "0-1");
+  // A pin being created (pre stage done, runtime not yet answered) counts:
+  // a failed creation gives its CPUs back.
+  d = calls.create("lse", "main", "", {{kResourceStatus, R"({"cpuset":"40-47"})"}});
+  EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, "0-1,6-15,32-33,35-47");
+
+  calls.stop("c-lsr");
+  EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0);
+  EXPECT_EQ(calls.update("c-b").adjustment.cpuset_cpus, kNode0);
+
+  // Every CPU of the node pinned: the pod shares them rather than run nowhere
+  // (koordlet leaves it without a cpuset: every CPU of the machine).
+  calls.create("lse-all", "main", "c-all", {{kResourceStatus, R"({"cpuset":"0-15,32-47"})"}});
+  EXPECT_EQ(calls.create("ls-d", "main", "c-d", node0).adjustment.cpuset_cpus, kNode0);
+
+  // Memory alone is no CPU allocation; BE pods are left to koordlet's BE pools.
+  EXPECT_TRUE(
+      calls.create("ls-e", "main", "c-e", numaOnly(R"([{"node":0,"resources":{"memory":"1Gi"}}])"))
+          .adjustment.empty());
+  EXPECT_TRUE(calls.create("be", "main", "c-be", node0, {{"koordinator.sh/qosClass", "BE"}})
+                  .adjustment.empty());
+  d = calls.create("ls-f", "main", "c-f", numaOnly(R"([{"node":5,"resources":{"cpu":"1"}}])"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/resource-status of pod ml/ls-f: "
+            "numaNodeResources[0].node: no NUMA node 5 with CPUs on this node");
+
+  CpusetCalls off(make("cpuset", R"({"share_pool": false})"), topology_);
+  EXPECT_TRUE(off.create("ls-a", "main", "c-a", node0).adjustment.empty());
+}
+
+// The pools with a stand-in runtime: what is moved, when, and what survives.
+class CpuPoolsTest : public ::testing::Test {
+ protected:
+  struct Move {
+    std::string id, cpus, mems;
+    bool operator==(const Move&) const = default;
+  };
+  std::unique_ptr<CpuPools> pools() {
+    return std::make_unique<CpuPools>(
+        dir_.file("cpuset/pools.json"),
+        [this](const std::string& id, const std::string& cpus, const std::string& mems) {
+          std::lock_guard lock(mu_);
+          moves_.push_back({id, cpus, mems});
+          if (failures_ > 0) {
+            --failures_;
+            return absl::UnavailableError("runtime busy");
+          }
+          return gone_.count(id) ? absl::NotFoundError("no such container") : absl::OkStatus();
+        },
+        logger("hook.cpuset"));
+  }
+  std::vector<Move> moves() {
+    std::lock_guard lock(mu_);
+    return std::exchange(moves_, {});
+  }
+  static std::vector<int> cpus(const std::string& list) {
+    std::vector<int> out;
+    topology::parseCpuList(list, out);
+    return out;
+  }
+
+  TempDir dir_;
+  std::mutex mu_;
+  std::vector<Move> moves_;
+  int failures_ = 0;
+  std::set<std::string> gone_;
+};
+
+TEST_F(CpuPoolsTest, SharedContainersMoveOffAPinAndBackAcrossARestart) {
+  auto p = pools();
+  p->start();
+  p->addShared("ls1", {"sb-ls", "ml/ls", "main"}, cpus("0-7"), "0", "0-7");
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_TRUE(moves().empty());  // already where it belongs
+
+  p->reserve("sb-lsr/main/0", cpus("2-3"));
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(), ElementsAre(Move{"ls1", "0-1,4-7", "0"}));
+  p->commit("sb-lsr/main/0", "lsr1", {"sb-lsr", "ml/lsr", "main"});
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_TRUE(moves().empty());
+
+  // A shared container created with the pin's CPUs (its CPUs were chosen
+  // before the pin was reserved) is moved off them.
+  p->addShared("ls2", {"sb-ls2", "ml/ls2", "main"}, cpus("0-7"), "0", "0-7");
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(), ElementsAre(Move{"ls2", "0-1,4-7", "0"}));
+
+  // crihookd restarts: the pin and the shared containers are read back.
+  p.reset();
+  p = pools();
+  p->start();
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_TRUE(moves().empty());
+  EXPECT_THAT(p->pinnedCpus(), ElementsAre(2, 3));
+  EXPECT_EQ(p->sharedCpusOf("ls1"), "0-1,4-7");
+
+  p->forget("lsr1");
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(),
+              ::testing::UnorderedElementsAre(Move{"ls1", "0-7", "0"}, Move{"ls2", "0-7", "0"}));
+}
+
+TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten) {
+  auto p = pools();
+  p->start();
+  p->addShared("ls1", {"sb-ls", "ml/ls", "main"}, cpus("0-7"), "0", "0-7");
+  p->addShared("gone", {"sb-gone", "ml/gone", "main"}, cpus("0-7"), "0", "0-7");
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  {
+    std::lock_guard lock(mu_);
+    failures_ = 2;
+    gone_.insert("gone");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  p->reserve("sb-lsr/main/0", cpus("0"));
+  // Both refused once, retried after 0.5 s: "gone" is then NOT_FOUND, ls1 moved.
+  std::vector<Move> m;
+  for (int i = 0; i < 100 && m.size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (Move x : moves()) m.push_back(x);
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_THAT(m, ElementsAre(Move{"gone", "1-7", "0"}, Move{"ls1", "1-7", "0"},
+                             Move{"gone", "1-7", "0"}, Move{"ls1", "1-7", "0"}));
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_EQ(p->sharedCount(), 1u);  // "gone" forgotten
+  // Nothing more to do once ls1 is where it belongs.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(moves().empty());
+}
+
+TEST_F(CpuPoolsTest, ContainersOfSandboxesTheRuntimeNoLongerRunsAreForgotten) {
+  auto p = pools();
+  p->start();
+  p->reserve("sb-lsr/main/0", cpus("2-3"));
+  p->commit("sb-lsr/main/0", "lsr1", {"sb-lsr", "ml/lsr", "main"});
+  p->addShared("ls1", {"sb-ls", "ml/ls", "main"}, cpus("0-7"), "0", "0-1,4-7");
+  const auto listed_at = std::chrono::system_clock::now() + std::chrono::seconds(1);
+  // Listed before this one was recorded: left alone though its sandbox is not listed.
+  p->keepOnly({"sb-ls"}, std::chrono::system_clock::now() - std::chrono::hours(1));
+  EXPECT_THAT(p->pinnedCpus(), ElementsAre(2, 3));
+  // The pinned pod's sandbox was removed while crihookd was down.
+  p->keepOnly({"sb-ls"}, listed_at);
+  EXPECT_TRUE(p->pinnedCpus().empty());
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(), ElementsAre(Move{"ls1", "0-7", "0"}));
+  p->keepOnly({}, listed_at);
+  EXPECT_EQ(p->sharedCount(), 0u);
+}
+
+TEST(RuntimeCpusetUpdate, GoesOverV1OrV1alpha2AndNamesTheContainer) {
+  TempDir dir;
+  FakeCriServer runtime(dir.file("runtime.sock"));
+  auto ok = [](FakeCall&, std::string* out) {
+    *out = "";
+    return grpc::Status::OK;
+  };
+  // An old runtime: v1 is UNIMPLEMENTED, v1alpha2 answers.
+  runtime.onUnary("/runtime.v1alpha2.RuntimeService/UpdateContainerResources", ok);
+  runtime.start();
+  const std::string endpoint = "unix://" + dir.file("runtime.sock");
+  ASSERT_TRUE(
+      updateRuntimeContainerCpuset(endpoint, "c1", "0,3", "0", std::chrono::seconds(5)).ok());
+  ::runtime::v1::UpdateContainerResourcesRequest seen;
+  ASSERT_TRUE(seen.ParseFromString(runtime.calls().back().request));
+  EXPECT_EQ(runtime.calls().back().method,
+            "/runtime.v1alpha2.RuntimeService/UpdateContainerResources");
+  EXPECT_EQ(seen.container_id(), "c1");
+  EXPECT_EQ(seen.linux().cpuset_cpus(), "0,3");
+  EXPECT_EQ(seen.linux().cpuset_mems(), "0");
+  EXPECT_EQ(seen.linux().cpu_quota(), 0);  // the runtime keeps what it has
+  runtime.onUnary("/runtime.v1.RuntimeService/UpdateContainerResources",
+                  [](FakeCall&, std::string*) {
+                    return grpc::Status(grpc::StatusCode::NOT_FOUND, "container \"c2\" not found");
+                  });
+  absl::Status s = updateRuntimeContainerCpuset(endpoint, "c2", "1", "0", std::chrono::seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("UpdateContainerResources of container c2 on " + endpoint));
+  runtime.stop();
+  EXPECT_EQ(updateRuntimeContainerCpuset(endpoint, "c1", "1", "0", std::chrono::seconds(5)).code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

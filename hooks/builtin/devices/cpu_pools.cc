@@ -1,0 +1,430 @@
+#include "cpu_pools.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "text.h"
+#include "topology.h"
+
+namespace crihook {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// A node has a few hundred containers at most; the record of each is a few
+// hundred bytes. Anything far beyond that is not a file this hook wrote.
+constexpr size_t kMaxRecordBytes = 4 << 20;
+constexpr size_t kMaxContainers = 4096;
+constexpr size_t kMaxIdBytes = 128;    // containerd ids are 64 hex digits
+constexpr size_t kMaxNameBytes = 512;  // namespace/name of a pod, a container name
+constexpr auto kPendingTtl = 5min;     // beyond kubelet's CreateContainer timeout
+constexpr auto kFirstRetry = 500ms;
+constexpr auto kMaxRetry = 30s;
+
+std::string id12(const std::string& id) { return id.substr(0, 12); }
+
+std::string quoted(std::string_view s) {
+  constexpr size_t kMax = 200;
+  std::string out = "\"";
+  for (char c : s.substr(0, kMax)) {
+    out += (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? c : '?';
+  }
+  out += s.size() > kMax ? "\"…" : "\"";
+  return out;
+}
+
+bool validId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxIdBytes) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+std::vector<int> cpuList(const json& v, const char* key) {
+  std::vector<int> out;
+  auto it = v.find(key);
+  if (it == v.end() || !it->is_string() || !topology::parseCpuList(it->get<std::string>(), out))
+    out.clear();
+  return out;
+}
+
+std::string text(const json& v, const char* key) {
+  auto it = v.find(key);
+  if (it == v.end() || !it->is_string()) return "";
+  std::string s = it->get<std::string>();
+  return s.size() > kMaxNameBytes ? s.substr(0, kMaxNameBytes) : s;
+}
+
+json ownerJson(const CpuOwner& o, std::chrono::system_clock::time_point since) {
+  return {{"sandbox", o.sandbox_id},
+          {"pod", o.pod},
+          {"container", o.container},
+          {"since",
+           std::chrono::duration_cast<std::chrono::seconds>(since.time_since_epoch()).count()}};
+}
+
+CpuOwner ownerOf(const json& v, std::chrono::system_clock::time_point* since) {
+  auto s = v.find("since");
+  *since = std::chrono::system_clock::time_point(
+      std::chrono::seconds(s != v.end() && s->is_number_integer() ? s->get<int64_t>() : 0));
+  return {text(v, "sandbox"), text(v, "pod"), text(v, "container")};
+}
+
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+CpuPools::CpuPools(std::string file, UpdateFn update, std::shared_ptr<spdlog::logger> log)
+    : file_(std::move(file)), update_(std::move(update)), log_(std::move(log)) {}
+
+CpuPools::~CpuPools() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CpuPools::start() {
+  load();
+  std::lock_guard lock(mu_);
+  if (thread_.joinable()) return;
+  wake_ = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void CpuPools::load() {
+  if (file_.empty()) return;
+  const int fd = ::open(file_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) log_->error("cpu pools {}: cannot open: {}", file_, strerror(errno));
+    return;
+  }
+  std::string data;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<size_t>(st.st_size) > kMaxRecordBytes) {
+    log_->error("cpu pools {}: not a regular file of at most {} bytes; starting empty", file_,
+                kMaxRecordBytes);
+    ::close(fd);
+    return;
+  }
+  data.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
+  json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    log_->error("cpu pools {}: not a JSON object; starting empty", file_);
+    return;
+  }
+  std::lock_guard lock(mu_);
+  size_t skipped = 0;
+  if (auto p = j.find("pinned"); p != j.end() && p->is_object()) {
+    for (const auto& [id, v] : p->items()) {
+      Pin pin;
+      if (pins_.size() >= kMaxContainers || !validId(id) || !v.is_object() ||
+          (pin.cpus = cpuList(v, "cpus")).empty()) {
+        ++skipped;
+        continue;
+      }
+      pin.owner = ownerOf(v, &pin.since);
+      pins_[id] = std::move(pin);
+    }
+  }
+  if (auto s = j.find("shared"); s != j.end() && s->is_object()) {
+    for (const auto& [id, v] : s->items()) {
+      Shared sh;
+      std::vector<int> mems;
+      if (shared_.size() >= kMaxContainers || !validId(id) || !v.is_object() ||
+          (sh.node_cpus = cpuList(v, "node_cpus")).empty() || (mems = cpuList(v, "mems")).empty()) {
+        ++skipped;
+        continue;
+      }
+      sh.owner = ownerOf(v, &sh.since);
+      sh.mems = topology::formatCpuList(mems);
+      std::vector<int> applied = cpuList(v, "applied");
+      sh.applied = applied.empty() ? "" : topology::formatCpuList(applied);
+      shared_[id] = std::move(sh);
+    }
+  }
+  if (skipped > 0) log_->warn("cpu pools {}: {} malformed entries left out", file_, skipped);
+  log_->info("cpu pools {}: {} pinned and {} shared containers", file_, pins_.size(),
+             shared_.size());
+}
+
+void CpuPools::write(const std::string& text) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(file_).parent_path();
+  fs::create_directories(dir, ec);
+  const std::string tmp = file_ + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && writeAll(fd, text) && ::fsync(fd) == 0;
+  const int e = errno;
+  if (fd >= 0) ::close(fd);
+  if (ok && ::rename(tmp.c_str(), file_.c_str()) != 0) ok = false;
+  if (!ok) {
+    log_->error("cpu pools {}: cannot write: {}; the record on disk is older", file_,
+                strerror(fd < 0 ? e : errno));
+    ::unlink(tmp.c_str());
+    return;
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string CpuPools::toJsonLocked() const {
+  json pinned = json::object(), shared = json::object();
+  for (const auto& [id, p] : pins_) {
+    json v = ownerJson(p.owner, p.since);
+    v["cpus"] = topology::formatCpuList(p.cpus);
+    pinned[id] = std::move(v);
+  }
+  for (const auto& [id, s] : shared_) {
+    json v = ownerJson(s.owner, s.since);
+    v["node_cpus"] = topology::formatCpuList(s.node_cpus);
+    v["mems"] = s.mems;
+    v["applied"] = s.applied;
+    shared[id] = std::move(v);
+  }
+  return json{{"pinned", std::move(pinned)}, {"shared", std::move(shared)}}.dump(1) + "\n";
+}
+
+void CpuPools::changedLocked(bool persist) {
+  if (persist) dirty_ = true;
+  wake_ = true;
+  idle_ = false;
+  wake_cv_.notify_all();
+}
+
+void CpuPools::reserve(const std::string& key, std::vector<int> cpus) {
+  std::lock_guard lock(mu_);
+  pending_[key] = {std::move(cpus), Clock::now() + kPendingTtl};
+  changedLocked(false);
+}
+
+void CpuPools::commit(const std::string& key, const std::string& id, CpuOwner owner) {
+  std::lock_guard lock(mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  if (validId(id))
+    pins_[id] = {std::move(owner), std::move(it->second.cpus), std::chrono::system_clock::now()};
+  pending_.erase(it);
+  changedLocked(true);
+}
+
+void CpuPools::drop(const std::string& key) {
+  std::lock_guard lock(mu_);
+  if (pending_.erase(key) > 0) changedLocked(false);
+}
+
+std::vector<int> CpuPools::sharedCpusLocked(const std::vector<int>& node_cpus) const {
+  std::set<int> held;
+  for (const auto& [id, p] : pins_) held.insert(p.cpus.begin(), p.cpus.end());
+  const auto now = Clock::now();
+  for (const auto& [key, p] : pending_) {
+    if (p.expires > now) held.insert(p.cpus.begin(), p.cpus.end());
+  }
+  std::vector<int> out;
+  for (int c : node_cpus) {
+    if (!held.count(c)) out.push_back(c);
+  }
+  return out.empty() ? node_cpus : out;
+}
+
+std::vector<int> CpuPools::sharedCpus(const std::vector<int>& node_cpus) const {
+  std::lock_guard lock(mu_);
+  return sharedCpusLocked(node_cpus);
+}
+
+void CpuPools::addShared(const std::string& id, CpuOwner owner, std::vector<int> node_cpus,
+                         std::string mems, std::string applied) {
+  if (!validId(id) || node_cpus.empty()) return;
+  std::lock_guard lock(mu_);
+  if (shared_.size() >= kMaxContainers && !shared_.count(id)) {
+    log_->error(
+        "pod {} container {} ({}): {} shared containers recorded already; not moved "
+        "when pins change",
+        owner.pod, owner.container, id12(id), kMaxContainers);
+    return;
+  }
+  Shared& s = shared_[id];
+  s.owner = std::move(owner);
+  s.node_cpus = std::move(node_cpus);
+  s.mems = std::move(mems);
+  s.applied = std::move(applied);
+  s.since = std::chrono::system_clock::now();
+  s.failures = 0;
+  s.next_try = {};
+  changedLocked(true);
+}
+
+std::optional<std::string> CpuPools::sharedCpusOf(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = shared_.find(id);
+  if (it == shared_.end()) return std::nullopt;
+  return topology::formatCpuList(sharedCpusLocked(it->second.node_cpus));
+}
+
+void CpuPools::applied(const std::string& id, std::string cpus) {
+  std::lock_guard lock(mu_);
+  auto it = shared_.find(id);
+  if (it == shared_.end() || it->second.applied == cpus) return;
+  it->second.applied = std::move(cpus);
+  changedLocked(true);
+}
+
+void CpuPools::forget(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (pins_.erase(id) + shared_.erase(id) > 0) changedLocked(true);
+}
+
+void CpuPools::forgetSandbox(const std::string& sandbox_id) {
+  std::lock_guard lock(mu_);
+  const size_t before = pins_.size() + shared_.size();
+  std::erase_if(pins_, [&](const auto& e) { return e.second.owner.sandbox_id == sandbox_id; });
+  std::erase_if(shared_, [&](const auto& e) { return e.second.owner.sandbox_id == sandbox_id; });
+  if (pins_.size() + shared_.size() != before) changedLocked(true);
+}
+
+void CpuPools::keepOnly(const std::set<std::string>& ready,
+                        std::chrono::system_clock::time_point listed_at) {
+  std::lock_guard lock(mu_);
+  auto gone = [&](const auto& e) {
+    if (e.second.since >= listed_at || ready.count(e.second.owner.sandbox_id)) return false;
+    log_->info("pod {} container {} ({}): its sandbox is no longer running; forgotten",
+               e.second.owner.pod, e.second.owner.container, id12(e.first));
+    return true;
+  };
+  const size_t before = pins_.size() + shared_.size();
+  std::erase_if(pins_, gone);
+  std::erase_if(shared_, gone);
+  if (pins_.size() + shared_.size() != before) changedLocked(true);
+}
+
+std::vector<int> CpuPools::pinnedCpus() const {
+  std::lock_guard lock(mu_);
+  std::set<int> held;
+  for (const auto& [id, p] : pins_) held.insert(p.cpus.begin(), p.cpus.end());
+  return {held.begin(), held.end()};
+}
+
+size_t CpuPools::sharedCount() const {
+  std::lock_guard lock(mu_);
+  return shared_.size();
+}
+
+std::optional<CpuPools::Move> CpuPools::dueLocked(Clock::time_point now,
+                                                  Clock::time_point& next) const {
+  if (!update_) return std::nullopt;
+  for (const auto& [id, s] : shared_) {
+    const std::string cpus = topology::formatCpuList(sharedCpusLocked(s.node_cpus));
+    if (cpus == s.applied) continue;
+    if (s.next_try <= now) return Move{id, cpus, s.mems, s.owner};
+    next = std::min(next, s.next_try);
+  }
+  return std::nullopt;
+}
+
+bool CpuPools::settle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [&] { return idle_ || !thread_.joinable(); });
+}
+
+void CpuPools::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    wake_ = false;
+    auto now = Clock::now();
+    auto next = Clock::time_point::max();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.expires <= now) {
+        it = pending_.erase(it);  // its CPUs are free again: shared containers may widen
+        wake_ = true;
+      } else {
+        next = std::min(next, it->second.expires);
+        ++it;
+      }
+    }
+    if (dirty_ && file_.empty()) dirty_ = false;  // memory only
+    if (dirty_) {
+      dirty_ = false;
+      const std::string text = toJsonLocked();
+      lock.unlock();
+      write(text);
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;  // after the last write: a restart reads what was decided
+    if (std::optional<Move> m = dueLocked(now, next)) {
+      lock.unlock();
+      const absl::Status s = update_(m->id, m->cpus, m->mems);
+      lock.lock();
+      auto it = shared_.find(m->id);
+      if (it == shared_.end()) continue;  // forgotten meanwhile
+      Shared& sh = it->second;
+      if (s.ok()) {
+        log_->info("pod {} container {} ({}): moved to CPUs {} (mems {})", sh.owner.pod,
+                   sh.owner.container, id12(m->id), m->cpus, m->mems);
+        sh.applied = m->cpus;
+        sh.failures = 0;
+        dirty_ = true;
+      } else if (s.code() == absl::StatusCode::kNotFound) {
+        log_->info("pod {} container {} ({}): the runtime no longer has it; forgotten",
+                   sh.owner.pod, sh.owner.container, id12(m->id));
+        shared_.erase(it);
+        dirty_ = true;
+      } else {
+        const auto wait = std::min<std::chrono::milliseconds>(
+            kMaxRetry, kFirstRetry * (1 << std::min(sh.failures, 6)));
+        ++sh.failures;
+        sh.next_try = Clock::now() + wait;
+        log_->warn("pod {} container {} ({}): cannot move to CPUs {}: {}; retry in {} ms",
+                   sh.owner.pod, sh.owner.container, id12(m->id), m->cpus, quoted(sv(s.message())),
+                   wait.count());
+      }
+      continue;
+    }
+    if (wake_) continue;
+    idle_ = true;
+    idle_cv_.notify_all();
+    if (next == Clock::time_point::max()) {
+      wake_cv_.wait(lock, [&] { return stopping_ || wake_; });
+    } else {
+      wake_cv_.wait_until(lock, next, [&] { return stopping_ || wake_; });
+    }
+    idle_ = false;
+  }
+  idle_ = true;
+  idle_cv_.notify_all();
+}
+
+}  // namespace crihook
