@@ -25,6 +25,9 @@ Adjustment overlayResources(Adjustment earlier, const Adjustment& later) {
   if (later.cpu_quota) earlier.cpu_quota = later.cpu_quota;
   if (later.cpu_period) earlier.cpu_period = later.cpu_period;
   if (later.memory_limit_bytes) earlier.memory_limit_bytes = later.memory_limit_bytes;
+  if (later.memory_swap_limit_bytes)
+    earlier.memory_swap_limit_bytes = later.memory_swap_limit_bytes;
+  if (later.oom_score_adj) earlier.oom_score_adj = later.oom_score_adj;
   for (const auto& [k, v] : later.hugepage_limits) earlier.hugepage_limits[k] = v;
   for (const auto& [k, v] : later.unified) earlier.unified[k] = v;
   return earlier;
