@@ -166,8 +166,12 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
   switch (call.method) {
     case LifecycleMethod::kCreateContainer:
       if (!a.empty()) {
-        applyToContainer(a,
-                         *static_cast<v1::CreateContainerRequest&>(*call.request).mutable_config());
+        auto& req = static_cast<v1::CreateContainerRequest&>(*call.request);
+        applyToContainer(a, *req.mutable_config());
+        // The runtime places the container under the cgroup parent this
+        // request's sandbox config names (Koordinator's pod_cgroup_parent).
+        if (a.cgroup_parent)
+          req.mutable_sandbox_config()->mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
         call.request_changed = true;
       }
       cs.resources = resourcesOnly(a);
