@@ -56,7 +56,12 @@ struct Config {
   std::string module_dir = kDefaultModuleDir;  // <prefix>/lib/crihook/modules
   // Koordinator's hook server registrations; empty: none are read.
   std::string hookserver_dir = "/etc/runtime/hookserver.d";
-  std::chrono::milliseconds hookserver_timeout{2000};
+  // Per call to a Koordinator hook server. koord-runtime-proxy has no timeout
+  // of its own (only kubelet's 2 min runtime-request-timeout); 10 s is ~30x
+  // the slowest answer measured on a saturated 2-core node
+  // (bench/koord_hook_latency: max 307 ms, p99 200 ms), so a busy koordlet's
+  // answer is not dropped, while a hung one holds a call 10 s, not 2 min.
+  std::chrono::milliseconds hookserver_timeout{10000};
   int hook_workers = 4;
 
   // [[hook]]

@@ -28,7 +28,8 @@ std::string describe(const DeviceSpec& d) { return cat(d.host_path, " ", d.permi
 bool Adjustment::empty() const {
   return env.empty() && env_remove.empty() && mounts.empty() && devices.empty() &&
          cdi_devices.empty() && !cpuset_cpus && !cpuset_mems && !cpu_shares && !cpu_quota &&
-         !cpu_period && !memory_limit_bytes && hugepage_limits.empty() && unified.empty() &&
+         !cpu_period && !memory_limit_bytes && !memory_swap_limit_bytes && !oom_score_adj &&
+         hugepage_limits.empty() && unified.empty() &&
          annotations.empty() && annotations_remove.empty() && labels.empty() &&
          labels_remove.empty() && !cgroup_parent;
 }
@@ -41,6 +42,8 @@ Adjustment resourcesOnly(const Adjustment& a) {
   r.cpu_quota = a.cpu_quota;
   r.cpu_period = a.cpu_period;
   r.memory_limit_bytes = a.memory_limit_bytes;
+  r.memory_swap_limit_bytes = a.memory_swap_limit_bytes;
+  r.oom_score_adj = a.oom_score_adj;
   r.hugepage_limits = a.hugepage_limits;
   r.unified = a.unified;
   return r;
@@ -154,6 +157,9 @@ absl::Status MergedAdjustment::add(const std::string& hook, const Adjustment& a)
                  scalar("cpu_quota", m.cpu_quota, a.cpu_quota),
                  scalar("cpu_period", m.cpu_period, a.cpu_period),
                  scalar("memory_limit_bytes", m.memory_limit_bytes, a.memory_limit_bytes),
+                 scalar("memory_swap_limit_bytes", m.memory_swap_limit_bytes,
+                        a.memory_swap_limit_bytes),
+                 scalar("oom_score_adj", m.oom_score_adj, a.oom_score_adj),
                  scalar("cgroup_parent", m.cgroup_parent, a.cgroup_parent)}) {
     if (!s.ok()) return s;
   }

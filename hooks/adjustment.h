@@ -50,6 +50,8 @@ struct Adjustment {
   std::optional<int64_t> cpu_quota;
   std::optional<int64_t> cpu_period;
   std::optional<int64_t> memory_limit_bytes;
+  std::optional<int64_t> memory_swap_limit_bytes;
+  std::optional<int64_t> oom_score_adj;  // -1000 .. 1000
   std::map<std::string, uint64_t> hugepage_limits;  // page size ("2MB") -> bytes
   std::map<std::string, std::string> unified;       // cgroup v2 key -> value
   std::map<std::string, std::string> annotations;
@@ -61,7 +63,8 @@ struct Adjustment {
   bool empty() const;
 };
 
-// Only the resource fields (cpuset, CPU, memory, hugepages, unified): what
+// Only the resource fields (cpuset, CPU, memory and swap, OOM score, hugepages,
+// unified): what
 // UpdateContainerResources carries and what must survive kubelet's updates.
 Adjustment resourcesOnly(const Adjustment& a);
 

@@ -56,6 +56,8 @@ void applyToResources(const Adjustment& a, v1::LinuxContainerResources& r) {
   if (a.cpu_quota) r.set_cpu_quota(*a.cpu_quota);
   if (a.cpu_period) r.set_cpu_period(*a.cpu_period);
   if (a.memory_limit_bytes) r.set_memory_limit_in_bytes(*a.memory_limit_bytes);
+  if (a.memory_swap_limit_bytes) r.set_memory_swap_limit_in_bytes(*a.memory_swap_limit_bytes);
+  if (a.oom_score_adj) r.set_oom_score_adj(*a.oom_score_adj);
   for (const auto& [size, limit] : a.hugepage_limits) {
     auto have =
         std::find_if(r.mutable_hugepage_limits()->begin(), r.mutable_hugepage_limits()->end(),

@@ -25,6 +25,9 @@ Adjustment overlayResources(Adjustment earlier, const Adjustment& later) {
   if (later.cpu_quota) earlier.cpu_quota = later.cpu_quota;
   if (later.cpu_period) earlier.cpu_period = later.cpu_period;
   if (later.memory_limit_bytes) earlier.memory_limit_bytes = later.memory_limit_bytes;
+  if (later.memory_swap_limit_bytes)
+    earlier.memory_swap_limit_bytes = later.memory_swap_limit_bytes;
+  if (later.oom_score_adj) earlier.oom_score_adj = later.oom_score_adj;
   for (const auto& [k, v] : later.hugepage_limits) earlier.hugepage_limits[k] = v;
   for (const auto& [k, v] : later.unified) earlier.unified[k] = v;
   return earlier;
@@ -163,8 +166,12 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
   switch (call.method) {
     case LifecycleMethod::kCreateContainer:
       if (!a.empty()) {
-        applyToContainer(a,
-                         *static_cast<v1::CreateContainerRequest&>(*call.request).mutable_config());
+        auto& req = static_cast<v1::CreateContainerRequest&>(*call.request);
+        applyToContainer(a, *req.mutable_config());
+        // The runtime places the container under the cgroup parent this
+        // request's sandbox config names (Koordinator's pod_cgroup_parent).
+        if (a.cgroup_parent)
+          req.mutable_sandbox_config()->mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
         call.request_changed = true;
       }
       cs.resources = resourcesOnly(a);

@@ -142,6 +142,8 @@ void HookManager::reload() {
     log_->info("hook server {} {}: {} on {}, failure policy {}", r.file,
                old == servers_.end() ? "registered" : "changed", r.socket_path, stages,
                r.ignore_failures ? "Ignore" : "Fail");
+    // Once per version of the file: an unchanged file is not read again above.
+    for (const std::string& w : r.warnings) log_->warn("hook server {}: {}", r.file, w);
     auto hook = makeKoordinatorHook(r.name, r.socket_path, r.stages);
     const std::string file = r.file;
     next[file] = {std::move(r), std::move(hook)};

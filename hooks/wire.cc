@@ -1,6 +1,7 @@
 #include "wire.h"
 
 #include <chrono>
+#include <cstdint>
 
 #include "text.h"
 
@@ -98,6 +99,8 @@ hv1::Adjustment toWire(const Adjustment& a) {
   if (a.cpu_quota) w.set_cpu_quota(*a.cpu_quota);
   if (a.cpu_period) w.set_cpu_period(*a.cpu_period);
   if (a.memory_limit_bytes) w.set_memory_limit_bytes(*a.memory_limit_bytes);
+  if (a.memory_swap_limit_bytes) w.set_memory_swap_limit_bytes(*a.memory_swap_limit_bytes);
+  if (a.oom_score_adj) w.set_oom_score_adj(*a.oom_score_adj);
   for (const auto& [k, v] : a.hugepage_limits) (*w.mutable_hugepage_limits())[k] = v;
   for (const auto& [k, v] : a.unified) (*w.mutable_unified())[k] = v;
   for (const auto& [k, v] : a.annotations) (*w.mutable_annotations())[k] = v;
@@ -164,14 +167,24 @@ absl::StatusOr<Adjustment> fromWire(const hv1::Adjustment& w, std::string_view w
     bool has;
     int64_t value, min;
     std::optional<int64_t>* out;
+    int64_t max = INT64_MAX;
   };
   for (const Limit& l : {Limit{"cpu_shares", w.has_cpu_shares(), w.cpu_shares(), 0, &a.cpu_shares},
                          Limit{"cpu_quota", w.has_cpu_quota(), w.cpu_quota(), -1, &a.cpu_quota},
                          Limit{"cpu_period", w.has_cpu_period(), w.cpu_period(), 0, &a.cpu_period},
                          Limit{"memory_limit_bytes", w.has_memory_limit_bytes(),
-                               w.memory_limit_bytes(), 0, &a.memory_limit_bytes}}) {
+                               w.memory_limit_bytes(), 0, &a.memory_limit_bytes},
+                         Limit{"memory_swap_limit_bytes", w.has_memory_swap_limit_bytes(),
+                               w.memory_swap_limit_bytes(), 0, &a.memory_swap_limit_bytes},
+                         // The kernel's range for /proc/<pid>/oom_score_adj.
+                         Limit{"oom_score_adj", w.has_oom_score_adj(), w.oom_score_adj(), -1000,
+                               &a.oom_score_adj, 1000}}) {
     if (!l.has) continue;
-    if (l.value < l.min) return bad(l.name, cat("expected at least ", l.min, ", got ", l.value));
+    if (l.value < l.min || l.value > l.max) {
+      return bad(l.name, l.max == INT64_MAX
+                             ? cat("expected at least ", l.min, ", got ", l.value)
+                             : cat("expected ", l.min, " to ", l.max, ", got ", l.value));
+    }
     *l.out = l.value;
   }
   for (const auto& [k, v] : w.hugepage_limits()) {

@@ -1,18 +1,76 @@
 #include "hookserver_dir.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "config.h"
 #include "remote_hooks.h"
 #include "text.h"
 
 namespace crihook {
+namespace {
+
+// A registration is a few hundred bytes (an endpoint, a policy, at most eight
+// hook names); anything near this is not one.
+constexpr size_t kMaxHookServerFileBytes = 64u << 10;
+
+// Untrusted text for a message: JSON-quoted (escapes control characters) and
+// cut short.
+std::string quoted(const std::string& text) {
+  constexpr size_t kMaxQuoted = 64;
+  std::string q = nlohmann::json(text.substr(0, kMaxQuoted))
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return text.size() > kMaxQuoted ? q + "..." : q;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The file's bytes: a regular file only (a FIFO or device would block or
+// never end), opened without blocking, at most kMaxHookServerFileBytes.
+absl::StatusOr<std::string> readRegularFile(const std::string& path, const std::string& file) {
+  auto fail = [&](std::string_view why) {
+    return absl::InvalidArgumentError(cat("hook server registration ", file, ": ", why));
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return fail(cat("cannot be read: ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return fail(cat("cannot be read: ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxHookServerFileBytes) {
+      ::close(fd);
+      return fail(cat("larger than ", kMaxHookServerFileBytes, " bytes"));
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
 
 absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& file,
                                                            const std::string& text) {
@@ -20,6 +78,8 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
     return absl::InvalidArgumentError(
         cat("hook server registration ", file, ": ", key, key.empty() ? "" : ": ", why));
   };
+  if (text.size() > kMaxHookServerFileBytes)
+    return bad("", cat("larger than ", kMaxHookServerFileBytes, " bytes"));
   auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return bad("", "not valid JSON");
   if (!json.is_object()) return bad("", "expected a JSON object");
@@ -27,33 +87,78 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
   r.file = file;
   r.name = cat("hookserver/", file.substr(0, file.rfind(".json")));
   r.text = text;
+  auto warn = [&](std::string_view key, std::string_view why) {
+    r.warnings.push_back(cat(key, ": ", why));
+  };
+
+  // koord-runtime-proxy reads these files with Go's json.Unmarshal: keys
+  // match case-insensitively (an exact match first), and other keys are
+  // ignored. crihook does the same and says which it ignored.
+  static const char* const kKeys[] = {"remote-endpoint", "failure-policy", "runtime-hooks"};
+  const nlohmann::json* values[3] = {nullptr, nullptr, nullptr};
+  bool exact[3] = {false, false, false};
   for (const auto& [key, value] : json.items()) {
-    if (key != "remote-endpoint" && key != "failure-policy" && key != "runtime-hooks")
-      return bad(key, "unknown key (expected remote-endpoint, failure-policy, runtime-hooks)");
+    bool known = false;
+    for (int i = 0; i < 3; ++i) {
+      if (lower(key) != kKeys[i]) continue;
+      known = true;
+      const bool is_exact = key == kKeys[i];
+      if (values[i] == nullptr || is_exact || !exact[i]) {
+        values[i] = &value;
+        exact[i] = exact[i] || is_exact;
+      }
+    }
+    if (!known)
+      warn(quoted(key), "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
   }
-  auto endpoint = json.find("remote-endpoint");
-  if (endpoint == json.end() || !endpoint->is_string())
+  // A JSON null leaves a Go field as it was: absent.
+  auto present = [&](int i) { return values[i] != nullptr && !values[i]->is_null(); };
+
+  if (!present(0) || !values[0]->is_string())
     return bad("remote-endpoint", "expected the hook server's Unix socket path");
-  auto path = unixSocketPath(endpoint->get<std::string>());
+  auto path = unixSocketPath(values[0]->get<std::string>());
   if (!path.ok()) return bad("remote-endpoint", sv(path.status().message()));
   r.socket_path = *path;
-  if (auto policy = json.find("failure-policy"); policy != json.end()) {
-    if (*policy == "Fail") {
-      r.ignore_failures = false;
-    } else if (*policy != "Ignore") {
-      return bad("failure-policy", cat("expected \"Fail\" or \"Ignore\", got ", policy->dump()));
+
+  if (present(1)) {
+    if (!values[1]->is_string()) return bad("failure-policy", "expected a string");
+    const std::string policy = values[1]->get<std::string>();
+    // koord-runtime-proxy fails a call only under exactly "Fail"; anything
+    // else, "fail" included, lets the call go on.
+    r.ignore_failures = policy != "Fail";
+    if (policy != "Fail" && policy != "Ignore" && !policy.empty()) {
+      warn("failure-policy",
+           cat(quoted(policy), " is not \"Fail\" (case matters), so failures are ignored"));
     }
   }
-  auto hooks = json.find("runtime-hooks");
-  if (hooks == json.end() || !hooks->is_array() || hooks->empty())
-    return bad("runtime-hooks", "expected a non-empty array of hook names");
-  for (size_t i = 0; i < hooks->size(); ++i) {
-    const auto& h = (*hooks)[i];
-    if (!h.is_string()) return bad(cat("runtime-hooks[", i, "]"), "expected a string");
-    auto stage = koordinatorStage(h.get<std::string>());
-    if (!stage.ok()) return bad(cat("runtime-hooks[", i, "]"), sv(stage.status().message()));
-    r.stages.push_back(*stage);
+
+  if (present(2)) {
+    if (!values[2]->is_array()) return bad("runtime-hooks", "expected an array of hook names");
+    const nlohmann::json& hooks = *values[2];
+    for (size_t i = 0; i < hooks.size(); ++i) {
+      if (!hooks[i].is_string()) return bad(cat("runtime-hooks[", i, "]"), "expected a string");
+      const std::string name = hooks[i].get<std::string>();
+      auto stage = koordinatorStage(name);
+      if (stage.ok()) {
+        if (std::none_of(r.stages.begin(), r.stages.end(), [&](const StageId& s) {
+              return s.method == stage->method && s.phase == stage->phase;
+            }))
+          r.stages.push_back(*stage);
+      } else if (isKoordinatorStageWithoutRpc(name)) {
+        r.uncallable.push_back(name);
+      } else {
+        warn(cat("runtime-hooks[", i, "]"), cat("unknown hook ", quoted(name), ", ignored"));
+      }
+    }
   }
+  if (!r.uncallable.empty()) {
+    std::string names;
+    for (const auto& n : r.uncallable) names += cat(names.empty() ? "" : ", ", n);
+    warn("runtime-hooks", cat(names, ": Koordinator's RuntimeHookService has no call for ",
+                              r.uncallable.size() == 1 ? "this stage" : "these stages",
+                              " (koordlet serves it through NRI); crihook does not call it"));
+  }
+  if (r.stages.empty()) warn("runtime-hooks", "no hook crihook can call; the server is never called");
   return r;
 }
 
@@ -68,16 +173,12 @@ std::vector<HookServerFile> readHookServerDir(const std::string& dir) {
   std::sort(files.begin(), files.end());
   std::vector<HookServerFile> out;
   for (const auto& f : files) {
-    std::ifstream in(fs::path(dir) / f);
-    if (!in) {
-      out.push_back(
-          {f, absl::InvalidArgumentError(cat("hook server registration ", f,
-                                             ": cannot be read: ", std::strerror(errno)))});
+    auto text = readRegularFile((fs::path(dir) / f).string(), f);
+    if (!text.ok()) {
+      out.push_back({f, text.status()});
       continue;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    out.push_back({f, parseHookServerFile(f, text.str())});
+    out.push_back({f, parseHookServerFile(f, *text)});
   }
   return out;
 }

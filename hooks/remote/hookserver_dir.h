@@ -6,7 +6,11 @@
 //    "failure-policy": "Ignore",
 //    "runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer", ...]}
 // crihookd reads every *.json file of the directory, in file-name order (the
-// order their servers are called in).
+// order their servers are called in). It accepts what koord-runtime-proxy
+// accepts (Go's json.Unmarshal into its RuntimeHookConfig): unknown keys and
+// hook names, keys in another case, an empty or missing "runtime-hooks", any
+// "failure-policy" string (only "Fail" fails); what it ignores is listed in
+// the registration's warnings. Files are bounded: regular files only, 64 KiB.
 
 #include <string>
 #include <vector>
@@ -20,12 +24,21 @@ struct HookServerRegistration {
   std::string file;  // file name within the directory
   std::string name;  // the hook's name: "hookserver/<file name without .json>"
   std::string socket_path;
-  bool ignore_failures = true;  // "failure-policy": "Fail" or "Ignore" (the default)
+  bool ignore_failures = true;  // "failure-policy": only exactly "Fail" fails
   std::vector<StageId> stages;
+  // Hook names Koordinator knows but its RuntimeHookService has no call for
+  // (PreRemoveRunPodSandbox): registered, never called.
+  std::vector<std::string> uncallable;
+  // What was ignored, one "key: reason" each (unknown keys and hook names, a
+  // failure policy other than Fail/Ignore, no callable hook), for the log.
+  std::vector<std::string> warnings;
   std::string text;  // the file's contents, to tell an edit
 };
 
-// INVALID_ARGUMENT naming the file, the key and the reason.
+// INVALID_ARGUMENT naming the file, the key and the reason, for what Go's
+// json.Unmarshal refuses too (not JSON, a value of the wrong type) and for a
+// missing or non-Unix remote-endpoint (koord-runtime-proxy would keep the
+// file and fail every call to it).
 absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& file,
                                                            const std::string& text);
 

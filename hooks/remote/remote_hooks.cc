@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
+#include <set>
+
 #include "crihook_hook_v1.grpc.pb.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "text.h"
@@ -81,17 +84,80 @@ koord::LinuxContainerResources toKoordinator(const v1::LinuxContainerResources& 
   return out;
 }
 
-// Koordinator's servers answer whole resource messages where zero means
-// "not specified"; only what they specify is their decision.
-void takeResources(const koord::LinuxContainerResources& r, Adjustment& a) {
-  if (r.cpu_period() > 0) a.cpu_period = r.cpu_period();
-  if (r.cpu_quota() != 0) a.cpu_quota = r.cpu_quota();
-  if (r.cpu_shares() > 0) a.cpu_shares = r.cpu_shares();
-  if (r.memory_limit_in_bytes() > 0) a.memory_limit_bytes = r.memory_limit_in_bytes();
-  if (!r.cpuset_cpus().empty()) a.cpuset_cpus = r.cpuset_cpus();
-  if (!r.cpuset_mems().empty()) a.cpuset_mems = r.cpuset_mems();
-  for (const auto& h : r.hugepage_limits()) a.hugepage_limits[h.page_size()] = h.limit();
-  for (const auto& [k, v] : r.unified()) a.unified[k] = v;
+// What a Koordinator server's answer decides. koordlet answers with the
+// whole request echoed and its changes made in it, so only a value that
+// differs from what this server was sent counts as its decision: an echoed
+// value is no opinion and never conflicts with another hook's. Which fields
+// are taken, and when, follows koord-runtime-proxy's merge of an answer
+// (pkg/runtimeproxy/resexecutor/cri/{pod,container,utils}.go at Koordinator
+// a7a1b76): maps are merged key by key, never shrunk; a cgroup parent only
+// when set.
+void takeMap(const google::protobuf::Map<std::string, std::string>& sent,
+             const google::protobuf::Map<std::string, std::string>& answer,
+             std::map<std::string, std::string>& out) {
+  for (const auto& [k, v] : answer) {
+    auto it = sent.find(k);
+    if (it == sent.end() || it->second != v) out[k] = v;
+  }
+}
+
+// Container resources, as koord-runtime-proxy's updateResource() takes them:
+// CFS quota when non-zero (-1 is "unlimited"), period, shares, memory and
+// swap limits when positive, the OOM score whenever it is within the
+// kernel's -1000..1000, unified merged, hugepages never. It overwrites the
+// cpusets even with "" (no cpuset: every CPU of the node, including those
+// kubelet's CPU manager gave to other containers exclusively); crihook takes
+// an empty cpuset as "no opinion" instead. koordlet echoes what it was sent,
+// so the two agree whenever a cpuset was sent.
+void takeResources(const koord::LinuxContainerResources& sent,
+                   const koord::LinuxContainerResources& r, Adjustment& a) {
+  if (r.cpu_period() > 0 && r.cpu_period() != sent.cpu_period()) a.cpu_period = r.cpu_period();
+  if (r.cpu_quota() != 0 && r.cpu_quota() != sent.cpu_quota()) a.cpu_quota = r.cpu_quota();
+  if (r.cpu_shares() > 0 && r.cpu_shares() != sent.cpu_shares()) a.cpu_shares = r.cpu_shares();
+  if (r.memory_limit_in_bytes() > 0 && r.memory_limit_in_bytes() != sent.memory_limit_in_bytes())
+    a.memory_limit_bytes = r.memory_limit_in_bytes();
+  if (r.memory_swap_limit_in_bytes() > 0 &&
+      r.memory_swap_limit_in_bytes() != sent.memory_swap_limit_in_bytes())
+    a.memory_swap_limit_bytes = r.memory_swap_limit_in_bytes();
+  if (r.oom_score_adj() >= -1000 && r.oom_score_adj() <= 1000 &&
+      r.oom_score_adj() != sent.oom_score_adj())
+    a.oom_score_adj = r.oom_score_adj();
+  if (!r.cpuset_cpus().empty() && r.cpuset_cpus() != sent.cpuset_cpus())
+    a.cpuset_cpus = r.cpuset_cpus();
+  if (!r.cpuset_mems().empty() && r.cpuset_mems() != sent.cpuset_mems())
+    a.cpuset_mems = r.cpuset_mems();
+  takeMap(sent.unified(), r.unified(), a.unified);
+}
+
+// The environment a server answers (container_envs, a map: the whole
+// environment as it wants it) as changes to the container's list, so the
+// list keeps its order: a name with a new value is set in place, a name the
+// answer leaves out is removed, a new name is appended (in name order, a map
+// has none). koord-runtime-proxy instead rebuilds the list from the map in
+// Go's random map order. An empty map is no change: proto3 cannot tell it
+// from an absent one (a server that predates container_envs, or has nothing
+// to say), and koord-runtime-proxy keeps the environment then too
+// (`if response.GetContainerEnvs() != nil`, nil for an empty map on the wire).
+void takeEnv(const google::protobuf::RepeatedPtrField<v1::KeyValue>& sent,
+             const google::protobuf::Map<std::string, std::string>& answer, Adjustment& a) {
+  if (answer.empty()) return;
+  std::map<std::string, std::string> last;  // what the server was sent: a name's last value
+  for (const v1::KeyValue& kv : sent) last[kv.key()] = kv.value();
+  std::set<std::string> seen;
+  for (const v1::KeyValue& kv : sent) {
+    if (!seen.insert(kv.key()).second) continue;
+    auto it = answer.find(kv.key());
+    if (it == answer.end()) {
+      a.env_remove.push_back(kv.key());
+    } else if (it->second != last[kv.key()]) {
+      a.env.push_back({kv.key(), it->second});
+    }
+  }
+  std::map<std::string, std::string> added;
+  for (const auto& [k, v] : answer) {
+    if (!last.count(k)) added[k] = v;
+  }
+  for (auto& [k, v] : added) a.env.push_back({k, std::move(v)});
 }
 
 void podMeta(const HookInput& in, koord::PodSandboxMetadata& meta) {
@@ -144,10 +210,11 @@ class KoordinatorHook final : public RemoteHook {
               ? stub_->PreRunPodSandboxHook(&ctx, req, &reply)
               : stub_->PostStopPodSandboxHook(&ctx, req, &reply);
       if (!s.ok()) return failed(s, path_);
-      a.labels.insert(reply.labels().begin(), reply.labels().end());
-      a.annotations.insert(reply.annotations().begin(), reply.annotations().end());
-      if (!reply.cgroup_parent().empty()) a.cgroup_parent = reply.cgroup_parent();
-      if (reply.has_resources()) takeResources(reply.resources(), a);
+      // koord-runtime-proxy takes no resources from a pod-level answer.
+      takeMap(req.labels(), reply.labels(), a.labels);
+      takeMap(req.annotations(), reply.annotations(), a.annotations);
+      if (!reply.cgroup_parent().empty() && reply.cgroup_parent() != req.cgroup_parent())
+        a.cgroup_parent = reply.cgroup_parent();
     } else {
       koord::ContainerResourceHookRequest req;
       podMeta(in, *req.mutable_pod_meta());
@@ -159,19 +226,25 @@ class KoordinatorHook final : public RemoteHook {
         if (c.linux().has_resources())
           *req.mutable_pod_resources() = toKoordinator(c.linux().resources());
       }
+      // koord-runtime-proxy always sends resources, all zero if none are known.
+      req.mutable_container_resources();
+      const v1::ContainerConfig* config = nullptr;
       if (in.container) {
         // What the runtime has (sent), or what kubelet asked for if no hook changed it.
-        const v1::ContainerConfig& c =
-            in.container->has_sent() ? in.container->sent() : in.container->requested();
-        auto* meta = req.mutable_container_mata();
-        meta->set_name(c.metadata().name());
-        meta->set_attempt(c.metadata().attempt());
+        config = in.container->has_sent() ? &in.container->sent() : &in.container->requested();
+        auto* meta = req.mutable_container_meta();
+        meta->set_name(config->metadata().name());
+        meta->set_attempt(config->metadata().attempt());
         meta->set_id(in.container->id());
-        req.mutable_container_annotations()->insert(c.annotations().begin(), c.annotations().end());
-        if (c.linux().has_resources())
-          *req.mutable_container_resources() = toKoordinator(c.linux().resources());
+        req.mutable_container_annotations()->insert(config->annotations().begin(),
+                                                    config->annotations().end());
+        if (config->linux().has_resources())
+          *req.mutable_container_resources() = toKoordinator(config->linux().resources());
+        // A map, as Go's does it: a name given twice keeps its last value.
+        for (const v1::KeyValue& kv : config->envs())
+          (*req.mutable_container_envs())[kv.key()] = kv.value();
       } else if (in.identity) {
-        req.mutable_container_mata()->set_id(in.identity->container_id);
+        req.mutable_container_meta()->set_id(in.identity->container_id);
       }
       if (in.method == LifecycleMethod::kUpdateContainerResources && in.request) {
         const auto& u = static_cast<const v1::UpdateContainerResourcesRequest&>(*in.request);
@@ -201,9 +274,17 @@ class KoordinatorHook final : public RemoteHook {
       }
       s = (stub_.get()->*call)(&ctx, req, &reply);
       if (!s.ok()) return failed(s, path_);
-      a.annotations.insert(reply.container_annotations().begin(),
-                           reply.container_annotations().end());
-      if (reply.has_container_resources()) takeResources(reply.container_resources(), a);
+      takeMap(req.container_annotations(), reply.container_annotations(), a.annotations);
+      if (reply.has_container_resources())
+        takeResources(req.container_resources(), reply.container_resources(), a);
+      // The pod's cgroup parent, which the runtime reads from CreateContainer's
+      // sandbox config to place the container.
+      if (!reply.pod_cgroup_parent().empty() &&
+          reply.pod_cgroup_parent() != req.pod_cgroup_parent())
+        a.cgroup_parent = reply.pod_cgroup_parent();
+      // koord-runtime-proxy takes the environment on CreateContainer only.
+      if (in.method == LifecycleMethod::kCreateContainer && config)
+        takeEnv(config->envs(), reply.container_envs(), a);
     }
     if (in.phase == Phase::kPost) return HookDecision::proceed();
     // The same checks as any other hook's reply (a cpuset that is not a list, ...).
@@ -228,6 +309,10 @@ std::shared_ptr<Hook> makeKoordinatorHook(std::string name, std::string socket_p
                                           std::vector<StageId> stages) {
   return std::make_shared<KoordinatorHook>(std::move(name), std::move(socket_path),
                                            std::move(stages));
+}
+
+bool isKoordinatorStageWithoutRpc(std::string_view type) {
+  return type == "PreRemoveRunPodSandbox";
 }
 
 absl::StatusOr<StageId> koordinatorStage(std::string_view type) {

@@ -41,4 +41,8 @@ std::shared_ptr<Hook> makeKoordinatorHook(std::string name, std::string socket_p
 // INVALID_ARGUMENT for anything else, listing these.
 absl::StatusOr<StageId> koordinatorStage(std::string_view hook_type);
 
+// True for the hook types Koordinator defines that its RuntimeHookService has
+// no call for (PreRemoveRunPodSandbox: koordlet serves it through NRI only).
+bool isKoordinatorStageWithoutRpc(std::string_view hook_type);
+
 }  // namespace crihook

@@ -22,6 +22,7 @@
 #include "child_process.h"
 #include "cli.h"
 #include "fake_cri_server.h"
+#include "koord_server.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "runtime_v1.grpc.pb.h"
 #include "text.h"
@@ -1044,6 +1045,110 @@ TEST_F(ContainerdE2E, AnotherVendorsGpuIsPassedThroughAndNamedOnTheContainer) {
             "0\nunset\n");
   EXPECT_THAT(e.actions(), ::testing::IsEmpty());
   EXPECT_THAT(e.log(), HasSubstr(R"(pod default/e2e-npu: gpu ["Ascend910-0"] not NVIDIA's)"));
+}
+
+// koordlet as it is today, through a crihookd of its own: a server built from
+// Koordinator's current proto answers container_envs (one changed, one
+// removed, one added), a cpuset and an annotation, and a pod label; its
+// registration lists PreRemoveRunPodSandbox (koordlet's Resctrl feature) and
+// a key crihook does not know. What it decided is seen from inside the
+// container, by a process exec'd there (it gets the container's environment,
+// in order, and cgroup), the environment in the container's order.
+TEST_F(ContainerdE2E, KoordletAnswersWithEnvsCpusetAndAnnotationsReachTheContainer) {
+  using RS = v1::RuntimeService::Stub;
+  const std::string dir = env->dir + "/koordlet";
+  std::filesystem::create_directories(dir + "/hookserver.d");
+  const std::string cpu = std::thread::hardware_concurrency() >= 2 ? "1" : "0";
+  KoordServer koordlet(dir + "/koordlet.sock");
+  koordlet.on_pod = [](const ::runtime::v1alpha1::PodSandboxHookRequest&,
+                       ::runtime::v1alpha1::PodSandboxHookResponse& resp) {
+    (*resp.mutable_labels())["koordinator.sh/qosClass"] = "LSR";
+  };
+  koordlet.on_container = [cpu](const ::runtime::v1alpha1::ContainerResourceHookRequest&,
+                                ::runtime::v1alpha1::ContainerResourceHookResponse& resp) {
+    auto& envs = *resp.mutable_container_envs();
+    envs["KOORD_CHANGED"] = "new";
+    envs.erase("KOORD_REMOVED");
+    envs["KOORD_ADDED"] = "added";
+    resp.mutable_container_resources()->set_cpuset_cpus(cpu);
+    (*resp.mutable_container_annotations())["koordinator.sh/e2e"] = "from-koordlet";
+  };
+  koordlet.start();
+  std::ofstream(dir + "/hookserver.d/koordlet.json")
+      << R"({"remote-endpoint": ")" << dir << R"(/koordlet.sock", "failure-policy": "Fail",
+            "runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer", "PreRemoveRunPodSandbox"],
+            "koordlet-version": "v1.6"})";
+  std::ofstream(dir + "/crihookd.toml") << "[hooks]\nstate_dir = \"" << dir
+                                        << "/state\"\nhookserver_dir = \"" << dir
+                                        << "/hookserver.d\"\n";
+  ChildProcess crihookd(CRIHOOKD_BINARY,
+                        std::vector<std::string>{"--config", dir + "/crihookd.toml", "--listen",
+                                                 dir + "/crihook.sock", "--backend",
+                                                 "unix://" + env->dir + "/ctd/containerd.sock"},
+                        dir + "/crihookd.log");
+  ASSERT_TRUE(waitForFile(dir + "/crihook.sock", 10s)) << readFile(dir + "/crihookd.log");
+  auto stub = v1::RuntimeService::NewStub(unixChannel(dir + "/crihook.sock"));
+
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-koordlet");
+  v1::RunPodSandboxResponse ran;
+  ASSERT_TRUE(call(*stub, &RS::RunPodSandbox, run, &ran).ok()) << readFile(dir + "/crihookd.log");
+  v1::CreateContainerRequest create = boxRequest(ran.pod_sandbox_id(), run.config(), "koordlet");
+  (*create.mutable_config()->mutable_annotations())["from"] = "kubelet";
+  for (auto [k, v] : {std::pair{"KOORD_FIRST", "1"}, {"KOORD_CHANGED", "old"},
+                      {"KOORD_REMOVED", "x"}, {"KOORD_LAST", "z"}}) {
+    auto* e = create.mutable_config()->add_envs();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  v1::CreateContainerResponse created;
+  ASSERT_TRUE(call(*stub, &RS::CreateContainer, create, &created).ok())
+      << readFile(dir + "/crihookd.log");
+  v1::StartContainerRequest start;
+  start.set_container_id(created.container_id());
+  v1::StartContainerResponse started;
+  ASSERT_TRUE(call(*stub, &RS::StartContainer, start, &started).ok());
+
+  v1::ExecSyncResponse out;
+  ASSERT_TRUE(call(*stub, &RS::ExecSync,
+                   shell(created.container_id(),
+                         "tr '\\0' '\\n' < /proc/$$/environ | grep '^KOORD_'; "
+                         "grep Cpus_allowed_list /proc/$$/status"),
+                   &out)
+                  .ok());
+  EXPECT_EQ(out.stdout(), cat("KOORD_FIRST=1\nKOORD_CHANGED=new\nKOORD_LAST=z\nKOORD_ADDED=added\n",
+                              "Cpus_allowed_list:\t", cpu, "\n"))
+      << out.stderr();
+
+  // containerd itself has the merged annotations and the pod's label.
+  auto direct = runtime(env->direct);
+  v1::ContainerStatusRequest cs;
+  cs.set_container_id(created.container_id());
+  v1::ContainerStatusResponse status;
+  ASSERT_TRUE(call(*direct, &RS::ContainerStatus, cs, &status).ok());
+  EXPECT_EQ(status.status().annotations().at("koordinator.sh/e2e"), "from-koordlet");
+  EXPECT_EQ(status.status().annotations().at("from"), "kubelet");
+  v1::PodSandboxStatusRequest ps;
+  ps.set_pod_sandbox_id(ran.pod_sandbox_id());
+  v1::PodSandboxStatusResponse pod_status;
+  ASSERT_TRUE(call(*direct, &RS::PodSandboxStatus, ps, &pod_status).ok());
+  EXPECT_EQ(pod_status.status().labels().at("koordinator.sh/qosClass"), "LSR");
+
+  // The registration was taken whole, what it could not use named once.
+  const std::string log = readFile(dir + "/crihookd.log");
+  EXPECT_THAT(log, HasSubstr("hook server koordlet.json: \"koordlet-version\": unknown key"));
+  EXPECT_THAT(log, HasSubstr("hook server koordlet.json: runtime-hooks: PreRemoveRunPodSandbox"));
+
+  v1::StopPodSandboxRequest stop;
+  stop.set_pod_sandbox_id(ran.pod_sandbox_id());
+  v1::StopPodSandboxResponse r1;
+  EXPECT_TRUE(call(*stub, &RS::StopPodSandbox, stop, &r1).ok());
+  v1::RemovePodSandboxRequest rm;
+  rm.set_pod_sandbox_id(ran.pod_sandbox_id());
+  v1::RemovePodSandboxResponse r2;
+  EXPECT_TRUE(call(*stub, &RS::RemovePodSandbox, rm, &r2).ok());
+  crihookd.signal(SIGTERM);
+  crihookd.wait(10s);
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ TEST(WireTest, AdjustmentRoundTripsKeepingEnvOrder) {
   a.cpuset_mems = "0";
   a.cpu_quota = -1;
   a.memory_limit_bytes = 1 << 30;
+  a.memory_swap_limit_bytes = int64_t{2} << 30;
+  a.oom_score_adj = -998;
   a.hugepage_limits = {{"2MB", 4u << 20}};
   a.unified = {{"memory.high", "max"}};
   a.annotations = {{"k", "v"}};
@@ -36,6 +38,8 @@ TEST(WireTest, AdjustmentRoundTripsKeepingEnvOrder) {
   EXPECT_EQ(back->cdi_devices, a.cdi_devices);
   EXPECT_EQ(back->cpuset_cpus, a.cpuset_cpus);
   EXPECT_EQ(back->cpu_quota, a.cpu_quota);
+  EXPECT_EQ(back->memory_swap_limit_bytes, a.memory_swap_limit_bytes);
+  EXPECT_EQ(back->oom_score_adj, a.oom_score_adj);
   EXPECT_EQ(back->hugepage_limits, a.hugepage_limits);
   EXPECT_EQ(back->cgroup_parent, a.cgroup_parent);
   EXPECT_FALSE(back->cpu_shares.has_value());  // unset stays unset
@@ -75,6 +79,10 @@ TEST(WireTest, EachKindOfBadFieldIsNamed) {
        "adjustment.cpuset_mems"},
       {"negative shares", [](hv1::Adjustment& w) { w.set_cpu_shares(-5); },
        "adjustment.cpu_shares: expected at least 0, got -5"},
+      {"oom score above the kernel's range", [](hv1::Adjustment& w) { w.set_oom_score_adj(1001); },
+       "adjustment.oom_score_adj: expected -1000 to 1000, got 1001"},
+      {"negative swap", [](hv1::Adjustment& w) { w.set_memory_swap_limit_bytes(-1); },
+       "adjustment.memory_swap_limit_bytes: expected at least 0, got -1"},
       {"unified path", [](hv1::Adjustment& w) { (*w.mutable_unified())["../x"] = "1"; },
        "adjustment.unified: expected a cgroup file name"},
   };

@@ -1,14 +1,18 @@
 #pragma once
 
 // A Koordinator hook server (runtime.v1alpha1 RuntimeHookService), as
-// koordlet is one, for tests: it answers, or misbehaves as told. On
+// koordlet is one, for tests: it answers, or misbehaves as told. Like
+// koordlet it answers with what it was sent (labels, annotations, resources,
+// cgroup parent, envs) and its changes made in that. By default, on
 // PreRunPodSandbox it sets a label, an annotation and the cgroup parent; on
-// PreCreateContainer an annotation ("seen-by" = the value given) and a cpuset.
+// PreCreateContainer an annotation ("seen-by" = the value given), a cpuset
+// and CPU shares. A test may replace these changes (on_pod, on_container).
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,9 +53,17 @@ class KoordServer final : public koord::RuntimeHookService::Service {
       std::lock_guard lock(mu);
       pod_requests.push_back(*req);
     }
-    (*resp->mutable_labels())["koordinator.sh/qos"] = "LS";
-    (*resp->mutable_annotations())["seen-by"] = value_;
-    resp->set_cgroup_parent("/kubepods/burstable/pod-x");
+    *resp->mutable_labels() = req->labels();
+    *resp->mutable_annotations() = req->annotations();
+    resp->set_cgroup_parent(req->cgroup_parent());
+    if (req->has_resources()) *resp->mutable_resources() = req->resources();
+    if (on_pod) {
+      on_pod(*req, *resp);
+    } else {
+      (*resp->mutable_labels())["koordinator.sh/qos"] = "LS";
+      (*resp->mutable_annotations())["seen-by"] = value_;
+      resp->set_cgroup_parent("/kubepods/burstable/pod-x");
+    }
     return grpc::Status::OK;
   }
   grpc::Status PreCreateContainerHook(grpc::ServerContext* ctx,
@@ -62,11 +74,26 @@ class KoordServer final : public koord::RuntimeHookService::Service {
       std::lock_guard lock(mu);
       container_requests.push_back(*req);
     }
-    (*resp->mutable_container_annotations())["seen-by"] = value_;
-    resp->mutable_container_resources()->set_cpuset_cpus("2-3");
-    resp->mutable_container_resources()->set_cpu_shares(1024);
+    *resp->mutable_container_annotations() = req->container_annotations();
+    if (req->has_container_resources())
+      *resp->mutable_container_resources() = req->container_resources();
+    resp->set_pod_cgroup_parent(req->pod_cgroup_parent());
+    *resp->mutable_container_envs() = req->container_envs();
+    if (on_container) {
+      on_container(*req, *resp);
+    } else {
+      (*resp->mutable_container_annotations())["seen-by"] = value_;
+      resp->mutable_container_resources()->set_cpuset_cpus("2-3");
+      resp->mutable_container_resources()->set_cpu_shares(1024);
+    }
     return grpc::Status::OK;
   }
+
+  // Set before start(); called on gRPC threads with the echoed answer to edit.
+  std::function<void(const koord::PodSandboxHookRequest&, koord::PodSandboxHookResponse&)> on_pod;
+  std::function<void(const koord::ContainerResourceHookRequest&,
+                     koord::ContainerResourceHookResponse&)>
+      on_container;
 
   std::atomic<Mode> mode{Mode::kAnswer};
   std::atomic<int> calls{0};

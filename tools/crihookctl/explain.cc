@@ -31,6 +31,9 @@ std::string resources(const v1::LinuxContainerResources& r) {
   if (r.cpu_quota()) add("cpu_quota", cat(r.cpu_quota()));
   if (r.cpu_period()) add("cpu_period", cat(r.cpu_period()));
   if (r.memory_limit_in_bytes()) add("memory_limit_in_bytes", cat(r.memory_limit_in_bytes()));
+  if (r.memory_swap_limit_in_bytes())
+    add("memory_swap_limit_in_bytes", cat(r.memory_swap_limit_in_bytes()));
+  if (r.oom_score_adj()) add("oom_score_adj", cat(r.oom_score_adj()));
   for (const auto& h : r.hugepage_limits()) add(cat("hugepages-", h.page_size()), cat(h.limit()));
   for (const auto& [k, v] : r.unified()) add(k, v);
   return out.empty() ? "-" : out;
@@ -90,6 +93,11 @@ void changes(const hv1::StageDecision& d, std::ostream& out) {
   if (a.has_cpu_period()) line(cat("cpu_period ", a.cpu_period()), "cpu_period");
   if (a.has_memory_limit_bytes())
     line(cat("memory_limit_bytes ", a.memory_limit_bytes()), "memory_limit_bytes");
+  if (a.has_memory_swap_limit_bytes()) {
+    line(cat("memory_swap_limit_bytes ", a.memory_swap_limit_bytes()),
+         "memory_swap_limit_bytes");
+  }
+  if (a.has_oom_score_adj()) line(cat("oom_score_adj ", a.oom_score_adj()), "oom_score_adj");
   for (const auto& [k, v] : a.hugepage_limits())
     line(cat("hugepages ", k, " ", v), "hugepage:" + k);
   for (const auto& [k, v] : a.unified()) line(cat("unified ", k, "=", v), "unified:" + k);
@@ -139,6 +147,9 @@ void explainContainer(const hv1::PodState& state, const std::string& id, std::os
     if (r.has_cpu_quota()) kept.set_cpu_quota(r.cpu_quota());
     if (r.has_cpu_period()) kept.set_cpu_period(r.cpu_period());
     if (r.has_memory_limit_bytes()) kept.set_memory_limit_in_bytes(r.memory_limit_bytes());
+    if (r.has_memory_swap_limit_bytes())
+      kept.set_memory_swap_limit_in_bytes(r.memory_swap_limit_bytes());
+    if (r.has_oom_score_adj()) kept.set_oom_score_adj(r.oom_score_adj());
     for (const auto& [k, v] : r.unified()) (*kept.mutable_unified())[k] = v;
     out << "\nkept through UpdateContainerResources: " << resources(kept) << '\n';
   }

@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -18,7 +19,9 @@
 #include "koord_server.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "proxy_fixture.h"
+#include "remote/hookserver_dir.h"
 #include "runtime_v1.grpc.pb.h"
+#include "text.h"
 
 namespace crihook::testing {
 namespace {
@@ -139,6 +142,9 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
   EXPECT_EQ(sandbox_seen.config().labels().at("koordinator.sh/qos"), "LS");
   EXPECT_EQ(sandbox_seen.config().labels().at("app"), "train");
   EXPECT_EQ(sandbox_seen.config().linux().cgroup_parent(), "/kubepods/burstable/pod-x");
+  // The server echoed the pod's resources; koord-runtime-proxy takes none from
+  // a pod-level answer, and the echo changed nothing anyway.
+  EXPECT_EQ(sandbox_seen.config().linux().resources().cpu_shares(), 2048);
 
   ASSERT_TRUE(create(createRequest()).ok());
   v1::CreateContainerRequest seen = lastCreateSeenByRuntime();
@@ -157,7 +163,7 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
   ASSERT_EQ(koordlet.container_requests.size(), 1u);
   const auto& c = koordlet.container_requests[0];
   EXPECT_EQ(c.pod_meta().namespace_(), "ml");
-  EXPECT_EQ(c.container_mata().name(), "trainer");
+  EXPECT_EQ(c.container_meta().name(), "trainer");
   EXPECT_EQ(c.container_annotations().at("from"), "kubelet");
   // The pod's record from RunPodSandbox, with what the server itself decided then.
   EXPECT_EQ(c.pod_labels().at("koordinator.sh/qos"), "LS");
@@ -297,24 +303,212 @@ TEST_F(RemoteHooksTest, PodsLabelledSkipHookServerAreNotSent) {
   EXPECT_EQ(koordlet.calls, 1);
 }
 
+// container_envs: the environment as the server wants it, applied to the
+// container's list in its order.
+TEST_F(RemoteHooksTest, KoordinatorEnvAnswerKeepsTheOrderSettingRemovingAndAppending) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.on_container = [](const koord::ContainerResourceHookRequest&,
+                             koord::ContainerResourceHookResponse& resp) {
+    auto& env = *resp.mutable_container_envs();
+    env["B"] = "20";       // changed
+    env.erase("C");        // removed
+    env["ZNEW"] = "z";     // added
+    env["ANEW"] = "a";     // added
+  };
+  koordlet.start();
+  registerServer("k.json", dir_.file("k.sock"), "Fail");
+  startCrihook();
+  auto req = createRequest();
+  for (auto [k, v] : {std::pair{"PATH", "/bin"}, {"C", "3"}, {"B", "2"}, {"A", "1"}, {"B", "2b"}}) {
+    auto* e = req.mutable_config()->add_envs();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  ASSERT_TRUE(create(req).ok());
+  const v1::CreateContainerRequest seen = lastCreateSeenByRuntime();
+  std::vector<std::string> env;
+  for (const auto& e : seen.config().envs()) env.push_back(e.key() + "=" + e.value());
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "B=20", "A=1", "B=20", "ANEW=a", "ZNEW=z"}));
+  std::lock_guard lock(koordlet.mu);
+  ASSERT_EQ(koordlet.container_requests.size(), 1u);
+  const auto& sent = koordlet.container_requests[0].container_envs();
+  EXPECT_EQ(sent.size(), 4u);
+  EXPECT_EQ(sent.at("B"), "2b");  // a name given twice: its last value, as Go's map has it
+}
+
+// An empty container_envs (a server that predates it, or has nothing to say)
+// leaves the environment alone: proto3 cannot tell empty from absent.
+TEST_F(RemoteHooksTest, KoordinatorEmptyEnvAnswerChangesNothing) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.on_container = [](const koord::ContainerResourceHookRequest&,
+                             koord::ContainerResourceHookResponse& resp) {
+    resp.clear_container_envs();
+    (*resp.mutable_container_annotations())["seen-by"] = "old-koordlet";
+  };
+  koordlet.start();
+  registerServer("k.json", dir_.file("k.sock"), "Fail");
+  startCrihook();
+  auto req = createRequest();
+  auto* e = req.mutable_config()->add_envs();
+  e->set_key("KEEP");
+  e->set_value("me");
+  ASSERT_TRUE(create(req).ok());
+  auto seen = lastCreateSeenByRuntime();
+  ASSERT_EQ(seen.config().envs_size(), 1);
+  EXPECT_EQ(seen.config().envs(0).key(), "KEEP");
+  EXPECT_EQ(seen.config().annotations().at("seen-by"), "old-koordlet");
+}
+
+// Which resource values of an answer are taken, as koord-runtime-proxy's
+// updateResource() takes them; an empty cpuset is no opinion in crihook.
+TEST_F(RemoteHooksTest, KoordinatorResourceAnswersAreTakenAsKoordRuntimeProxyTakesThem) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  std::atomic<int> round{0};
+  koordlet.on_container = [&round](const koord::ContainerResourceHookRequest&,
+                                   koord::ContainerResourceHookResponse& resp) {
+    auto* r = resp.mutable_container_resources();
+    if (round == 0) {
+      r->set_cpu_quota(0);                  // zero: not specified
+      r->set_memory_limit_in_bytes(-5);     // not positive: not taken
+      r->set_memory_swap_limit_in_bytes(0);
+      r->set_oom_score_adj(-1001);          // outside -1000..1000: not taken
+      r->clear_hugepage_limits();           // hugepages: never taken
+      r->add_hugepage_limits()->set_page_size("1GB");
+      r->mutable_hugepage_limits(0)->set_limit(1 << 30);
+      (*r->mutable_unified())["memory.low"] = "1048576";  // merged into what was sent
+      r->clear_cpuset_cpus();               // koord-runtime-proxy would clear it
+      r->set_cpuset_mems("0");
+    } else {
+      r->set_cpu_quota(-1);
+      r->set_cpu_period(200000);
+      r->set_oom_score_adj(-998);
+      r->set_memory_limit_in_bytes(int64_t{2} << 30);
+      r->set_memory_swap_limit_in_bytes(int64_t{4} << 30);
+      r->set_cpuset_cpus("1");
+    }
+  };
+  koordlet.start();
+  registerServer("k.json", dir_.file("k.sock"), "Fail");
+  startCrihook();
+  auto req = createRequest();
+  auto* sent = req.mutable_config()->mutable_linux()->mutable_resources();
+  sent->set_cpuset_cpus("0-1");
+  sent->set_cpu_quota(50000);
+  sent->set_cpu_period(100000);
+  sent->set_cpu_shares(512);
+  sent->set_memory_limit_in_bytes(1 << 30);
+  sent->set_oom_score_adj(1000);
+  (*sent->mutable_unified())["memory.high"] = "max";
+  auto* huge = sent->add_hugepage_limits();
+  huge->set_page_size("2MB");
+  huge->set_limit(4 << 20);
+
+  ASSERT_TRUE(create(req).ok());
+  auto r = lastCreateSeenByRuntime().config().linux().resources();
+  EXPECT_EQ(r.cpu_quota(), 50000);
+  EXPECT_EQ(r.cpu_period(), 100000);
+  EXPECT_EQ(r.cpu_shares(), 512);
+  EXPECT_EQ(r.memory_limit_in_bytes(), 1 << 30);
+  EXPECT_EQ(r.memory_swap_limit_in_bytes(), 0);
+  EXPECT_EQ(r.oom_score_adj(), 1000);
+  ASSERT_EQ(r.hugepage_limits_size(), 1);
+  EXPECT_EQ(r.hugepage_limits(0).page_size(), "2MB");
+  EXPECT_EQ(r.unified().at("memory.high"), "max");
+  EXPECT_EQ(r.unified().at("memory.low"), "1048576");
+  EXPECT_EQ(r.cpuset_cpus(), "0-1");
+  EXPECT_EQ(r.cpuset_mems(), "0");
+
+  round = 1;
+  ASSERT_TRUE(create(req).ok());
+  r = lastCreateSeenByRuntime().config().linux().resources();
+  EXPECT_EQ(r.cpu_quota(), -1);
+  EXPECT_EQ(r.cpu_period(), 200000);
+  EXPECT_EQ(r.oom_score_adj(), -998);
+  EXPECT_EQ(r.memory_limit_in_bytes(), int64_t{2} << 30);
+  EXPECT_EQ(r.memory_swap_limit_in_bytes(), int64_t{4} << 30);
+  EXPECT_EQ(r.cpuset_cpus(), "1");
+}
+
+// pod_cgroup_parent in a container answer: the runtime reads it from
+// CreateContainer's sandbox config.
+TEST_F(RemoteHooksTest, KoordinatorPodCgroupParentOnCreateContainerReachesTheSandboxConfig) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.on_container = [](const koord::ContainerResourceHookRequest& req,
+                             koord::ContainerResourceHookResponse& resp) {
+    EXPECT_EQ(req.pod_cgroup_parent(), "/kubepods/besteffort/pod-1");
+    resp.set_pod_cgroup_parent("/kubepods/koord-be/pod-1");
+  };
+  koordlet.start();
+  registerServer("k.json", dir_.file("k.sock"), "Fail");
+  startCrihook();
+  auto req = createRequest();
+  req.mutable_sandbox_config()->mutable_linux()->set_cgroup_parent("/kubepods/besteffort/pod-1");
+  ASSERT_TRUE(create(req).ok());
+  EXPECT_EQ(lastCreateSeenByRuntime().sandbox_config().linux().cgroup_parent(),
+            "/kubepods/koord-be/pod-1");
+}
+
+// koordlet echoes everything it was sent: an echoed value is no decision, so
+// it never conflicts with another server's change; two changes do.
+TEST_F(RemoteHooksTest, EchoedValuesNeverConflictButTwoDifferentChangesDo) {
+  KoordServer echo(dir_.file("echo.sock")), changer(dir_.file("changer.sock")),
+      other(dir_.file("other.sock"));
+  echo.on_container = [](const koord::ContainerResourceHookRequest&,
+                         koord::ContainerResourceHookResponse&) {};
+  changer.on_container = [](const koord::ContainerResourceHookRequest&,
+                            koord::ContainerResourceHookResponse& resp) {
+    resp.mutable_container_resources()->set_cpuset_cpus("4-5");
+    (*resp.mutable_container_annotations())["from"] = "changer";
+    (*resp.mutable_container_envs())["MODE"] = "fast";
+  };
+  other.on_container = [](const koord::ContainerResourceHookRequest&,
+                          koord::ContainerResourceHookResponse& resp) {
+    resp.mutable_container_resources()->set_cpuset_cpus("6-7");
+  };
+  echo.start();
+  changer.start();
+  other.start();
+  registerServer("10-echo.json", dir_.file("echo.sock"), "Fail");
+  registerServer("20-changer.json", dir_.file("changer.sock"), "Fail");
+  startCrihook();
+  auto req = createRequest();
+  req.mutable_config()->mutable_linux()->mutable_resources()->set_cpuset_cpus("0-3");
+  auto* e = req.mutable_config()->add_envs();
+  e->set_key("MODE");
+  e->set_value("slow");
+  ASSERT_TRUE(create(req).ok());
+  auto seen = lastCreateSeenByRuntime();
+  EXPECT_EQ(seen.config().linux().resources().cpuset_cpus(), "4-5");
+  EXPECT_EQ(seen.config().annotations().at("from"), "changer");
+  ASSERT_EQ(seen.config().envs_size(), 1);
+  EXPECT_EQ(seen.config().envs(0).value(), "fast");
+
+  registerServer("30-other.json", dir_.file("other.sock"), "Fail");
+  manager_->reload();
+  grpc::Status s = create(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("hook hookserver/20-changer and hook hookserver/30-other "
+                                           "both set cpuset_cpus: \"4-5\" vs \"6-7\""));
+}
+
 TEST(HookServerFileTest, BadRegistrationsNameFileKeyAndReason) {
   auto error = [](const std::string& text) {
     auto r = parseHookServerFile("k.json", text);
     return r.ok() ? "accepted" : std::string(r.status().message());
   };
   EXPECT_EQ(error("{"), "hook server registration k.json: not valid JSON");
+  EXPECT_EQ(error("[]"), "hook server registration k.json: expected a JSON object");
   EXPECT_THAT(error(R"({"failure-policy": "Fail", "runtime-hooks": ["PreCreateContainer"]})"),
               HasSubstr("k.json: remote-endpoint: expected the hook server's Unix socket path"));
   EXPECT_THAT(error(R"({"remote-endpoint": "tcp://x", "runtime-hooks": ["PreCreateContainer"]})"),
               HasSubstr("k.json: remote-endpoint: expected a Unix socket endpoint"));
-  EXPECT_THAT(
-      error(
-          R"({"remote-endpoint": "/k.sock", "failure-policy": "Panic", "runtime-hooks": ["PreCreateContainer"]})"),
-      HasSubstr("k.json: failure-policy: expected \"Fail\" or \"Ignore\", got \"Panic\""));
-  EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreStopContainer"]})"),
-              HasSubstr("k.json: runtime-hooks[0]: unknown runtime hook \"PreStopContainer\""));
-  EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "runtime-hook": []})"),
-              HasSubstr("k.json: runtime-hook: unknown key"));
+  // What Go's json.Unmarshal refuses too: a value of the wrong type.
+  EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "failure-policy": 1})"),
+              HasSubstr("k.json: failure-policy: expected a string"));
+  EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "runtime-hooks": "PreCreateContainer"})"),
+              HasSubstr("k.json: runtime-hooks: expected an array of hook names"));
+  EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreCreateContainer", 7]})"),
+              HasSubstr("k.json: runtime-hooks[1]: expected a string"));
   auto ok = parseHookServerFile("koordlet.json",
                                 R"({"remote-endpoint": "unix:///var/run/koordlet/koordlet.sock",
        "runtime-hooks": ["PreRunPodSandbox", "PostStopPodSandbox", "PreCreateContainer",
@@ -324,6 +518,98 @@ TEST(HookServerFileTest, BadRegistrationsNameFileKeyAndReason) {
   EXPECT_EQ(ok->socket_path, "/var/run/koordlet/koordlet.sock");
   EXPECT_TRUE(ok->ignore_failures);
   EXPECT_EQ(ok->stages.size(), 7u);
+  EXPECT_TRUE(ok->warnings.empty());
+}
+
+// What koord-runtime-proxy accepts (pkg/runtimeproxy/config at Koordinator
+// a7a1b76: json.Unmarshal into RuntimeHookConfig, `policy == PolicyFail`),
+// crihook accepts, and says what it ignored.
+TEST(HookServerFileTest, RegistrationsKoordinatorAcceptsAreAcceptedWithWarnings) {
+  auto parse = [](const std::string& text) {
+    auto r = parseHookServerFile("koordlet.json", text);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : HookServerRegistration{};
+  };
+  auto warnings = [](const HookServerRegistration& r) {
+    std::string all;
+    for (const auto& w : r.warnings) all += w + "\n";
+    return all;
+  };
+  // koordlet with its Resctrl feature on.
+  auto r = parse(R"({"remote-endpoint": "/var/run/koordlet/koordlet.sock",
+      "failure-policy": "Ignore", "runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer",
+      "PreRemoveRunPodSandbox"]})");
+  EXPECT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.uncallable, std::vector<std::string>{"PreRemoveRunPodSandbox"});
+  EXPECT_THAT(warnings(r), HasSubstr("runtime-hooks: PreRemoveRunPodSandbox: Koordinator's "
+                                     "RuntimeHookService has no call for this stage"));
+
+  r = parse(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreCreateContainer"],
+      "priority": 3})");
+  EXPECT_EQ(r.stages.size(), 1u);
+  EXPECT_THAT(warnings(r), HasSubstr("\"priority\": unknown key, ignored"));
+
+  r = parse(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreStopContainer",
+      "PreCreateContainer"]})");
+  ASSERT_EQ(r.stages.size(), 1u);
+  EXPECT_EQ(r.stages[0].method, LifecycleMethod::kCreateContainer);
+  EXPECT_THAT(warnings(r), HasSubstr("runtime-hooks[0]: unknown hook \"PreStopContainer\""));
+
+  for (const char* hooks : {R"("runtime-hooks": [])", R"("runtime-hooks": null)", ""}) {
+    r = parse(cat(R"({"remote-endpoint": "/k.sock")", *hooks ? ", " : "", hooks, "}"));
+    EXPECT_TRUE(r.stages.empty()) << hooks;
+    EXPECT_THAT(warnings(r), HasSubstr("no hook crihook can call")) << hooks;
+  }
+
+  // Only exactly "Fail" fails; "fail" is ignored, as koord-runtime-proxy compares.
+  r = parse(R"({"remote-endpoint": "/k.sock", "failure-policy": "Fail"})");
+  EXPECT_FALSE(r.ignore_failures);
+  r = parse(R"({"remote-endpoint": "/k.sock", "failure-policy": "fail",
+      "runtime-hooks": ["PreCreateContainer"]})");
+  EXPECT_TRUE(r.ignore_failures);
+  EXPECT_THAT(warnings(r), HasSubstr("failure-policy: \"fail\" is not \"Fail\""));
+
+  // Go matches keys case-insensitively, an exact match first.
+  r = parse(R"({"Remote-Endpoint": "/other.sock", "remote-endpoint": "/k.sock",
+      "RUNTIME-HOOKS": ["PreCreateContainer"]})");
+  EXPECT_EQ(r.socket_path, "/k.sock");
+  EXPECT_EQ(r.stages.size(), 1u);
+  EXPECT_TRUE(r.warnings.empty()) << warnings(r);
+
+  // Untrusted text in a warning is quoted and cut short.
+  r = parse(cat(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreCreateContainer"], ")",
+                std::string(500, 'x'), R"(\n": 1})"));
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_LT(r.warnings[0].size(), 200u);
+  EXPECT_EQ(r.warnings[0].find('\n'), std::string::npos);
+}
+
+TEST(HookServerFileTest, OnlyBoundedRegularFilesAreRead) {
+  TempDir dir;
+  std::ofstream(dir.file("big.json")) << std::string(100 << 10, ' ');
+  ASSERT_EQ(::mkfifo(dir.file("fifo.json").c_str(), 0600), 0);
+  std::ofstream(dir.file("ok.json")) << R"({"remote-endpoint": "/k.sock"})";
+  auto files = readHookServerDir(dir.path());
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_THAT(std::string(files[0].registration.status().message()),
+              HasSubstr("big.json: larger than 65536 bytes"));
+  EXPECT_THAT(std::string(files[1].registration.status().message()),
+              HasSubstr("fifo.json: not a regular file"));
+  EXPECT_TRUE(files[2].registration.ok()) << files[2].registration.status();
+}
+
+TEST_F(RemoteHooksTest, KoordletRegistrationWithPreRemoveRunPodSandboxAndUnknownKeyIsCalled) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.start();
+  std::ofstream(dir_.file("hookserver.d/koordlet.json"))
+      << R"({"remote-endpoint": ")" << dir_.file("k.sock")
+      << R"(", "failure-policy": "Ignore", "future-key": {"x": 1}, "runtime-hooks":
+         ["PreRunPodSandbox", "PreCreateContainer", "PreRemoveRunPodSandbox", "PreFutureHook"]})";
+  startCrihook();
+  EXPECT_EQ(manager_->chains().get()->names(), std::vector<std::string>{"hookserver/koordlet"});
+  ASSERT_TRUE(create(createRequest()).ok());
+  EXPECT_EQ(koordlet.calls, 1);
+  EXPECT_EQ(lastCreateSeenByRuntime().config().annotations().at("seen-by"), "koord");
 }
 
 // crihook's own protocol: what Koordinator's cannot say.
