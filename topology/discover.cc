@@ -333,7 +333,10 @@ void readRdma(Reader& r, Snapshot& snap) {
         r.warn(*dev + "/" + e, "a dangling link");
       }
     }
-    for (auto& [i, a] : vfs) x.virtual_functions.push_back(a);
+    for (auto& [i, a] : vfs) {
+      x.virtual_functions.push_back(a);
+      x.virtual_function_numbers.push_back(i);
+    }
     snap.rdma.push_back(std::move(x));
   }
 }
@@ -471,6 +474,10 @@ int Snapshot::socketOfNode(int node) const {
 bool parseCpuList(std::string_view text, std::vector<int>& out) {
   out.clear();
   if (text.empty()) return true;
+  // Ranges are merged before they are expanded: text from a pod annotation
+  // may repeat "0-65535" thousands of times, and expanding each would cost
+  // gigabytes and seconds; merged, the output holds each CPU once.
+  std::vector<std::pair<long, long>> ranges;
   for (const std::string& part : split(std::string(text), ',')) {
     char* end = nullptr;
     long lo = std::strtol(part.c_str(), &end, 10);
@@ -482,10 +489,14 @@ bool parseCpuList(std::string_view text, std::vector<int>& out) {
       if (end == start) return false;
     }
     if (*end != '\0' || lo < 0 || hi < lo || hi > 65535) return false;
-    for (long c = lo; c <= hi; ++c) out.push_back(static_cast<int>(c));
+    ranges.emplace_back(lo, hi);
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::sort(ranges.begin(), ranges.end());
+  long next = 0;  // the first CPU not yet in `out`
+  for (auto [lo, hi] : ranges) {
+    for (long c = std::max(lo, next); c <= hi; ++c) out.push_back(static_cast<int>(c));
+    next = std::max(next, hi + 1);
+  }
   return true;
 }
 

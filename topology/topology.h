@@ -110,6 +110,7 @@ struct RdmaDevice {
   std::vector<std::string> netdevs;
   std::string physical_function;               // set on a VF: its PF's address
   std::vector<std::string> virtual_functions;  // set on a PF: its VFs' addresses, in order
+  std::vector<int> virtual_function_numbers;   // the N of each one's virtfn<N> link
   Locality where;
   bool isVirtualFunction() const { return !physical_function.empty(); }
   // Healthy as koordlet judges it: it has ports and every port's state is

@@ -24,6 +24,7 @@ namespace crihook::testing {
 namespace {
 
 namespace topo = ::crihook::topology;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -135,6 +136,7 @@ TEST_F(Fixtures, DgxRdmaDevicesWithTheirVirtualFunctions) {
   EXPECT_EQ(pf->ports[0].link_layer, "InfiniBand");
   EXPECT_EQ(pf->ports[0].state, "4: ACTIVE");
   EXPECT_THAT(pf->virtual_functions, ElementsAre("0000:1c:00.2", "0000:1c:00.3"));
+  EXPECT_THAT(pf->virtual_function_numbers, ElementsAre(0, 1));
   EXPECT_EQ(pf->where.pcie_switch, "0000:18:00.0");  // beside GPUs 0 and 1
   const topo::RdmaDevice* vf = s.rdmaByAddress("0000:1c:00.3");
   ASSERT_NE(vf, nullptr);
@@ -520,6 +522,25 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   EXPECT_FALSE(nothing.warnings.empty());
 }
 
+// A VF keeps the N of its virtfn<N> link when an earlier one dangles (a VF
+// being torn down): device actions template {minor} from it.
+TEST_F(Fixtures, AVirtualFunctionKeepsItsNumberWhenAnEarlierLinkDangles) {
+  TempDir broken;
+  std::filesystem::copy(
+      fixture("dgx"), broken.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string pf_dir = std::filesystem::canonical(
+      broken.path() + "/sys/bus/pci/devices/0000:1c:00.0");
+  std::filesystem::remove(pf_dir + "/virtfn0");
+  std::filesystem::create_symlink("../0000:1c:00.7", pf_dir + "/virtfn0");
+  const topo::Snapshot s = topo::discover(topo::SysRoot(broken.path()));
+  const topo::RdmaDevice* pf = s.rdmaByName("mlx5_0");
+  ASSERT_NE(pf, nullptr);
+  EXPECT_THAT(pf->virtual_functions, ElementsAre("0000:1c:00.3"));
+  EXPECT_THAT(pf->virtual_function_numbers, ElementsAre(1));
+  EXPECT_THAT(s.warnings, Contains(HasSubstr("virtfn0: a dangling link")));
+}
+
 TEST(HostTopology, AgreesWithNprocAndProcCpuinfo) {
   const topo::Snapshot s = topo::discover(topo::SysRoot("/"));
   EXPECT_EQ(static_cast<long>(s.cpus.size()), ::sysconf(_SC_NPROCESSORS_ONLN));
@@ -554,6 +575,23 @@ TEST(CpuList, ParsesAndFormats) {
   EXPECT_FALSE(topo::parseCpuList("3-1", v));
   EXPECT_FALSE(topo::parseCpuList("a", v));
   EXPECT_FALSE(topo::parseCpuList("1,", v));
+  // Overlapping and unordered ranges count each CPU once.
+  ASSERT_TRUE(topo::parseCpuList("8-9,2-4,3-5,9", v));
+  EXPECT_THAT(v, ElementsAre(2, 3, 4, 5, 8, 9));
+}
+
+// A pod annotation may repeat the widest range until its 256 KiB are full:
+// the list is as long as the CPUs it names, never ranges x CPUs (30,000
+// copies of "0-65535" used to expand to 2 billion entries, 8 GB).
+TEST(CpuList, RepeatedWideRangesCostTheirCpusOnce) {
+  std::string text;
+  for (int i = 0; i < 30000; ++i) text += "0-65535,";
+  text += "7";
+  std::vector<int> v;
+  ASSERT_TRUE(topo::parseCpuList(text, v));
+  ASSERT_EQ(v.size(), 65536u);
+  EXPECT_EQ(v.front(), 0);
+  EXPECT_EQ(v.back(), 65535);
 }
 
 }  // namespace

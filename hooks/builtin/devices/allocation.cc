@@ -190,7 +190,7 @@ absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::s
     out.cpuset = c->get<std::string>();
     std::vector<int> cpus;
     if (!topology::parseCpuList(*out.cpuset, cpus) || cpus.empty())
-      return w.bad("cpuset", cat("expected a CPU list such as \"2-5\", got \"", *out.cpuset, "\""));
+      return w.bad("cpuset", cat("expected a CPU list such as \"2-5\", got ", shown(*c)));
   }
   if (auto n = v.find("numaNodeResources"); n != v.end()) {
     if (!n->is_array())
@@ -310,7 +310,11 @@ absl::StatusOr<RdmaFunctions> resolveRdma(const DeviceAllocation& d, size_t inde
                       cat(bus, " is not a VF of ", out.pf->name, " (", out.pf->address, ")"));
     }
     out.vfs.push_back(bus);
-    out.vf_numbers.push_back(static_cast<int>(it - own.begin()));
+    // Its virtfn<N>, not its place in the list: a dangling virtfn link (a VF
+    // being torn down) leaves a gap that would shift every later VF.
+    const size_t k = static_cast<size_t>(it - own.begin());
+    const std::vector<int>& numbers = out.pf->virtual_function_numbers;
+    out.vf_numbers.push_back(k < numbers.size() ? numbers[k] : -1);
   }
   return out;
 }

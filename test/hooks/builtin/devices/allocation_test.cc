@@ -245,6 +245,12 @@ TEST(ResourceStatus, CpusetAndNumaNodesAreRead) {
   EXPECT_EQ(std::string(bad.status().message()),
             "annotation scheduling.koordinator.sh/resource-status of pod ml/a: cpuset: expected a "
             "CPU list such as \"2-5\", got \"2-x\"");
+  // A long bad list is cut in the message, not echoed whole.
+  std::string long_list = "{\"cpuset\":\"";
+  for (int i = 0; i < 5000; ++i) long_list += "0-1,";
+  bad = parseResourceStatus(long_list + "x\"}", "ml/a");
+  EXPECT_LT(bad.status().message().size(), 200u) << bad.status().message().substr(0, 300);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("got \"0-1,0-1,"));
   bad = parseResourceStatus(R"({"numaNodeResources":[{"resources":{}}]})", "ml/a");
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("numaNodeResources[0].node: missing"));
   bad = parseResourceStatus(R"({"numaNodeResources":[{"node":"zero"}]})", "ml/a");
