@@ -52,20 +52,6 @@ std::string binaryQuantity(uint64_t bytes) {
   return cat(bytes, kSuffixes[i]);
 }
 
-// N of a Mellanox RDMA device mlx<k>_N (koordlet's minor for it).
-std::optional<int> mellanoxMinor(const std::string& name) {
-  if (name.rfind("mlx", 0) != 0) return std::nullopt;
-  size_t i = 3, k = i;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-  if (i == k || i >= name.size() || name[i] != '_') return std::nullopt;
-  const std::string n = name.substr(i + 1);
-  if (n.empty() || n.size() > 6) return std::nullopt;  // a few hundred devices at most
-  for (char c : n) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-  }
-  return std::stoi(n);
-}
-
 // Where the NUMA node came from, when it is not the device's own.
 std::string numaNote(const Locality& l) {
   if (l.numa_node_from.empty()) return "";
@@ -214,6 +200,42 @@ nlohmann::json toJson(const Snapshot& snap) {
   return j;
 }
 
+std::optional<int> mellanoxMinor(std::string_view name) {
+  if (name.substr(0, 3) != "mlx") return std::nullopt;
+  size_t i = 3;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == 3 || i >= name.size() || name[i] != '_') return std::nullopt;
+  const std::string_view n = name.substr(i + 1);
+  if (n.empty() || n.size() > 6) return std::nullopt;  // a few hundred devices at most
+  for (char c : n) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  return std::stoi(std::string(n));
+}
+
+std::vector<std::pair<int, const RdmaDevice*>> rdmaMinors(const Snapshot& snap) {
+  std::vector<const RdmaDevice*> functions;
+  std::set<std::string> addresses;
+  for (const RdmaDevice& x : snap.rdma) {
+    if (!x.isVirtualFunction() && addresses.insert(x.address).second) functions.push_back(&x);
+  }
+  std::vector<std::pair<int, const RdmaDevice*>> out;
+  std::set<int> taken;
+  std::vector<const RdmaDevice*> others;
+  for (const RdmaDevice* x : functions) {
+    auto minor = mellanoxMinor(x->name);
+    if (minor && taken.insert(*minor).second) {
+      out.emplace_back(*minor, x);
+    } else {
+      others.push_back(x);
+    }
+  }
+  int next = taken.empty() ? 0 : *taken.rbegin() + 1;
+  for (const RdmaDevice* x : others) out.emplace_back(next++, x);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
 nlohmann::json deviceObject(const Snapshot& snap, const DeviceReportOptions& o) {
   auto topology = [&](const Locality& l, const std::string& address) {
     return nlohmann::json{{"socketID", l.socket},
@@ -248,29 +270,7 @@ nlohmann::json deviceObject(const Snapshot& snap, const DeviceReportOptions& o) 
     models.insert(g->model);
   }
 
-  // RDMA physical functions, one per PCI function (the first of its RDMA
-  // devices by name, as koordlet takes it).
-  std::vector<const RdmaDevice*> functions;
-  std::set<std::string> addresses;
-  for (const RdmaDevice& x : snap.rdma) {
-    if (!x.isVirtualFunction() && addresses.insert(x.address).second) functions.push_back(&x);
-  }
-  std::vector<std::pair<int, const RdmaDevice*>> rdma;
-  std::set<int> taken;
-  std::vector<const RdmaDevice*> others;
-  for (const RdmaDevice* x : functions) {
-    auto minor = mellanoxMinor(x->name);
-    if (minor && taken.insert(*minor).second) {
-      rdma.emplace_back(*minor, x);
-    } else {
-      others.push_back(x);
-    }
-  }
-  int next = taken.empty() ? 0 : *taken.rbegin() + 1;
-  for (const RdmaDevice* x : others) rdma.emplace_back(next++, x);
-  std::sort(rdma.begin(), rdma.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [minor, x] : rdma) {
+  for (const auto& [minor, x] : rdmaMinors(snap)) {
     nlohmann::json d{{"type", "rdma"},
                      {"id", x->address},
                      {"minor", minor},

@@ -4,7 +4,11 @@
 // Koordinator Device object (scheduling.koordinator.sh/v1alpha1).
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "topology.h"
 
@@ -22,6 +26,17 @@ struct DeviceReportOptions {
   // koordlet reports it; the topology-check hook must be set the same way.
   PcieScope pcie_id = PcieScope::kRootComplex;
 };
+
+// The N of an RDMA device named mlx<k>_<N>: koordlet's minor of a Mellanox
+// RDMA function. nullopt for other names.
+std::optional<int> mellanoxMinor(std::string_view rdma_name);
+
+// Each RDMA physical function (the first of its RDMA devices by name, one per
+// PCI function) with the minor the Device report gives it and an id-less
+// allocation is resolved by: a Mellanox mlx<k>_N is N, as koordlet numbers
+// it; devices koordlet skips (irdma's rocep24s0, ...) get the minors after
+// the largest Mellanox one, in name order, so none collide. Sorted by minor.
+std::vector<std::pair<int, const RdmaDevice*>> rdmaMinors(const Snapshot& snap);
 
 // The Device object as koordlet writes it, so Koordinator's scheduler can
 // consume it; every entry has a minor (the scheduler reads each one's

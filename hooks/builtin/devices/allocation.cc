@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "text.h"
+#include "report.h"
 #include "topology.h"
 
 namespace crihook {
@@ -262,21 +263,6 @@ std::string quotedText(std::string_view text) {
   return json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::optional<int> koordletRdmaMinor(std::string_view name) {
-  // ^mlx\d+_(\d+)$, as koordlet's GetRDMAMinor.
-  if (name.substr(0, 3) != "mlx") return std::nullopt;
-  size_t i = 3;
-  auto digits = [&] {
-    const size_t start = i;
-    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-    return i > start && i - start <= 6;
-  };
-  if (!digits() || i >= name.size() || name[i] != '_') return std::nullopt;
-  const size_t start = ++i;
-  if (!digits() || i != name.size()) return std::nullopt;
-  return std::atoi(std::string(name.substr(start)).c_str());
-}
-
 absl::StatusOr<RdmaFunctions> resolveRdma(const DeviceAllocation& d, size_t index,
                                           const topology::Snapshot& t, std::string_view pod) {
   const std::string field = cat("rdma[", index, "]");
@@ -290,15 +276,18 @@ absl::StatusOr<RdmaFunctions> resolveRdma(const DeviceAllocation& d, size_t inde
     if (out.pf == nullptr || out.pf->isVirtualFunction())
       return not_here(field + ".id", cat("no RDMA physical function ", d.id, " on this node"));
   } else {
-    for (const topology::RdmaDevice& x : t.rdma) {
-      if (!x.isVirtualFunction() && koordletRdmaMinor(x.name) == d.minor) {
-        out.pf = &x;
+    // The minor the node's Device report gives it (mlx*_N as koordlet
+    // numbers it, other RDMA devices after those): what the scheduler saw.
+    for (const auto& [minor, x] : topology::rdmaMinors(t)) {
+      if (minor == d.minor) {
+        out.pf = x;
         break;
       }
     }
     if (out.pf == nullptr) {
-      return not_here(field + ".minor", cat("no RDMA physical function mlx*_", d.minor,
-                                            " on this node (no id: found by koordlet's minor)"));
+      return not_here(field + ".minor", cat("no RDMA physical function with minor ", d.minor,
+                                            " on this node (no id: found by the Device report's "
+                                            "minor, mlx*_N as koordlet numbers it)"));
     }
   }
   const std::vector<std::string>& own = out.pf->virtual_functions;

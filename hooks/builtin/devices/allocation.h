@@ -99,13 +99,9 @@ std::string passthroughName(const DeviceAllocation& d);
 // are not UTF-8 replaced.
 std::string quotedText(std::string_view text);
 
-// The N of an RDMA device named mlx<k>_<N> (koordlet's minor of an RDMA
-// physical function); nullopt for other names.
-std::optional<int> koordletRdmaMinor(std::string_view rdma_name);
-
 // The RDMA functions rdma allocation `index` of the pod names on this node:
-// its physical function (by id; without one, the PF whose RDMA device is
-// mlx<k>_<minor>, as koordlet numbers them) and each allocated VF (by busID,
+// its physical function (by id; without one, the PF the node's Device report
+// gives that minor: topology/report.h rdmaMinors) and each allocated VF (by busID,
 // which must be one of that PF's VFs). FAILED_PRECONDITION naming the pod,
 // the annotation and the field when the node has no such function.
 struct RdmaFunctions {

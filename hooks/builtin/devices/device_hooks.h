@@ -27,8 +27,9 @@
 //                      allocated function (each allocated VF's own, when VFs
 //                      are allocated); NCCL_IB_HCA set to their RDMA device
 //                      names. The PF is found by id (its PCI address), or,
-//                      without one, by minor as koordlet numbers it (the N
-//                      of mlx5_N); a VF by its busID, which must be a VF of
+//                      without one, by the minor the Device report gives it
+//                      (report.h rdmaMinors: the N of mlx5_N as koordlet
+//                      numbers it, others after); a VF by its busID, a VF of
 //                      that PF (allocation.h resolveRdma).
 //  builtin = "topology-check"
 //                      when the pod asks for joint allocation

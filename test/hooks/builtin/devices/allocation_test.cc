@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "report.h"
 #include "text.h"
 #include "topology.h"
 
@@ -195,11 +196,11 @@ TEST(DeviceAllocated, NamesAndAddressesAreCheckedForWhatTheyMustBe) {
         "GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8 ", "MIG-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"})
     EXPECT_FALSE(isNvidiaGpuUuid(bad)) << bad;
   // koordlet's minor of an RDMA function: ^mlx\d+_(\d+)$.
-  EXPECT_EQ(koordletRdmaMinor("mlx5_0"), 0);
-  EXPECT_EQ(koordletRdmaMinor("mlx5_12"), 12);
-  EXPECT_EQ(koordletRdmaMinor("mlx4_3"), 3);
+  EXPECT_EQ(topology::mellanoxMinor("mlx5_0"), 0);
+  EXPECT_EQ(topology::mellanoxMinor("mlx5_12"), 12);
+  EXPECT_EQ(topology::mellanoxMinor("mlx4_3"), 3);
   for (const char* other : {"rocep24s0", "mlx5_", "mlx_1", "mlx5_1x", "irdma0", "mlx5_bond_0"})
-    EXPECT_EQ(koordletRdmaMinor(other), std::nullopt) << other;
+    EXPECT_EQ(topology::mellanoxMinor(other), std::nullopt) << other;
 }
 
 TEST(DeviceAllocated, AnotherVendorsGpuIsToldApartFromAnNvidiaOne) {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "builtin/devices/allocation.h"
 #include "builtin/devices/cpu_pools.h"
 #include "fake_cri_server.h"
 #include "logging.h"
@@ -300,8 +301,8 @@ TEST_F(DeviceHooksTest, RdmaHookFindsVfsByBusIdWhateverTheirMinor) {
   EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(std::string(d.status.message()),
             prefix +
-                "rdma[0].minor: no RDMA physical function mlx*_5 on this node (no id: "
-                "found by koordlet's minor)");
+                "rdma[0].minor: no RDMA physical function with minor 5 on this node (no id: "
+                "found by the Device report's minor, mlx*_N as koordlet numbers it)");
   // Without an id the VF must still be the PF's.
   d = rdma->run(allocated(
       R"({"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"minor":-1,"busID":"0000:1c:00.3"}]}}]})"));
@@ -313,6 +314,26 @@ TEST_F(DeviceHooksTest, RdmaHookFindsVfsByBusIdWhateverTheirMinor) {
   d = rdma->run(allocated(
       R"({"rdma":[{"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"minor":-1,"busID":"../../1c:00.3"}]}}]})"));
   EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// An id-less allocation names an RDMA function by the minor the node's Device
+// report gave it: a Mellanox one by mlx5_N, another (irdma) by the minor the
+// report gave it after them. Resolving and reporting never disagree.
+TEST_F(DeviceHooksTest, AnIdlessRdmaAllocationFindsWhatTheDeviceReportNumbered) {
+  const topology::Snapshot snap =
+      topology::discover(topology::SysRoot(dir_->file("intel-rdma")));
+  const nlohmann::json device = topology::deviceObject(snap, {"n", topology::PcieScope::kRootComplex});
+  int checked = 0;
+  for (const auto& d : device["spec"]["devices"]) {
+    if (d["type"] != "rdma") continue;
+    DeviceAllocation a;
+    a.minor = d["minor"].get<int>();
+    auto f = resolveRdma(a, 0, snap, "ml/a");
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(f->pf->address, d["id"].get<std::string>());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);  // mlx5_1 (minor 1) and rocep24s0 (minor 2)
 }
 
 // Koordinator's gpu type also carries other vendors' accelerators; their
