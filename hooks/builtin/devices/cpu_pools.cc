@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "builtin/files.h"
 #include "text.h"
 #include "topology.h"
 
@@ -79,15 +80,6 @@ CpuOwner ownerOf(const json& v, std::chrono::system_clock::time_point* since) {
   return {text(v, "sandbox"), text(v, "pod"), text(v, "container")};
 }
 
-bool writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -178,27 +170,10 @@ void CpuPools::load() {
 }
 
 void CpuPools::write(const std::string& text) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path dir = fs::path(file_).parent_path();
-  fs::create_directories(dir, ec);
-  const std::string tmp = file_ + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 && writeAll(fd, text) && ::fsync(fd) == 0;
-  const int e = errno;
-  if (fd >= 0) ::close(fd);
-  if (ok && ::rename(tmp.c_str(), file_.c_str()) != 0) ok = false;
-  if (!ok) {
-    log_->error("cpu pools {}: cannot write: {}; the record on disk is older", file_,
-                strerror(fd < 0 ? e : errno));
-    ::unlink(tmp.c_str());
-    return;
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::filesystem::create_directories(std::filesystem::path(file_).parent_path(), ec);
+  if (absl::Status s = replaceFileDurably(file_, file_ + ".tmp", text); !s.ok())
+    log_->error("cpu pools: {}; the record on disk is older", sv(s.message()));
 }
 
 std::string CpuPools::toJsonLocked() const {

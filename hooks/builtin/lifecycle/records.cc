@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "builtin/files.h"
 #include "text.h"
 
 namespace crihook {
@@ -42,22 +43,6 @@ std::string safeName(std::string_view uid) {
   return out;
 }
 
-bool writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-void syncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 }  // namespace
 
@@ -170,19 +155,7 @@ absl::Status DeviceRecordDir::save(const DeviceRecord& r) const {
   if (dir_.empty()) return absl::OkStatus();
   const std::string final_path = fileOf(r.key);
   const std::string tmp = cat(dir_, "/.", safeName(r.key.uid), "_", r.key.attempt, ".tmp");
-  const std::string text = r.toJson().dump(2) + "\n";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::UnavailableError(cat("cannot write ", tmp, ": ", strerror(errno)));
-  const bool ok = writeAll(fd, text) && ::fsync(fd) == 0;
-  const int e = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int why = ok ? errno : e;
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(cat("cannot write ", final_path, ": ", strerror(why)));
-  }
-  syncDir(dir_);
-  return absl::OkStatus();
+  return replaceFileDurably(final_path, tmp, r.toJson().dump(2) + "\n");
 }
 
 absl::Status DeviceRecordDir::remove(const SandboxKey& key) const {
@@ -190,7 +163,7 @@ absl::Status DeviceRecordDir::remove(const SandboxKey& key) const {
   const std::string path = fileOf(key);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     return absl::UnavailableError(cat("cannot remove ", path, ": ", strerror(errno)));
-  syncDir(dir_);
+  syncDirectory(dir_);
   return absl::OkStatus();
 }
 
