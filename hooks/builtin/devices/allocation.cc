@@ -26,10 +26,7 @@ class Where {
   std::string_view annotation_, pod_;
 };
 
-std::string shown(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
+std::string shown(const json& v) { return shownJson(v); }
 
 absl::StatusOr<int> minorOf(const json& v, const std::string& field, const Where& w) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1 << 20)
@@ -148,6 +145,17 @@ absl::StatusOr<DeviceAllocation> device(const json& v, const std::string& field,
 }
 
 }  // namespace
+
+std::string shownJson(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+absl::StatusOr<nlohmann::json> parseAnnotationJson(std::string_view text,
+                                                   std::string_view annotation,
+                                                   std::string_view pod) {
+  return parseBounded(text, Where(annotation, pod));
+}
 
 absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view text, std::string_view pod) {
   const Where w(kDeviceAllocatedAnnotation, pod);

@@ -24,6 +24,7 @@
 // kMaxDevicesPerType entries of a type, kMaxVirtualFunctions per entry.
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,17 @@ inline constexpr size_t kMaxAnnotationBytes = 256 * 1024;
 // The annotations are 4 levels deep; the bound keeps a hostile one from
 // recursing deep into the JSON library.
 inline constexpr int kMaxJsonDepth = 16;
+
+// An annotation's JSON, once its size (kMaxAnnotationBytes) and nesting
+// (kMaxJsonDepth) are within bounds: INVALID_ARGUMENT naming the annotation
+// and the pod otherwise, or when it is not JSON. For every annotation a
+// hook reads, not only the two parsed here.
+absl::StatusOr<nlohmann::json> parseAnnotationJson(std::string_view text,
+                                                   std::string_view annotation,
+                                                   std::string_view pod);
+
+// A JSON value from outside for a message: compact, cut to 60 bytes.
+std::string shownJson(const nlohmann::json& v);
 // A node has a few dozen GPUs or RDMA functions at most; the bound keeps
 // per-container work (lookups, duplicate checks) small.
 inline constexpr size_t kMaxDevicesPerType = 128;

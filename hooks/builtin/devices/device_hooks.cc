@@ -696,14 +696,16 @@ class TopologyCheckHook final : public DeviceHook {
       return absl::InvalidArgumentError(
           cat("annotation ", kJointAllocateAnnotation, " of pod ", pod, ": ", field, ": ", why));
     };
-    auto request = nlohmann::json::parse(*joint, nullptr, /*allow_exceptions=*/false);
+    auto parsed_request = parseAnnotationJson(*joint, kJointAllocateAnnotation, pod);
+    if (!parsed_request.ok()) return parsed_request.status();
+    const nlohmann::json& request = *parsed_request;
     if (!request.is_object()) return bad("", "expected a JSON object");
     std::set<std::string> types;
     if (auto t = request.find("deviceTypes"); t != request.end()) {
-      if (!t->is_array()) return bad("deviceTypes", cat("expected an array, got ", t->dump()));
+      if (!t->is_array()) return bad("deviceTypes", cat("expected an array, got ", shownJson(*t)));
       for (const auto& x : *t) {
         if (x != "gpu" && x != "rdma")
-          return bad("deviceTypes", cat("expected gpu or rdma, got ", x.dump()));
+          return bad("deviceTypes", cat("expected gpu or rdma, got ", shownJson(x)));
         types.insert(x.get<std::string>());
       }
     }
@@ -717,7 +719,7 @@ class TopologyCheckHook final : public DeviceHook {
         required = topo::Scope::kSameSocket;
       } else {
         return bad("requiredScope",
-                   cat("expected SamePCIe, SameNUMANode or SameSocket, got ", sc->dump()));
+                   cat("expected SamePCIe, SameNUMANode or SameSocket, got ", shownJson(*sc)));
       }
     }
     // The allocated devices, as addresses.

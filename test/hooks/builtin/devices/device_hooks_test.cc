@@ -470,6 +470,21 @@ TEST_F(DeviceHooksTest, TopologyCheckHonoursJointAllocationOrSaysWhy) {
   EXPECT_EQ(std::string(d.status.message()),
             "annotation scheduling.koordinator.sh/device-joint-allocate of pod ml/train-0: "
             "requiredScope: expected SamePCIe, SameNUMANode or SameSocket, got \"SameRack\"");
+
+  // The annotation is bounded as the allocation is: nesting, and what of it
+  // reaches a message.
+  d = strict->run(input({{"scheduling.koordinator.sh/device-joint-allocate",
+                          R"({"requiredScope":)" + std::string(100000, '[') + "}"},
+                         {"scheduling.koordinator.sh/device-allocated", same_switch}}));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-joint-allocate of pod ml/train-0: "
+            "nested deeper than 16");
+  d = strict->run(input({{"scheduling.koordinator.sh/device-joint-allocate",
+                          R"({"requiredScope":")" + std::string(100000, 'x') + "\"}"},
+                         {"scheduling.koordinator.sh/device-allocated", same_switch}}));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(d.status.message().size(), 250u);
 }
 
 TEST_F(DeviceHooksTest, BadSettingsAreRefused) {
