@@ -190,7 +190,6 @@ struct RequestCheck {
   bool saw_regular = false;
   bool truncated = false;      // over kMaxHeaderListBytes: later fields are not kept
   std::string protocol_error;  // the first malformed field; later fields are not kept
-  bool trailers = false;       // a second header block on the stream
 
   bool stopped() const { return truncated || !protocol_error.empty(); }
 };
@@ -1041,8 +1040,8 @@ int Downstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uin
   if (call == nullptr) return 0;
   if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
     // Trailers: grpc-go's server ends the whole connection on them; crihookd
-    // refuses the stream once the block ends, and keeps nothing of it.
-    call->check.trailers = true;
+    // refuses the stream once the block ends (onFrameRecv), and keeps
+    // nothing of it.
     return 0;
   }
   const std::string_view n(reinterpret_cast<const char*>(name), namelen);
