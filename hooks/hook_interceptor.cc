@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 
 #include "apply.h"
+#include "quote.h"
 #include "runtime_v1.pb.h"
 #include "text.h"
 #include "wire.h"
@@ -155,9 +156,15 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
   in.topology = cs.topology;
   ChainOutcome out = cs.chain->run(in, call.deadline);
   if (!out.status.ok()) {
+    // The call's status: sent to kubelet and logged as it stands, so one
+    // line and bounded whatever a hook (or the pod's name) put in it.
+    constexpr size_t kMaxPodNameBytes = 64 + 253;  // a namespace, a name (DNS subdomain)
     return absl::Status(out.status.code(),
-                        cat(sv(out.status.message()), " (pod ", call.identity.pod_namespace, "/",
-                            call.identity.pod_name, ")"));
+                        boundedMessage(cat(sv(out.status.message()), " (pod ",
+                                           boundedMessage(cat(call.identity.pod_namespace, "/",
+                                                              call.identity.pod_name),
+                                                          kMaxPodNameBytes),
+                                           ")")));
   }
   if (!out.ran.empty()) {
     cs.decision = stageDecision(stageName(call.method, Phase::kPre), out.ran, out.merged);

@@ -3,10 +3,16 @@
 #include <chrono>
 #include <cstdint>
 
+#include "quote.h"
 #include "text.h"
 
 namespace crihook {
 namespace {
+
+// A hook's reply is bounded in bytes by gRPC (or the module's reply cap);
+// each list or map of its adjustment at most this long, far above any
+// container's env or mounts, is checked before anything is copied.
+constexpr size_t kMaxAdjustmentEntries = 4096;
 
 namespace v1 = ::runtime::v1;
 namespace hv1 = ::crihook::hook::v1;
@@ -17,7 +23,7 @@ bool absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
 std::string badEnvName(const std::string& name) {
   if (name.empty()) return "expected a variable name, got \"\"";
   if (name.find('=') != std::string::npos || name.find('\0') != std::string::npos)
-    return cat("a variable name cannot hold '=' or NUL, got \"", name, "\"");
+    return cat("a variable name cannot hold '=' or NUL, got ", quote(name));
   return "";
 }
 
@@ -44,7 +50,7 @@ std::string badCpuList(const std::string& list) {
     if (list[i] != ',') break;
     ++i;
   }
-  return cat("expected a CPU or node list such as \"0-3,8\", got \"", list, "\"");
+  return cat("expected a CPU or node list such as \"0-3,8\", got ", quote(list));
 }
 
 // "vendor.com/class=name"
@@ -53,8 +59,8 @@ std::string badCdiName(const std::string& name) {
   auto eq = name.find('=');
   if (slash == std::string::npos || slash == 0 || eq == std::string::npos || eq < slash + 2 ||
       eq + 1 == name.size())
-    return cat("expected a fully qualified CDI device name vendor.com/class=name, got \"", name,
-               "\"");
+    return cat("expected a fully qualified CDI device name vendor.com/class=name, got ",
+               quote(name));
   return "";
 }
 
@@ -63,7 +69,7 @@ std::string badPermissions(const std::string& p) {
   for (char c : p) {
     bool* seen = c == 'r' ? &r : c == 'w' ? &w : c == 'm' ? &m : nullptr;
     if (seen == nullptr || *seen)
-      return cat("expected device cgroup letters from \"rwm\", each once, got \"", p, "\"");
+      return cat("expected device cgroup letters from \"rwm\", each once, got ", quote(p));
     *seen = true;
   }
   return "";
@@ -115,6 +121,20 @@ absl::StatusOr<Adjustment> fromWire(const hv1::Adjustment& w, std::string_view w
   auto bad = [&](std::string_view field, std::string_view why) {
     return absl::InvalidArgumentError(cat(where, ": adjustment.", field, ": ", why));
   };
+  // A hook's reply is bounded in bytes by gRPC (or the module's reply cap);
+  // its lists are bounded here, before anything is copied or merged.
+  using Count = std::pair<const char*, int>;
+  for (const Count& c :
+       {Count{"env", w.env_size()}, Count{"env_remove", w.env_remove_size()},
+        Count{"mounts", w.mounts_size()}, Count{"devices", w.devices_size()},
+        Count{"cdi_devices", w.cdi_devices_size()},
+        Count{"hugepage_limits", w.hugepage_limits_size()}, Count{"unified", w.unified_size()},
+        Count{"annotations", w.annotations_size()},
+        Count{"annotations_remove", w.annotations_remove_size()}, Count{"labels", w.labels_size()},
+        Count{"labels_remove", w.labels_remove_size()}}) {
+    if (static_cast<size_t>(c.second) > kMaxAdjustmentEntries)
+      return bad(c.first, cat(c.second, " entries, more than ", kMaxAdjustmentEntries));
+  }
   Adjustment a;
   for (int i = 0; i < w.env_size(); ++i) {
     if (auto why = badEnvName(w.env(i).key()); !why.empty())
@@ -132,7 +152,7 @@ absl::StatusOr<Adjustment> fromWire(const hv1::Adjustment& w, std::string_view w
                               std::pair{"host_path", &x.host_path()}}) {
       if (!absolute(*path))
         return bad(cat(list, "[", i, "].", name),
-                   cat("expected an absolute path, got \"", *path, "\""));
+                   cat("expected an absolute path, got ", quote(*path)));
     }
     return absl::OkStatus();
   };
@@ -194,7 +214,7 @@ absl::StatusOr<Adjustment> fromWire(const hv1::Adjustment& w, std::string_view w
   for (const auto& [k, v] : w.unified()) {
     if (k.empty() || k.find('/') != std::string::npos)
       return bad("unified",
-                 cat("expected a cgroup file name such as \"memory.high\", got \"", k, "\""));
+                 cat("expected a cgroup file name such as \"memory.high\", got ", quote(k)));
     a.unified[k] = v;
   }
   for (const auto& [k, v] : w.annotations()) {
@@ -250,9 +270,11 @@ HookDecision hookDecision(const hv1::HookResponse& reply, Phase phase, const std
   if (reply.decision() == hv1::HookResponse::REJECT) {
     int code = reply.reject_code();
     if (code <= 0 || code > 16) code = static_cast<int>(absl::StatusCode::kFailedPrecondition);
-    return HookDecision::reject(
-        absl::Status(static_cast<absl::StatusCode>(code),
-                     reply.reject_message().empty() ? "no reason given" : reply.reject_message()));
+    // The hook's own words, cut to what a status message may hold.
+    return HookDecision::reject(absl::Status(static_cast<absl::StatusCode>(code),
+                                             reply.reject_message().empty()
+                                                 ? "no reason given"
+                                                 : boundedMessage(reply.reject_message())));
   }
   if (reply.decision() != hv1::HookResponse::CONTINUE) {
     return HookDecision::error(absl::InvalidArgumentError(

@@ -16,6 +16,7 @@
 
 #include "grpc_wire.h"
 #include "intercepted_methods.h"
+#include "quote.h"
 #include "text.h"
 
 namespace crihook {
@@ -41,8 +42,6 @@ constexpr size_t kWriteBatchBytes = 64 << 10;
 // 64 KiB (NGHTTP2_HD_MAX_NV) anyway. grpc-go's server defaults to 16 MiB.
 constexpr size_t kMaxHeaderListBytes = 64 << 10;
 constexpr size_t kHeaderFieldOverhead = 32;  // RFC 9113 6.5.2
-// Untrusted header text in a log line or a status message is cut here.
-constexpr size_t kMaxQuotedBytes = 64;
 
 struct Header {
   std::string name;
@@ -72,7 +71,7 @@ Headers statusTrailers(const absl::Status& status) {
   Headers t;
   t.push_back({"grpc-status", std::to_string(grpcwire::statusNumber(status.code()))});
   if (!status.message().empty())
-    t.push_back({"grpc-message", grpcwire::percentEncode(sv(status.message()))});
+    t.push_back({"grpc-message", grpcwire::percentEncode(boundedMessage(sv(status.message())))});
   return t;
 }
 
@@ -146,25 +145,6 @@ class ByteQueue {
 
 std::string shortId(const std::string& id) { return id.substr(0, 12); }
 
-// Untrusted text for a log line or a status message: quoted, bytes outside
-// printable ASCII escaped, cut at kMaxQuotedBytes.
-std::string quoted(std::string_view text) {
-  std::string out = "\"";
-  for (size_t i = 0; i < text.size() && i < kMaxQuotedBytes; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += text.size() > kMaxQuotedBytes ? "\"..." : "\"";
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // Request header checks. nghttp2's HTTP messaging rules are off on the
 // kubelet side (they refuse a Unix socket path as :authority, which kubelet
@@ -231,21 +211,21 @@ uint32_t pseudoBit(std::string_view name) {
 bool checkRequestField(RequestCheck& check, std::string_view name, std::string_view value) {
   if (check.stopped()) return false;
   if (!validFieldValue(value)) {
-    check.protocol_error = cat("header ", quoted(name), ": value holds a control character");
+    check.protocol_error = cat("header ", quote(name), ": value holds a control character");
     return false;
   }
   if (!name.empty() && name[0] == ':') {
     if (check.saw_regular) {
-      check.protocol_error = cat("pseudo-header ", quoted(name), " after a regular header");
+      check.protocol_error = cat("pseudo-header ", quote(name), " after a regular header");
       return false;
     }
     const uint32_t bit = pseudoBit(name);
     if (bit == 0) {
-      check.protocol_error = cat("unknown pseudo-header ", quoted(name));
+      check.protocol_error = cat("unknown pseudo-header ", quote(name));
       return false;
     }
     if (check.pseudo & bit) {
-      check.protocol_error = cat("pseudo-header ", quoted(name), " twice");
+      check.protocol_error = cat("pseudo-header ", quote(name), " twice");
       return false;
     }
     check.pseudo |= bit;
@@ -256,7 +236,7 @@ bool checkRequestField(RequestCheck& check, std::string_view name, std::string_v
   } else {
     check.saw_regular = true;
     if (!validFieldName(name)) {
-      check.protocol_error = cat("header name ", quoted(name), " is not a lower-case token");
+      check.protocol_error = cat("header name ", quote(name), " is not a lower-case token");
       return false;
     }
   }
@@ -329,10 +309,10 @@ std::optional<RequestRefusal> refusalOf(const RequestCheck& check, const Headers
       connection = true;
     } else if (h.name == "grpc-timeout") {
       if (!grpcwire::parseTimeout(h.value))
-        header_error = cat("malformed grpc-timeout ", quoted(h.value));
+        header_error = cat("malformed grpc-timeout ", quote(h.value));
     } else if (h.name.ends_with("-bin") && h.name != "grpc-status-details-bin") {
       if (!validBinaryValue(h.value))
-        header_error = cat("malformed binary metadata in header ", quoted(h.name));
+        header_error = cat("malformed binary metadata in header ", quote(h.name));
     }
   }
   if (hosts > 1) {
@@ -343,7 +323,7 @@ std::optional<RequestRefusal> refusalOf(const RequestCheck& check, const Headers
     return RequestRefusal{NGHTTP2_PROTOCOL_ERROR, 0, {}, "connection header in an HTTP/2 request"};
   if (!grpc) {
     auto s = absl::InvalidArgumentError(
-        cat("crihookd: invalid gRPC request content-type ", quoted(content_type)));
+        cat("crihookd: invalid gRPC request content-type ", quote(content_type)));
     return RequestRefusal{0, 415, s, std::string(s.message())};
   }
   if (!header_error.empty()) {
@@ -351,7 +331,7 @@ std::optional<RequestRefusal> refusalOf(const RequestCheck& check, const Headers
     return RequestRefusal{0, 400, s, std::string(s.message())};
   }
   if (method != "POST") {
-    auto s = absl::InternalError(cat("crihookd: :method ", quoted(method), ", gRPC takes POST"));
+    auto s = absl::InternalError(cat("crihookd: :method ", quote(method), ", gRPC takes POST"));
     return RequestRefusal{0, 405, s, std::string(s.message())};
   }
   // server.go handleStream: one leading '/' is dropped, then the last '/'
@@ -361,7 +341,7 @@ std::optional<RequestRefusal> refusalOf(const RequestCheck& check, const Headers
   if (p.starts_with('/')) p.remove_prefix(1);
   if (p.find('/') == std::string_view::npos) {
     auto s = absl::UnimplementedError(
-        cat("crihookd: malformed method name ", quoted(path ? *path : std::string())));
+        cat("crihookd: malformed method name ", quote(path ? *path : std::string())));
     return RequestRefusal{0, 200, s, std::string(s.message())};
   }
   return std::nullopt;
@@ -1138,7 +1118,7 @@ void Downstream::cancelUpstream(Call& call) {
 void Downstream::refuse(Call& call, const RequestRefusal& refusal) {
   const std::string* path = findHeader(call.req_headers, ":path");
   ctx_.log->warn("refused request stream {} path={}: {}", call.down_id,
-                 path ? quoted(*path) : std::string("-"), refusal.why);
+                 path ? quote(*path) : std::string("-"), refusal.why);
   if (refusal.reset_code != 0) {
     call.final_status = absl::InternalError(cat("crihookd: ", refusal.why));
     resetBoth(call, refusal.reset_code);

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "bounded_json.h"
+#include "quote.h"
+#include "read_file.h"
 #include "text.h"
 #include "wire.h"
 
@@ -32,20 +35,23 @@ constexpr int kMachine = EM_AARCH64;
 constexpr const char* kFunctions[] = {"crihook_module_init", "crihook_module_run",
                                       "crihook_module_free", "crihook_module_fini"};
 constexpr size_t kMaxModuleBytes = 256u << 20;
+// A module's reply is an adjustment of a few KiB; as a remote hook's reply.
+constexpr size_t kMaxModuleReplyBytes = 4u << 20;
 
 using InitFn = int (*)(const char*, size_t, void**, char**);
 using RunFn = int (*)(void*, const char*, size_t, char**, size_t*, char**);
 using FreeFn = void (*)(void*);
 using FiniFn = void (*)(void*);
 
-// The bytes of a file, read whole (a module is small).
+// The bytes of a file, read whole (a module is small); a regular file only.
 absl::StatusOr<std::string> readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return absl::NotFoundError(cat("module ", path, ": cannot be read: ", std::strerror(errno)));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() > kMaxModuleBytes)
-    return absl::FailedPreconditionError(cat("module ", path, ": larger than 256 MiB"));
+  auto bytes = readRegularFile(path, kMaxModuleBytes);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code() == absl::StatusCode::kNotFound
+                            ? absl::StatusCode::kNotFound
+                            : absl::StatusCode::kFailedPrecondition,
+                        cat("module ", path, ": cannot be read: ", sv(bytes.status().message())));
+  }
   return bytes;
 }
 
@@ -88,13 +94,25 @@ class ModuleHook final : public Hook {
     if (error) free_(error);
     if (rc != 0) {
       return HookDecision::error(absl::InternalError(
-          cat("module returned ", rc, ": ", error_text.empty() ? "no reason given" : error_text)));
+          cat("module returned ", rc, ": ",
+              error_text.empty() ? "no reason given" : boundedMessage(error_text, 1024))));
+    }
+    // The same bounds as a remote hook's reply: bytes, then nesting before
+    // the (recursive) JSON parser runs.
+    if (reply_text.size() > kMaxModuleReplyBytes) {
+      return HookDecision::error(absl::InvalidArgumentError(
+          cat("reply of hook ", name_, ": ", reply_text.size(), " bytes, more than the ",
+              kMaxModuleReplyBytes, " allowed")));
+    }
+    if (!jsonNestingWithin(reply_text, kMaxJsonNesting)) {
+      return HookDecision::error(absl::InvalidArgumentError(
+          cat("reply of hook ", name_, ": nested deeper than ", kMaxJsonNesting)));
     }
     hook::v1::HookResponse response;
     if (auto s = google::protobuf::util::JsonStringToMessage(reply_text, &response); !s.ok()) {
       return HookDecision::error(absl::InvalidArgumentError(
           cat("reply of hook ", name_,
-              ": not a crihook.hook.v1.HookResponse: ", s.message().ToString())));
+              ": not a crihook.hook.v1.HookResponse: ", quote(s.message().ToString(), 200))));
     }
     return hookDecision(response, input.phase, name_);
   }

@@ -7,6 +7,7 @@
 
 #include "crihook_hook_v1.grpc.pb.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "quote.h"
 #include "text.h"
 
 namespace crihook {
@@ -17,6 +18,9 @@ namespace koord = ::runtime::v1alpha1;
 namespace hv1 = ::crihook::hook::v1;
 using Clock = std::chrono::steady_clock;
 
+// What a hook server's reply may hold.
+constexpr int kMaxHookReplyBytes = 4 << 20;
+
 std::shared_ptr<grpc::Channel> unixChannel(const std::string& path) {
   grpc::ChannelArguments args;
   // A hook server that restarts must be reachable again within a second, not
@@ -24,6 +28,9 @@ std::shared_ptr<grpc::Channel> unixChannel(const std::string& path) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A reply is an adjustment of a few KiB; gRPC's default cap (4 MiB) made
+  // explicit, so what a server may make crihookd hold is written down here.
+  args.SetMaxReceiveMessageSize(kMaxHookReplyBytes);
   return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
 }
 
@@ -35,8 +42,9 @@ void setDeadline(grpc::ClientContext& ctx, Clock::time_point deadline) {
 }
 
 HookDecision failed(const grpc::Status& s, const std::string& endpoint) {
-  return HookDecision::error(absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                                          cat("hook server ", endpoint, ": ", s.error_message())));
+  return HookDecision::error(
+      absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                   cat("hook server ", endpoint, ": ", boundedMessage(s.error_message(), 1024))));
 }
 
 // What both protocols' hooks share: a name, a socket, the stages they are

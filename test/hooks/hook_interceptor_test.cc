@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "proxy_fixture.h"
+#include "quote.h"
 #include "runtime_v1.grpc.pb.h"
+#include "text.h"
 
 namespace crihook::testing {
 namespace {
@@ -60,7 +62,10 @@ class DeviceHook : public Hook {
   HookDecision run(const HookInput& in) override {
     const auto& req = static_cast<const v1::CreateContainerRequest&>(*in.request);
     if (req.sandbox_config().annotations().count("deny")) {
-      return HookDecision::reject(absl::FailedPreconditionError("GPU 3 is not on this node"));
+      // Echoes what it was given, as hooks do (and a 10 MiB id once made a
+      // 10 MiB message that never reached the caller).
+      return HookDecision::reject(absl::FailedPreconditionError(
+          cat("GPU 3 is not on this node (sandbox ", req.pod_sandbox_id(), ")")));
     }
     Adjustment a;
     a.env = {{"NVIDIA_VISIBLE_DEVICES", "0"}};
@@ -149,6 +154,39 @@ TEST_P(HookInterceptorTest, RejectionLeavesNothingBehind) {
               HasSubstr("hook gpu rejected PreCreateContainer: GPU 3 is not on this node"));
   EXPECT_THAT(s.error_message(), HasSubstr("ml/train-0"));
   EXPECT_EQ(backend_.callCount(kCreate), 0u);
+}
+
+// A rejection echoing a 10 MiB sandbox id was never delivered (a status
+// message over the HTTP/2 header limit): the caller hung until its deadline.
+// Now it is cut to kMaxStatusMessageBytes, one line, and answered promptly;
+// a newline in the pod's name cannot start a line of its own.
+TEST_P(HookInterceptorTest, AHugeEchoedIdGetsAPromptBoundedOneLineRejection) {
+  v1::CreateContainerRequest req = createRequest(true);
+  req.set_pod_sandbox_id(std::string(10 << 20, 'x'));
+  req.mutable_sandbox_config()->mutable_metadata()->set_name("train\n2026-11-30 [info] forged");
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::CreateContainerResponse resp;
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status s = stub->CreateContainer(&ctx, req, &resp);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << s.error_message().substr(0, 200);
+  EXPECT_LE(s.error_message().size(), kMaxStatusMessageBytes);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("hook gpu rejected PreCreateContainer: GPU 3 is not on this node (sandbox "
+                        "xxxxxxxx"));
+  EXPECT_THAT(s.error_message(), HasSubstr(" bytes cut)"));
+  EXPECT_EQ(s.error_message().find('\n'), std::string::npos);
+  EXPECT_EQ(backend_.callCount(kCreate), 0u);
+
+  // The pod's name, cut to one line, still says whose call it was.
+  grpc::ClientContext ctx2;
+  req.set_pod_sandbox_id("sb");
+  s = stub->CreateContainer(&ctx2, req, &resp);
+  EXPECT_THAT(s.error_message(), HasSubstr("(pod ml/train?2026-11-30 [info] forged)"));
+  EXPECT_EQ(s.error_message().find('\n'), std::string::npos);
 }
 
 TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "quote.h"
+
 namespace crihook::testing {
 namespace {
 
@@ -118,6 +120,27 @@ TEST(WireTest, RepliesBecomeDecisions) {
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue);
   EXPECT_EQ(d.adjustment.env.size(), 1u);
   EXPECT_TRUE(hookDecision(reply, Phase::kPost, "gpu").adjustment.empty());
+}
+
+// What a hook server or module answers is bounded before it is copied or
+// merged, and its words are cut and quoted in messages.
+TEST(WireTest, HostileRepliesAreBoundedAndQuoted) {
+  hv1::Adjustment w;
+  for (int i = 0; i <= 4096; ++i) w.add_cdi_devices("vendor.com/gpu=0");  // kMaxAdjustmentEntries + 1
+  EXPECT_EQ(std::string(fromWire(w, "reply of hook x").status().message()),
+            "reply of hook x: adjustment.cdi_devices: 4097 entries, more than 4096");
+  w.Clear();
+  w.add_env()->set_key(std::string(1 << 20, '=') + "\n");
+  const std::string m(fromWire(w, "reply of hook x").status().message());
+  EXPECT_LT(m.size(), 200u);
+  EXPECT_EQ(m.find('\n'), std::string::npos);
+
+  hv1::HookResponse reply;
+  reply.set_decision(hv1::HookResponse::REJECT);
+  reply.set_reject_message(std::string(10 << 20, 'y'));
+  HookDecision d = hookDecision(reply, Phase::kPre, "gpu");
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_LE(d.status.message().size(), kMaxStatusMessageBytes);
 }
 
 TEST(WireTest, StageNamesParseAndUnknownOnesAreListed) {
