@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "quote.h"
 #include "text.h"
 #include "topology.h"
 
@@ -29,24 +30,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
     if (i == std::string::npos) return out;
     start = i + 1;
   }
-}
-
-// Text read from a file, for a warning: in quotes, control characters
-// escaped, cut short; sysfs and /proc hold what drivers and firmware wrote.
-std::string quoted(std::string_view s) {
-  constexpr size_t kMax = 64;
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += cat("\\", s[i]);
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += s[i];
-    }
-  }
-  return out + (s.size() > kMax ? "\"..." : "\"");
 }
 
 // A decimal integer, the whole text; nullopt otherwise.
@@ -79,14 +62,14 @@ class Reader {
     auto v = text(path, required);
     if (!v) return std::nullopt;
     auto n = toInteger(*v);
-    if (!n) warn(path, cat("expected an integer, got ", quoted(*v)));
+    if (!n) warn(path, cat("expected an integer, got ", quote(*v)));
     return n;
   }
 
   std::vector<int> cpuList(const std::string& path) {
     std::vector<int> out;
     auto v = text(path);
-    if (v && !parseCpuList(*v, out)) warn(path, cat("expected a CPU list, got ", quoted(*v)));
+    if (v && !parseCpuList(*v, out)) warn(path, cat("expected a CPU list, got ", quote(*v)));
     return out;
   }
 
@@ -274,7 +257,7 @@ void readGpus(Reader& r, Snapshot& snap) {
         if (minor && *minor >= 0 && *minor <= kMaxNvidiaMinor) {
           g.minor = static_cast<int>(*minor);
         } else {
-          problem = cat("Device Minor: expected 0-", kMaxNvidiaMinor, ", got ", quoted(value));
+          problem = cat("Device Minor: expected 0-", kMaxNvidiaMinor, ", got ", quote(value));
         }
       }
       if (const Gpu* same = g.minor >= 0 ? snap.gpuByMinor(g.minor) : nullptr) {
@@ -363,7 +346,7 @@ void readNvml(Reader& r, Snapshot& snap) {
   void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* e = ::dlerror();
-    unknown("libnvidia-ml.so.1", cat("cannot be loaded: ", quoted(e ? e : "")));
+    unknown("libnvidia-ml.so.1", cat("cannot be loaded: ", quote(e ? e : "")));
     return;
   }
   struct Memory {

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "read_file.h"
+
 namespace crihook::topology {
 
 namespace fs = std::filesystem;
@@ -24,17 +26,16 @@ std::string SysRoot::full(const std::string& path) const {
   return root_ == "/" ? "/" + path : root_ + "/" + path;
 }
 
-// Plain system calls: discovery reads hundreds of small files, and streams
-// cost several times what the read does.
+// Regular files only, at most kMaxSysfsAttributeBytes (config/read_file.h):
+// anything else is a file that cannot be read (nullopt).
+// Plain system calls (readRegularFile): discovery reads hundreds of small
+// files, and streams cost several times what the read does. A regular file
+// only, so a link into dev/ or a FIFO in a fixture or a bind-mounted tree
+// cannot block discovery or fill memory.
 std::optional<std::string> SysRoot::read(const std::string& path) const {
-  const int fd = ::open(full(path).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string s;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) s.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  if (n < 0) return std::nullopt;
+  auto text = readRegularFile(full(path), kMaxSysfsAttributeBytes);
+  if (!text.ok()) return std::nullopt;
+  std::string s = std::move(*text);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }

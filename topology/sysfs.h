@@ -16,7 +16,10 @@ class SysRoot {
   const std::string& root() const { return root_; }
 
   // The file's contents without the trailing newline; nullopt when it cannot
-  // be read. `path` is relative to the root ("sys/devices/system/cpu/online").
+  // be read: missing, not a regular file once links are followed (a FIFO or
+  // a device is never opened for blocking reads), or over
+  // kMaxSysfsAttributeBytes (config/read_file.h). `path` is relative to the
+  // root ("sys/devices/system/cpu/online").
   std::optional<std::string> read(const std::string& path) const;
 
   // Entry names in a directory, sorted; empty when it cannot be read.

@@ -8,8 +8,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -520,6 +522,37 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   const topo::Snapshot nothing = topo::discover(topo::SysRoot(broken.path() + "/nowhere"));
   EXPECT_TRUE(nothing.cpus.empty());
   EXPECT_FALSE(nothing.warnings.empty());
+}
+
+// sysfs is read as regular files of at most a page or so: a FIFO, a link into
+// /dev or an oversized file in the tree is a file that cannot be read, and
+// discovery neither blocks nor fills memory on it.
+TEST_F(Fixtures, AFifoADeviceOrAHugeFileInTheTreeIsUnreadableNotWaitedOn) {
+  TempDir odd;
+  std::filesystem::copy(
+      fixture("dgx"), odd.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string cpu = odd.path() + "/sys/devices/system/cpu/";
+  std::filesystem::remove(cpu + "cpu5/topology/core_id");
+  ASSERT_EQ(::mkfifo((cpu + "cpu5/topology/core_id").c_str(), 0600), 0);
+  std::filesystem::remove(cpu + "cpu6/topology/core_id");
+  std::filesystem::create_symlink("/dev/zero", cpu + "cpu6/topology/core_id");
+  std::filesystem::remove(cpu + "cpu7/topology/core_id");
+  std::ofstream(cpu + "cpu7/topology/core_id") << "7";
+  ASSERT_EQ(::truncate((cpu + "cpu7/topology/core_id").c_str(), 1 << 30), 0);  // sparse
+
+  const auto start = std::chrono::steady_clock::now();
+  const topo::Snapshot s = topo::discover(topo::SysRoot(odd.path()));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  const std::string root = topo::SysRoot(odd.path()).root();
+  for (int c : {5, 6, 7}) {
+    EXPECT_EQ(s.cpu(c)->core, -1) << c;
+    EXPECT_THAT(s.warnings, ::testing::Contains(cat(root, "/sys/devices/system/cpu/cpu", c,
+                                                    "/topology/core_id: cannot be read")));
+  }
+  EXPECT_EQ(s.cpus.size(), 64u);
+  EXPECT_EQ(topo::SysRoot(odd.path()).read("sys/devices/system/cpu/cpu5/topology/core_id"),
+            std::nullopt);
 }
 
 // A VF keeps the N of its virtfn<N> link when an earlier one dangles (a VF
