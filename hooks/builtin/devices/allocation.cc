@@ -4,8 +4,10 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "text.h"
+#include "bounded_json.h"
+#include "quote.h"
 #include "report.h"
+#include "text.h"
 #include "topology.h"
 
 namespace crihook {
@@ -40,28 +42,43 @@ absl::StatusOr<json> parseBounded(std::string_view text, const Where& w) {
     return w.bad("", cat(text.size(), " bytes, more than the ", kMaxAnnotationBytes,
                          " Kubernetes allows for all of a pod's annotations"));
   }
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth) return w.bad("", cat("nested deeper than ", kMaxJsonDepth));
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  json v = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) return w.bad("", "not valid JSON");
+  auto v = parseJsonBounded(text, kMaxAnnotationBytes, kMaxJsonDepth);
+  if (!v.ok()) return w.bad("", sv(v.status().message()));
   return v;
+}
+
+// The lowest CPU of a CPU list that is `count` or above (-1: none), found
+// without expanding the list; nullopt when it is not a CPU list (as
+// parseCpuList judges it).
+std::optional<long> firstCpuFrom(std::string_view text, long count) {
+  auto number = [](std::string_view s, long& out) {
+    if (s.empty() || s.size() > 6) return false;
+    out = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + (c - '0');
+    }
+    return true;
+  };
+  long first = -1;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view part = text.substr(start, comma - start);
+    const size_t dash = part.find('-');
+    long lo = 0, hi = 0;
+    if (!number(part.substr(0, dash), lo)) return std::nullopt;
+    hi = lo;
+    if (dash != std::string_view::npos && !number(part.substr(dash + 1), hi)) return std::nullopt;
+    if (hi < lo || hi > 65535) return std::nullopt;
+    if (hi >= count) {
+      const long beyond = std::max(lo, count);
+      first = first < 0 ? beyond : std::min(first, beyond);
+    }
+    start = comma + 1;
+  }
+  return first;
 }
 
 absl::StatusOr<std::map<std::string, std::string>> quantities(const json& v,
@@ -146,11 +163,6 @@ absl::StatusOr<DeviceAllocation> device(const json& v, const std::string& field,
 
 }  // namespace
 
-std::string shownJson(const nlohmann::json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
 absl::StatusOr<nlohmann::json> parseAnnotationJson(std::string_view text,
                                                    std::string_view annotation,
                                                    std::string_view pod) {
@@ -187,7 +199,8 @@ absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view text, std::s
   return out;
 }
 
-absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::string_view pod) {
+absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::string_view pod,
+                                                   const topology::Snapshot* node) {
   const Where w(kResourceStatusAnnotation, pod);
   auto parsed = parseBounded(text, w);
   if (!parsed.ok()) return parsed.status();
@@ -196,10 +209,30 @@ absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::s
   ResourceStatus out;
   if (auto c = v.find("cpuset"); c != v.end()) {
     if (!c->is_string()) return w.bad("cpuset", cat("expected a CPU list string, got ", shown(*c)));
-    out.cpuset = c->get<std::string>();
-    std::vector<int> cpus;
-    if (!topology::parseCpuList(*out.cpuset, cpus) || cpus.empty())
+    const std::string& list = c->get_ref<const std::string&>();
+    if (list.size() > kMaxCpuListBytes) {
+      return w.bad("cpuset", cat(list.size(), " bytes, more than the ", kMaxCpuListBytes,
+                                 " a CPU list takes"));
+    }
+    // Checked before the list is expanded: "0-65535" repeated is short text
+    // for a great many CPUs.
+    long count = 65536;  // parseCpuList's own bound
+    if (node != nullptr) {
+      count = 0;
+      for (const topology::Cpu& cpu : node->cpus) count = std::max<long>(count, cpu.id + 1);
+    }
+    const std::optional<long> beyond = firstCpuFrom(list, count);
+    if (!beyond)
       return w.bad("cpuset", cat("expected a CPU list such as \"2-5\", got ", shown(*c)));
+    if (*beyond >= 0) {
+      return absl::FailedPreconditionError(cat("annotation ", kResourceStatusAnnotation, " of pod ",
+                                               pod, ": cpuset: CPU ", *beyond,
+                                               " is beyond this node's ", count, " CPUs"));
+    }
+    std::vector<int> cpus;
+    if (!topology::parseCpuList(list, cpus) || cpus.empty())
+      return w.bad("cpuset", cat("expected a CPU list such as \"2-5\", got ", shown(*c)));
+    out.cpuset = list;
   }
   if (auto n = v.find("numaNodeResources"); n != v.end()) {
     if (!n->is_array())
@@ -265,10 +298,6 @@ std::string passthroughName(const DeviceAllocation& d) {
   size_t n = kMaxBytes - 3;
   while (n > 0 && (static_cast<unsigned char>(d.id[n]) & 0xC0) == 0x80) --n;
   return d.id.substr(0, n) + "...";
-}
-
-std::string quotedText(std::string_view text) {
-  return json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 absl::StatusOr<RdmaFunctions> resolveRdma(const DeviceAllocation& d, size_t index,

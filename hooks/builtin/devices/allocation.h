@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bounded_json.h"  // shownJson, for messages about annotation values
+#include "quote.h"
 
 namespace crihook {
 
@@ -58,8 +60,6 @@ absl::StatusOr<nlohmann::json> parseAnnotationJson(std::string_view text,
                                                    std::string_view annotation,
                                                    std::string_view pod);
 
-// A JSON value from outside for a message: compact, cut to 60 bytes.
-std::string shownJson(const nlohmann::json& v);
 // A node has a few dozen GPUs or RDMA functions at most; the bound keeps
 // per-container work (lookups, duplicate checks) small.
 inline constexpr size_t kMaxDevicesPerType = 128;
@@ -107,10 +107,6 @@ bool isNvidiaGpu(const DeviceAllocation& d, const topology::Snapshot* topology);
 // boundary; quote it before logging), or "minor N" without one.
 std::string passthroughName(const DeviceAllocation& d);
 
-// `text` as a JSON string ("npu-0", with escapes), for messages; bytes that
-// are not UTF-8 replaced.
-std::string quotedText(std::string_view text);
-
 // The RDMA functions rdma allocation `index` of the pod names on this node:
 // its physical function (by id; without one, the PF the node's Device report
 // gives that minor: topology/report.h rdmaMinors) and each allocated VF (by busID,
@@ -134,7 +130,16 @@ struct ResourceStatus {
   std::vector<NumaNodeResources> numa_nodes;
 };
 
-absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view json, std::string_view pod);
+// A cpuset longer than this is not one a scheduler wrote: every CPU of the
+// largest node listed one by one ("0,1,...,4095") is under 20 KiB.
+inline constexpr size_t kMaxCpuListBytes = 64 * 1024;
+
+// With `node`, the cpuset is checked against the node's CPUs before it is
+// expanded: a CPU beyond them is FAILED_PRECONDITION naming the CPU and the
+// node's count (the pod was scheduled for another node). Without (null), only
+// its form is checked.
+absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view json, std::string_view pod,
+                                                   const topology::Snapshot* node = nullptr);
 
 // A Kubernetes quantity ("100", "16Gi", "1.5G", "500m") as a whole number,
 // rounded up as Kubernetes' Quantity.Value() does; nullopt when it is not

@@ -1,16 +1,15 @@
 #include "cpu_pools.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "bounded_json.h"
 #include "builtin/files.h"
+#include "quote.h"
+#include "read_file.h"
 #include "text.h"
 #include "topology.h"
 
@@ -24,6 +23,11 @@ using namespace std::chrono_literals;
 // A node has a few hundred containers at most; the record of each is a few
 // hundred bytes. Anything far beyond that is not a file this hook wrote.
 constexpr size_t kMaxRecordBytes = 4 << 20;
+// The record is {"pinned": {id: {...}}, "shared": {...}}: 3 levels.
+constexpr int kMaxRecordNesting = 8;
+// A CPU list of a record: every CPU of the largest node one by one is under
+// 20 KiB.
+constexpr size_t kMaxCpuListBytes = 64 << 10;
 constexpr size_t kMaxContainers = 4096;
 constexpr size_t kMaxIdBytes = 128;    // containerd ids are 64 hex digits
 constexpr size_t kMaxNameBytes = 512;  // namespace/name of a pod, a container name
@@ -32,16 +36,6 @@ constexpr auto kFirstRetry = 500ms;
 constexpr auto kMaxRetry = 30s;
 
 std::string id12(const std::string& id) { return id.substr(0, 12); }
-
-std::string quoted(std::string_view s) {
-  constexpr size_t kMax = 200;
-  std::string out = "\"";
-  for (char c : s.substr(0, kMax)) {
-    out += (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? c : '?';
-  }
-  out += s.size() > kMax ? "\"…" : "\"";
-  return out;
-}
 
 bool validId(std::string_view id) {
   if (id.empty() || id.size() > kMaxIdBytes) return false;
@@ -53,7 +47,9 @@ bool validId(std::string_view id) {
 std::vector<int> cpuList(const json& v, const char* key) {
   std::vector<int> out;
   auto it = v.find(key);
-  if (it == v.end() || !it->is_string() || !topology::parseCpuList(it->get<std::string>(), out))
+  if (it == v.end() || !it->is_string() ||
+      it->get_ref<const std::string&>().size() > kMaxCpuListBytes ||
+      !topology::parseCpuList(it->get<std::string>(), out))
     out.clear();
   return out;
 }
@@ -105,35 +101,21 @@ void CpuPools::start() {
 
 void CpuPools::load() {
   if (file_.empty()) return;
-  const int fd = ::open(file_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT) log_->error("cpu pools {}: cannot open: {}", file_, strerror(errno));
+  // Written by this hook, but read as any file on disk is: a FIFO, a link or
+  // a huge file there must not hang or sink crihookd's start.
+  auto data = readRegularFile(file_, kMaxRecordBytes, FileLinks::kRefuse);
+  if (!data.ok()) {
+    if (data.status().code() != absl::StatusCode::kNotFound)
+      log_->error("cpu pools {}: {}; starting empty", file_, sv(data.status().message()));
     return;
   }
-  std::string data;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<size_t>(st.st_size) > kMaxRecordBytes) {
-    log_->error("cpu pools {}: not a regular file of at most {} bytes; starting empty", file_,
-                kMaxRecordBytes);
-    ::close(fd);
+  auto parsed = parseJsonBounded(*data, kMaxRecordBytes, kMaxRecordNesting);
+  if (!parsed.ok() || !parsed->is_object()) {
+    log_->error("cpu pools {}: {}; starting empty", file_,
+                parsed.ok() ? "not a JSON object" : sv(parsed.status().message()));
     return;
   }
-  data.resize(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  data.resize(got);
-  json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    log_->error("cpu pools {}: not a JSON object; starting empty", file_);
-    return;
-  }
+  const json& j = *parsed;
   std::lock_guard lock(mu_);
   size_t skipped = 0;
   if (auto p = j.find("pinned"); p != j.end() && p->is_object()) {
@@ -383,7 +365,7 @@ void CpuPools::loop() {
         ++sh.failures;
         sh.next_try = Clock::now() + wait;
         log_->warn("pod {} container {} ({}): cannot move to CPUs {}: {}; retry in {} ms",
-                   sh.owner.pod, sh.owner.container, id12(m->id), m->cpus, quoted(sv(s.message())),
+                   sh.owner.pod, sh.owner.container, id12(m->id), m->cpus, quote(sv(s.message())),
                    wait.count());
       }
       continue;

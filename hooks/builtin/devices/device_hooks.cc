@@ -252,7 +252,7 @@ class GpuHook final : public DeviceHook {
       if (!d.id.empty() && !g->uuid.empty() && d.id != g->uuid && d.id != g->address) {
         return notHere(pod, field + ".id",
                        cat("GPU minor ", d.minor, " is ", g->uuid, " on this node, not ",
-                           quotedText(passthroughName(d))));
+                           quote(passthroughName(d))));
       }
       const std::string node = cat("nvidia", d.minor);
       if (!nodes.present(node))
@@ -371,7 +371,7 @@ class RdmaHook final : public DeviceHook {
     return configure(name, settings_json, {"nccl_ib_hca"}, [&](const HookSettingsReader& r) {
       if (const auto* v = r.get("nccl_ib_hca")) {
         if (!v->is_boolean())
-          return r.error("nccl_ib_hca", cat("expected true or false, got ", v->dump()));
+          return r.error("nccl_ib_hca", cat("expected true or false, got ", shownJson(*v)));
         nccl_ = v->get<bool>();
       }
       return absl::OkStatus();
@@ -541,7 +541,7 @@ class CpusetHook final : public DeviceHook, public Reconciler {
   absl::StatusOr<Adjustment> decide(const HookInput& in, const std::string& pod) override {
     const std::string* text = annotation(in, kResourceStatusAnnotation);
     if (text == nullptr) return Adjustment{};
-    auto status = parseResourceStatus(*text, pod);
+    auto status = parseResourceStatus(*text, pod, in.topology.get());
     if (!status.ok()) return status.status();
     if (!status->cpuset) {
       if (!share_pool_) return Adjustment{};

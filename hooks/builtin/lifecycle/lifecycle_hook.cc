@@ -251,13 +251,14 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   for (const char* type : {"gpu", "rdma", "fpga"}) {
     const nlohmann::json* t = r->get(type);
     if (t == nullptr) continue;
-    if (!t->is_object()) return r->error(type, cat("expected a table, got ", t->dump()));
+    if (!t->is_object()) return r->error(type, cat("expected a table, got ", shownJson(*t)));
     TypeActions actions;
     for (const auto& [k, list] : t->items()) {
       if (k != "init" && k != "cleanup")
         return r->error(type, cat("unknown key \"", k, "\" (known: init, cleanup)"));
       if (!list.is_array())
-        return r->error(cat(type, ".", k), cat("expected an array of actions, got ", list.dump()));
+        return r->error(cat(type, ".", k),
+                        cat("expected an array of actions, got ", shownJson(list)));
       for (size_t i = 0; i < list.size(); ++i) {
         auto a =
             Action::parse(list[i], cat("hook ", name, ": settings.", type, ".", k, "[", i, "]"));
@@ -321,7 +322,7 @@ absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInpu
         // Its vendor's device plugin sets it up; it has no NVIDIA minor,
         // UUID or node for the actions.
         log_->info("pod {}: gpu[{}] ({}) is not an NVIDIA GPU: no init or cleanup for it", pod, i,
-                   quotedText(passthroughName(d)));
+                   quote(passthroughName(d)));
         continue;
       }
       DeviceFacts f{"gpu", static_cast<int>(i), d.minor, d.id};

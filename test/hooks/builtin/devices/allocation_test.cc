@@ -260,6 +260,34 @@ TEST(ResourceStatus, CpusetAndNumaNodesAreRead) {
       HasSubstr("numaNodeResources[0].node: expected a non-negative integer, got \"zero\""));
 }
 
+TEST(ResourceStatus, HostileInputIsRefusedBeforeItIsExpandedOrSerialised) {
+  const std::string prefix = "annotation scheduling.koordinator.sh/resource-status of pod ml/a: ";
+  const std::string deep =
+      R"({"cpuset":)" + std::string(60000, '[') + std::string(60000, ']') + "}";
+  EXPECT_EQ(std::string(parseResourceStatus(deep, "ml/a").status().message()),
+            prefix + "nested deeper than 16");
+  // The text of a CPU list is capped.
+  std::string list;
+  while (list.size() <= kMaxCpuListBytes) list += "0,";
+  EXPECT_EQ(
+      std::string(parseResourceStatus(R"({"cpuset":")" + list + "0\"}", "ml/a").status().message()),
+      prefix + "cpuset: " + std::to_string(list.size() + 1) +
+          " bytes, more than the 65536 a CPU list takes");
+  // Against a node: the first CPU beyond its count is named, from the text.
+  topology::Snapshot two;
+  two.cpus.push_back({.id = 0});
+  two.cpus.push_back({.id = 1});
+  auto r = parseResourceStatus(R"({"cpuset":"0,5-9,3"})", "ml/a", &two);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(r.status().message()),
+            prefix + "cpuset: CPU 3 is beyond this node's 2 CPUs");
+  EXPECT_EQ(parseResourceStatus(R"({"cpuset":"0-1"})", "ml/a", &two)->cpuset, "0-1");
+  // Without a node, only the form: 65535 is the highest CPU a list may name.
+  EXPECT_TRUE(parseResourceStatus(R"({"cpuset":"65535"})", "ml/a").ok());
+  EXPECT_EQ(parseResourceStatus(R"({"cpuset":"65536"})", "ml/a").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(Quantity, ReadsKubernetesQuantitiesRoundingUp) {
   EXPECT_EQ(parseQuantity("100"), 100);
   EXPECT_EQ(parseQuantity("16Gi"), int64_t{16} << 30);

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -426,9 +427,44 @@ TEST_F(DeviceHooksTest, CpusetHookSetsCpusAndTheirNumaNodes) {
   d = cpuset->run(input({{"scheduling.koordinator.sh/resource-status", R"({"cpuset":"60-70"})"}}));
   EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
   EXPECT_EQ(std::string(d.status.message()),
-            "annotation scheduling.koordinator.sh/resource-status of pod ml/train-0: cpuset: no "
-            "CPU 64 on this node");
+            "annotation scheduling.koordinator.sh/resource-status of pod ml/train-0: cpuset: "
+            "CPU 64 is beyond this node's 64 CPUs");
   EXPECT_TRUE(cpuset->run(input({})).adjustment.empty());
+}
+
+// 60,000 nested `[` once crashed crihookd in the message helper's dump().
+TEST_F(DeviceHooksTest, CpusetHookRefusesADeeplyNestedResourceStatus) {
+  auto cpuset = make("cpuset", "{}");
+  const std::string deep =
+      R"({"cpuset":)" + std::string(60000, '[') + std::string(60000, ']') + "}";
+  HookDecision d = cpuset->run(input({{"scheduling.koordinator.sh/resource-status", deep}}));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/resource-status of pod ml/train-0: nested "
+            "deeper than 16");
+}
+
+// "0-65535," 4,000 times is 32 KB of text for 262 million CPUs; on a node of
+// 2 CPUs it is refused from the text, promptly, naming the first CPU beyond.
+TEST_F(DeviceHooksTest, CpusetHookChecksTheListAgainstTheNodeBeforeExpandingIt) {
+  auto two = std::make_shared<topology::Snapshot>();
+  two->cpus.push_back({.id = 0});
+  two->cpus.push_back({.id = 1});
+  std::string list;
+  for (int i = 0; i < 4000; ++i) list += "0-65535,";
+  list.pop_back();
+  auto cpuset = make("cpuset", "{}");
+  HookInput in =
+      input({{"scheduling.koordinator.sh/resource-status", R"({"cpuset":")" + list + "\"}"}});
+  in.topology = two;
+  const auto start = std::chrono::steady_clock::now();
+  HookDecision d = cpuset->run(in);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/resource-status of pod ml/train-0: cpuset: "
+            "CPU 2 is beyond this node's 2 CPUs");
 }
 
 TEST_F(DeviceHooksTest, TopologyCheckHonoursJointAllocationOrSaysWhy) {
@@ -783,6 +819,27 @@ TEST_F(CpuPoolsTest, SharedContainersMoveOffAPinAndBackAcrossARestart) {
   ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
   EXPECT_THAT(moves(),
               ::testing::UnorderedElementsAre(Move{"ls1", "0-7", "0"}, Move{"ls2", "0-7", "0"}));
+}
+
+// The pools' record is read as any file on disk: deep, a FIFO or a link is
+// refused and the pools start empty, promptly.
+TEST_F(CpuPoolsTest, ADeepOrNonRegularRecordIsRefusedAndThePoolsStartEmpty) {
+    std::filesystem::create_directories(dir_.file("cpuset"));
+    std::ofstream(dir_.file("cpuset/pools.json"))
+        << R"({"pinned": {"c1": {"cpus": "2-3", "x": )" << std::string(60000, '[')
+        << std::string(60000, ']') << "}}}";
+    auto p = pools();
+    p->start();
+    ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+    EXPECT_TRUE(p->pinnedCpus().empty());
+    p.reset();
+
+    std::filesystem::remove(dir_.file("cpuset/pools.json"));
+    ASSERT_EQ(::mkfifo(dir_.file("cpuset/pools.json").c_str(), 0600), 0);
+    p = pools();
+    p->start();  // returns: the FIFO is not waited on
+    ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+    EXPECT_TRUE(p->pinnedCpus().empty());
 }
 
 TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten) {
