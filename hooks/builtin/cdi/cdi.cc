@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "../settings.h"
+#include "bounded_json.h"
 #include "logging.h"
+#include "quote.h"
+#include "read_file.h"
 #include "text.h"
 
 namespace crihook {
@@ -18,24 +20,85 @@ namespace {
 
 using nlohmann::json;
 
-// YAML as JSON (scalars stay strings: every CDI field crihook uses is one).
-json fromYaml(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json o = json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = fromYaml(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json a = json::array();
-      for (const auto& x : n) a.push_back(fromYaml(x));
-      return a;
-    }
-    case YAML::NodeType::Scalar:
-      return n.as<std::string>();
-    default:
-      return nullptr;
+// A spec is 5 levels deep (devices[].containerEdits.mounts[].options[]).
+constexpr int kMaxSpecNesting = 32;
+// YAML aliases share nodes: 700 bytes of nested aliases stand for billions
+// of nodes once converted, and yaml-cpp sets no limit. The largest real spec
+// (NVIDIA's, every GPU and MIG device) converts to a few thousand.
+constexpr size_t kMaxYamlNodes = 100000;
+// A container asks for a few CDI devices (one per GPU or NIC).
+constexpr size_t kMaxDevicesPerContainer = 256;
+
+// YAML as JSON (scalars stay strings: every CDI field crihook uses is one),
+// within kMaxYamlNodes nodes (an alias counted each time it is expanded) and
+// kMaxSpecNesting levels.
+class YamlConverter {
+ public:
+  absl::StatusOr<json> convert(const YAML::Node& n) {
+    json out = walk(n, 0);
+    if (!why_.empty()) return absl::InvalidArgumentError(why_);
+    return out;
   }
+
+ private:
+  json walk(const YAML::Node& n, int depth) {
+    if (!why_.empty()) return nullptr;
+    if (++nodes_ > kMaxYamlNodes) {
+      why_ = cat("more than ", kMaxYamlNodes, " nodes once its aliases are expanded");
+      return nullptr;
+    }
+    if (depth > kMaxSpecNesting) {
+      why_ = cat("nested deeper than ", kMaxSpecNesting);
+      return nullptr;
+    }
+    switch (n.Type()) {
+      case YAML::NodeType::Map: {
+        json o = json::object();
+        for (const auto& kv : n) {
+          if (!kv.first.IsScalar()) {
+            why_ = "a mapping key that is not a scalar";
+            return nullptr;
+          }
+          o[kv.first.Scalar()] = walk(kv.second, depth + 1);
+          if (!why_.empty()) return nullptr;
+        }
+        return o;
+      }
+      case YAML::NodeType::Sequence: {
+        json a = json::array();
+        for (const auto& x : n) {
+          a.push_back(walk(x, depth + 1));
+          if (!why_.empty()) return nullptr;
+        }
+        return a;
+      }
+      case YAML::NodeType::Scalar:
+        return n.Scalar();
+      default:
+        return nullptr;
+    }
+  }
+
+  size_t nodes_ = 0;
+  std::string why_;
+};
+
+// A device name as CDI defines it: vendor.com/class=name, from characters a
+// name may hold, so it can be shown as it is.
+bool isCdiDeviceName(std::string_view s) {
+  constexpr size_t kMaxNameBytes = 256;
+  const size_t slash = s.find('/'), eq = s.find('=');
+  if (s.empty() || s.size() > kMaxNameBytes || slash == 0 || slash == std::string_view::npos ||
+      eq == std::string_view::npos || eq < slash + 2 || eq + 1 == s.size())
+    return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (alnum || c == '.' || c == '-' || c == '_') continue;
+    if ((i == slash && c == '/') || (i == eq && c == '=') || (i > eq && c == ':')) continue;
+    return false;
+  }
+  return true;
 }
 
 absl::Status bad(const std::string& file, std::string_view field, std::string_view why) {
@@ -50,7 +113,7 @@ absl::StatusOr<std::string> str(const json& o, const char* key, const std::strin
     return std::string();
   }
   if (!it->is_string())
-    return bad(file, cat(field, ".", key), cat("expected a string, got ", it->dump()));
+    return bad(file, cat(field, ".", key), cat("expected a string, got ", shownJson(*it)));
   return it->get<std::string>();
 }
 
@@ -66,7 +129,7 @@ absl::Status edits(const json& e, const std::string& file, const std::string& fi
         const std::string s = v[i].is_string() ? v[i].get<std::string>() : "";
         const auto eq = s.find('=');
         if (eq == std::string::npos || eq == 0)
-          return bad(file, cat(f, "[", i, "]"), cat("expected NAME=VALUE, got ", v[i].dump()));
+          return bad(file, cat(f, "[", i, "]"), cat("expected NAME=VALUE, got ", shownJson(v[i])));
         a.env.push_back({s.substr(0, eq), s.substr(eq + 1)});
       }
     } else if (key == "deviceNodes") {
@@ -102,9 +165,20 @@ absl::Status edits(const json& e, const std::string& file, const std::string& fi
       }
     } else if (key == "hooks") {
       if (!v.is_array()) return bad(file, f, "expected an array");
-      for (const auto& h : v) {
-        out.unsupported.push_back(cat("hook ", h.value("hookName", std::string("?")), " ",
-                                      h.value("path", std::string("?"))));
+      for (size_t i = 0; i < v.size(); ++i) {
+        const json& h = v[i];
+        if (!h.is_object()) return bad(file, cat(f, "[", i, "]"), "expected an object");
+        // Shown in a log line and an annotation: printable text, cut short.
+        auto text = [&](const char* key) {
+          auto it = h.find(key);
+          if (it == h.end() || !it->is_string()) return std::string("?");
+          const std::string& t = it->get_ref<const std::string&>();
+          const bool plain = t.size() <= 256 && std::all_of(t.begin(), t.end(), [](char c) {
+                               return c > 0x20 && c < 0x7f;
+                             });
+          return plain ? t : quote(t);
+        };
+        out.unsupported.push_back(cat("hook ", text("hookName"), " ", text("path")));
       }
     } else if (!v.is_null()) {
       out.unsupported.push_back(key);  // intelRdt, additionalGIDs, ...
@@ -118,23 +192,29 @@ absl::Status edits(const json& e, const std::string& file, const std::string& fi
 absl::Status parseCdiSpec(const std::string& file, const std::string& text, bool yaml,
                           std::string* kind, std::map<std::string, CdiEdits>* devices,
                           CdiEdits* global) {
+  if (text.size() > kMaxCdiSpecBytes)
+    return bad(file, "", cat(text.size(), " bytes, more than the ", kMaxCdiSpecBytes, " allowed"));
   json spec;
   if (yaml) {
     try {
-      spec = fromYaml(YAML::Load(text));
+      // yaml-cpp guards its own recursion (a depth of 2000 at most).
+      auto converted = YamlConverter().convert(YAML::Load(text));
+      if (!converted.ok()) return bad(file, "", sv(converted.status().message()));
+      spec = std::move(*converted);
     } catch (const YAML::Exception& e) {
-      return bad(file, "", cat("not valid YAML: ", e.what()));
+      return bad(file, "", cat("not valid YAML: ", quote(e.what(), 200)));
     }
   } else {
-    spec = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (spec.is_discarded()) return bad(file, "", "not valid JSON");
+    auto parsed = parseJsonBounded(text, kMaxCdiSpecBytes, kMaxSpecNesting);
+    if (!parsed.ok()) return bad(file, "", sv(parsed.status().message()));
+    spec = std::move(*parsed);
   }
   if (!spec.is_object()) return bad(file, "", "expected a CDI spec object");
   auto k = str(spec, "kind", file, "", true);
   if (!k.ok()) return k.status();
   const auto slash = k->find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == k->size())
-    return bad(file, "kind", cat("expected vendor.com/class, got \"", *k, "\""));
+    return bad(file, "kind", cat("expected vendor.com/class, got ", quote(*k)));
   *kind = *k;
   if (auto v = str(spec, "cdiVersion", file, "", true); !v.ok()) return v.status();
   if (auto g = spec.find("containerEdits"); g != spec.end()) {
@@ -182,12 +262,14 @@ void CdiRegistry::refreshLocked() {
       }
       Spec spec;
       spec.mtime_ns = mtime;
-      std::ifstream in(f);
-      std::stringstream text;
-      text << in.rdbuf();
+      // A spec dir may hold links to specs kept elsewhere; what they lead to
+      // must be a regular file (a FIFO would hang every CDI call).
+      auto text = readRegularFile(f, kMaxCdiSpecBytes);
       const bool yaml = f.size() > 5 && (f.ends_with(".yaml") || f.ends_with(".yml"));
-      if (auto s = parseCdiSpec(f, text.str(), yaml, &spec.kind, &spec.devices, &spec.global);
-          !s.ok()) {
+      absl::Status s = text.ok()
+                           ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices, &spec.global)
+                           : absl::InvalidArgumentError(cat(f, ": ", sv(text.status().message())));
+      if (!s.ok()) {
         spec.error = std::string(s.message());
         spec.devices.clear();
       }
@@ -249,6 +331,14 @@ class CdiHook final : public Hook {
     return apply_ && m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
   }
 
+  static std::string whoOf(const HookInput& in) {
+    const auto& c = in.container->requested();
+    return cat("container ", c.metadata().name(), in.pod ? " of pod " : "",
+               in.pod ? cat(in.pod->config().metadata().namespace_(), "/",
+                            in.pod->config().metadata().name())
+                      : std::string());
+  }
+
   HookDecision run(const HookInput& in) override {
     if (!in.container) return HookDecision::proceed();
     const auto& c = in.container->requested();
@@ -262,10 +352,19 @@ class CdiHook final : public Hook {
       }
     }
     if (names.empty()) return HookDecision::proceed();
-    const std::string who = cat("container ", c.metadata().name(), in.pod ? " of pod " : "",
-                                in.pod ? cat(in.pod->config().metadata().namespace_(), "/",
-                                             in.pod->config().metadata().name())
-                                       : std::string());
+    for (const std::string& n : names) {
+      // A name goes into messages and a lookup; the pod spec can hold anything.
+      if (!isCdiDeviceName(n)) {
+        return HookDecision::reject(
+            absl::InvalidArgumentError(cat(whoOf(in), ": CDI device ", quote(n),
+                                           ": expected a name such as vendor.com/class=name")));
+      }
+    }
+    if (names.size() > kMaxDevicesPerContainer) {
+      return HookDecision::reject(absl::InvalidArgumentError(
+          cat(whoOf(in), ": ", names.size(), " CDI devices, more than ", kMaxDevicesPerContainer)));
+    }
+    const std::string who = whoOf(in);
     MergedAdjustment merged;
     std::vector<std::string> unsupported, errors;
     std::vector<absl::StatusOr<CdiEdits>> resolved = registry_.resolve(names, &errors);

@@ -4,14 +4,20 @@
 
 #include "builtin/cdi/cdi.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "fake_cri_server.h"
 #include "registry.h"
+#include "text.h"
 
 namespace crihook::testing {
 namespace {
@@ -152,6 +158,81 @@ TEST_F(CdiTest, ABrokenSpecNamesFileAndFieldAndTheOthersStillServe) {
                                false, &kind, &devices, &global)
                       .message()),
       "x.json: kind: expected vendor.com/class, got \"gpu\"");
+}
+
+// 700 bytes of YAML whose aliases stand for 9^9 nodes once expanded: it
+// aborted crihookd (memory) while being converted.
+TEST_F(CdiTest, AYamlAliasBombIsRefusedNamingTheFile) {
+  std::string bomb =
+      "cdiVersion: \"0.6.0\"\nkind: vendor.com/bomb\na: &a "
+      "[\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n";
+  char prev = 'a';
+  for (char c = 'b'; c <= 'i'; ++c, ++prev) {
+    bomb += cat(c, ": &", c, " [");
+    for (int i = 0; i < 9; ++i) bomb += cat(i ? "," : "", "*", prev);
+    bomb += "]\n";
+  }
+  bomb += "devices: [{name: x, containerEdits: {env: *i}}]\n";
+  ASSERT_LT(bomb.size(), 800u);
+  std::ofstream(dir_.file("run/bomb.yaml")) << bomb;
+  CdiRegistry r({dir_.file("etc"), dir_.file("run")});
+  std::vector<std::string> errors;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(r.resolve({"vendor.com/gpu=0"}, &errors)[0].ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0],
+            dir_.file("run/bomb.yaml") + ": more than 100000 nodes once its aliases are expanded");
+}
+
+TEST_F(CdiTest, DeepOrHugeSpecsAreRefusedNamingTheFile) {
+  std::ofstream(dir_.file("run/deep.json"))
+      << R"({"cdiVersion":"0.6.0","kind":"vendor.com/d","devices":)" << std::string(60000, '[')
+      << std::string(60000, ']') << "}";
+  std::ofstream(dir_.file("run/deep.yaml"))
+      << "cdiVersion: \"0.6.0\"\nkind: vendor.com/y\ndevices: " << std::string(1000, '[')
+      << std::string(1000, ']') << "\n";
+  std::ofstream(dir_.file("run/huge.json")) << "{";
+  ASSERT_EQ(::truncate(dir_.file("run/huge.json").c_str(), 300 << 20), 0);  // sparse
+  ASSERT_EQ(::symlink("/dev/zero", dir_.file("run/zero.json").c_str()), 0);
+  CdiRegistry r({dir_.file("etc"), dir_.file("run")});
+  std::vector<std::string> errors;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(r.resolve({"vendor.com/gpu=0"}, &errors)[0].ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_THAT(
+      errors,
+      ElementsAre(dir_.file("run/deep.json") + ": nested deeper than 32",
+                  dir_.file("run/deep.yaml") + ": nested deeper than 32",
+                  dir_.file("run/huge.json") + ": 314572800 bytes, more than the 1048576 allowed",
+                  dir_.file("run/zero.json") + ": a character device, not a regular file"));
+}
+
+// A FIFO among the specs hung every CDI call (and its thread) for good.
+TEST_F(CdiTest, AFifoSpecIsNamedAndTheCallReturnsPromptly) {
+  ASSERT_EQ(::mkfifo(dir_.file("run/fifo.yaml").c_str(), 0600), 0);
+  auto hook = make();
+  auto call =
+      std::async(std::launch::async, [&] { return hook->run(container({"vendor.com/gpu=7"})); });
+  if (call.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "the CDI call blocked on the FIFO";
+    ::close(::open(dir_.file("run/fifo.yaml").c_str(), O_WRONLY | O_NONBLOCK));  // unblock it
+  }
+  HookDecision d = call.get();
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  CdiRegistry r({dir_.file("etc"), dir_.file("run")});
+  std::vector<std::string> errors;
+  EXPECT_TRUE(r.resolve({"vendor.com/gpu=1"}, &errors)[0].ok());
+  EXPECT_THAT(errors, ElementsAre(dir_.file("run/fifo.yaml") + ": a FIFO, not a regular file"));
+}
+
+TEST_F(CdiTest, ADeviceNameThatIsNotOneIsRefusedQuoted) {
+  auto hook = make();
+  HookDecision d = hook->run(container({}, {{"cdi.k8s.io/x", "vendor.com/gpu=0,evil\nname=1"}}));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(std::string(d.status.message()),
+            "container trainer of pod ml/train-0: CDI device \"evil\\x0aname=1\": expected a "
+            "name such as vendor.com/class=name");
 }
 
 }  // namespace
