@@ -1,73 +1,27 @@
 #include "hookserver_dir.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "bounded_json.h"
 #include "config.h"
+#include "quote.h"
+#include "read_file.h"
 #include "remote_hooks.h"
 #include "text.h"
 
 namespace crihook {
 namespace {
 
-// A registration is a few hundred bytes (an endpoint, a policy, at most eight
-// hook names); anything near this is not one.
-constexpr size_t kMaxHookServerFileBytes = 64u << 10;
-
-// Untrusted text for a message: JSON-quoted (escapes control characters) and
-// cut short.
-std::string quoted(const std::string& text) {
-  constexpr size_t kMaxQuoted = 64;
-  std::string q = nlohmann::json(text.substr(0, kMaxQuoted))
-                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return text.size() > kMaxQuoted ? q + "..." : q;
-}
+// A registration is {"remote-endpoint": ..., "runtime-hooks": [...]}: 2
+// levels.
+constexpr int kMaxHookServerFileNesting = 8;
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// The file's bytes: a regular file only (a FIFO or device would block or
-// never end), opened without blocking, at most kMaxHookServerFileBytes.
-absl::StatusOr<std::string> readRegularFile(const std::string& path, const std::string& file) {
-  auto fail = [&](std::string_view why) {
-    return absl::InvalidArgumentError(cat("hook server registration ", file, ": ", why));
-  };
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return fail(cat("cannot be read: ", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail("not a regular file");
-  }
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return fail(cat("cannot be read: ", std::strerror(err)));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxHookServerFileBytes) {
-      ::close(fd);
-      return fail(cat("larger than ", kMaxHookServerFileBytes, " bytes"));
-    }
-  }
-  ::close(fd);
-  return text;
 }
 
 }  // namespace
@@ -78,10 +32,9 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
     return absl::InvalidArgumentError(
         cat("hook server registration ", file, ": ", key, key.empty() ? "" : ": ", why));
   };
-  if (text.size() > kMaxHookServerFileBytes)
-    return bad("", cat("larger than ", kMaxHookServerFileBytes, " bytes"));
-  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return bad("", "not valid JSON");
+  auto parsed = parseJsonBounded(text, kMaxRegistrationBytes, kMaxHookServerFileNesting);
+  if (!parsed.ok()) return bad("", sv(parsed.status().message()));
+  const nlohmann::json& json = *parsed;
   if (!json.is_object()) return bad("", "expected a JSON object");
   HookServerRegistration r;
   r.file = file;
@@ -109,7 +62,7 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
       }
     }
     if (!known)
-      warn(quoted(key), "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
+      warn(quote(key), "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
   }
   // A JSON null leaves a Go field as it was: absent.
   auto present = [&](int i) { return values[i] != nullptr && !values[i]->is_null(); };
@@ -128,7 +81,7 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
     r.ignore_failures = policy != "Fail";
     if (policy != "Fail" && policy != "Ignore" && !policy.empty()) {
       warn("failure-policy",
-           cat(quoted(policy), " is not \"Fail\" (case matters), so failures are ignored"));
+           cat(quote(policy), " is not \"Fail\" (case matters), so failures are ignored"));
     }
   }
 
@@ -147,7 +100,7 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
       } else if (isKoordinatorStageWithoutRpc(name)) {
         r.uncallable.push_back(name);
       } else {
-        warn(cat("runtime-hooks[", i, "]"), cat("unknown hook ", quoted(name), ", ignored"));
+        warn(cat("runtime-hooks[", i, "]"), cat("unknown hook ", quote(name), ", ignored"));
       }
     }
   }
@@ -173,9 +126,12 @@ std::vector<HookServerFile> readHookServerDir(const std::string& dir) {
   std::sort(files.begin(), files.end());
   std::vector<HookServerFile> out;
   for (const auto& f : files) {
-    auto text = readRegularFile((fs::path(dir) / f).string(), f);
+    // A link to a regular file is followed (a registration may be managed
+    // elsewhere); a FIFO, a device or a huge file is refused unread.
+    auto text = readRegularFile((fs::path(dir) / f).string(), kMaxRegistrationBytes);
     if (!text.ok()) {
-      out.push_back({f, text.status()});
+      out.push_back({f, absl::InvalidArgumentError(cat("hook server registration ", f, ": ",
+                                                       sv(text.status().message())))});
       continue;
     }
     out.push_back({f, parseHookServerFile(f, *text)});

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -592,10 +593,42 @@ TEST(HookServerFileTest, OnlyBoundedRegularFilesAreRead) {
   auto files = readHookServerDir(dir.path());
   ASSERT_EQ(files.size(), 3u);
   EXPECT_THAT(std::string(files[0].registration.status().message()),
-              HasSubstr("big.json: larger than 65536 bytes"));
+              HasSubstr("big.json: 102400 bytes, more than the 65536 allowed"));
   EXPECT_THAT(std::string(files[1].registration.status().message()),
-              HasSubstr("fifo.json: not a regular file"));
+              HasSubstr("fifo.json: a FIFO, not a regular file"));
   EXPECT_TRUE(files[2].registration.ok()) << files[2].registration.status();
+}
+
+// A link to /dev/zero once read gigabytes and aborted crihookd; a 300 MB
+// registration was read and kept whole. Both are refused unread; a link to a
+// regular registration is still followed.
+TEST(HookServerFileTest, LinkToADeviceAndHugeSparseFileAreRefusedUnread) {
+  TempDir dir;
+  ASSERT_EQ(::symlink("/dev/zero", dir.file("a-zero.json").c_str()), 0);
+  {
+    std::ofstream(dir.file("b-huge.json")) << "{";
+    ASSERT_EQ(::truncate(dir.file("b-huge.json").c_str(), 300 << 20), 0);  // sparse
+  }
+  std::ofstream(dir.file("real")) << R"({"remote-endpoint": "/k.sock"})";
+  ASSERT_EQ(::symlink(dir.file("real").c_str(), dir.file("c-link.json").c_str()), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto files = readHookServerDir(dir.path());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_THAT(std::string(files[0].registration.status().message()),
+              HasSubstr("a-zero.json: a character device, not a regular file"));
+  EXPECT_THAT(std::string(files[1].registration.status().message()),
+              HasSubstr("b-huge.json: 314572800 bytes, more than the 65536 allowed"));
+  ASSERT_TRUE(files[2].registration.ok()) << files[2].registration.status();
+  EXPECT_EQ(files[2].registration->socket_path, "/k.sock");
+}
+
+TEST(HookServerFileTest, DeepNestingIsRefusedBeforeItIsParsed) {
+  auto r =
+      parseHookServerFile("deep.json", R"({"remote-endpoint": "/k.sock", "x": )" +
+                                           std::string(30000, '[') + std::string(30000, ']') + "}");
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("hook server registration deep.json: nested deeper than 8"));
 }
 
 TEST_F(RemoteHooksTest, KoordletRegistrationWithPreRemoveRunPodSandboxAndUnknownKeyIsCalled) {
