@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "read_file.h"
 #include "text.h"
 
 namespace crihook {
@@ -385,14 +386,14 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
 }
 
 absl::StatusOr<Config> loadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  // A link is followed (a config may be managed elsewhere, a ConfigMap
+  // mount); a FIFO or a device is refused rather than waited on.
+  auto text = readRegularFile(path, kMaxConfigBytes);
+  if (!text.ok()) {
     return absl::InvalidArgumentError(
-        cat("config ", path, ": cannot be read: ", std::strerror(errno)));
+        cat("config ", path, ": cannot be read: ", sv(text.status().message())));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseConfig(text.str(), path);
+  return parseConfig(*text, path);
 }
 
 }  // namespace crihook

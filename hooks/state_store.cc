@@ -11,6 +11,9 @@
 #include <optional>
 #include <sstream>
 
+#include "bounded_json.h"
+#include "quote.h"
+#include "read_file.h"
 #include "text.h"
 
 namespace crihook {
@@ -32,18 +35,20 @@ bool safeId(const std::string& id) {
 }
 
 absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in)
-    return absl::NotFoundError(cat(file.string(), ": cannot be read: ", std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
+  // Written by this daemon: a link, a FIFO or a huge file there is not ours.
+  auto text = readRegularFile(file.string(), kMaxStateFileBytes, FileLinks::kRefuse);
+  if (!text.ok())
+    return absl::InvalidArgumentError(cat(file.string(), ": ", sv(text.status().message())));
+  if (!jsonNestingWithin(*text, kMaxJsonNesting))
+    return absl::InvalidArgumentError(
+        cat(file.string(), ": not a pod record: nested deeper than ", kMaxJsonNesting));
   hv1::PodState state;
   JsonParseOptions options;
   options.ignore_unknown_fields = true;  // records written by a newer crihookd
-  auto s = google::protobuf::util::JsonStringToMessage(text.str(), &state, options);
+  auto s = google::protobuf::util::JsonStringToMessage(*text, &state, options);
   if (!s.ok())
     return absl::InvalidArgumentError(
-        cat(file.string(), ": not a pod record: ", s.message().ToString()));
+        cat(file.string(), ": not a pod record: ", quote(s.message().ToString(), 200)));
   return state;
 }
 
@@ -63,12 +68,17 @@ absl::Status StateStore::load() {
   std::lock_guard lock(mu_);
   for (const auto& entry : fs::directory_iterator(fs::path(dir_) / "pods", ec)) {
     if (entry.path().extension() != ".json") continue;
+    const std::string id = entry.path().stem().string();
+    if (!safeId(id)) {
+      if (log_)
+        log_->warn("{}: not named by a sandbox id; skipped", quote(entry.path().string(), 256));
+      continue;
+    }
     auto state = readPodFile(entry.path());
     if (!state.ok()) {
       if (log_) log_->warn("{}; skipped", sv(state.status().message()));
       continue;
     }
-    const std::string id = entry.path().stem().string();
     Pod& pod = pods_[id];
     if (state->has_pod()) pod.record = std::make_shared<const hv1::PodRecord>(state->pod());
     for (const auto& c : state->containers()) {

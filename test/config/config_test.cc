@@ -2,6 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -94,6 +96,21 @@ TEST(Config, MissingFileIsAnError) {
   auto c = loadConfigFile("/nonexistent/crihook.toml");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(message(c.status()), HasSubstr("config /nonexistent/crihook.toml: cannot be read"));
+}
+
+// A FIFO at the config path hung crihookd's start (and SIGTERM with it).
+TEST(Config, AFifoOrAnOversizedFileIsRefusedNamingThePath) {
+  testing::TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo.toml").c_str(), 0600), 0);
+  auto c = loadConfigFile(dir.file("fifo.toml"));
+  EXPECT_EQ(message(c.status()),
+            "config " + dir.file("fifo.toml") + ": cannot be read: a FIFO, not a regular file");
+  std::ofstream(dir.file("big.toml")) << "#";
+  ASSERT_EQ(::truncate(dir.file("big.toml").c_str(), 2 << 20), 0);
+  c = loadConfigFile(dir.file("big.toml"));
+  EXPECT_EQ(message(c.status()), "config " + dir.file("big.toml") +
+                                     ": cannot be read: 2097152 bytes, more than the 1048576 "
+                                     "allowed");
 }
 
 TEST(Config, FileOnDiskIsRead) {

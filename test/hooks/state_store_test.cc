@@ -8,9 +8,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "fake_cri_server.h"
 
@@ -18,6 +23,7 @@ namespace crihook::testing {
 namespace {
 
 namespace hv1 = ::crihook::hook::v1;
+using ::testing::HasSubstr;
 
 hv1::ContainerRecord container(const std::string& id, const std::string& sandbox) {
   hv1::ContainerRecord c;
@@ -74,6 +80,39 @@ TEST(StateStoreTest, UnreadableRecordsAreSkippedAndOddIdsStayInMemory) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
     EXPECT_EQ(entry.path().filename().string().find("escape"), std::string::npos) << entry.path();
   }
+}
+
+// Records are crihookd's own files: a FIFO among them hung the start, a huge
+// one was read whole. Each is skipped with a warning naming it; the rest load.
+TEST(StateStoreTest, AFifoALinkAHugeOrADeepRecordIsSkippedNamed) {
+  TempDir dir;
+  {
+    StateStore good(dir.path(), nullptr);
+    ASSERT_TRUE(good.load().ok());
+    good.putContainer(container("c1", "sb1"));
+  }
+  ASSERT_EQ(::mkfifo(dir.file("pods/fifo.json").c_str(), 0600), 0);
+  std::ofstream(dir.file("pods/huge.json")) << "{";
+  ASSERT_EQ(::truncate(dir.file("pods/huge.json").c_str(), 17 << 20), 0);  // sparse
+  std::ofstream(dir.file("pods/deep.json"))
+      << R"({"pod": )" << std::string(60000, '[') << std::string(60000, ']') << "}";
+  std::filesystem::copy_file(dir.file("pods/sb1.json"), dir.file("elsewhere.json"));
+  ASSERT_EQ(::symlink(dir.file("elsewhere.json").c_str(), dir.file("pods/link.json").c_str()), 0);
+
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>(
+      "state", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  StateStore s(dir.path(), logger);
+  ASSERT_TRUE(s.load().ok());
+  EXPECT_NE(s.container("c1"), nullptr);
+  EXPECT_EQ(s.podCount(), 1u);
+  const std::string text = log.str();
+  EXPECT_THAT(text, HasSubstr(dir.file("pods/fifo.json") + ": a FIFO, not a regular file"));
+  EXPECT_THAT(text, HasSubstr(dir.file("pods/huge.json") + ": 17825792 bytes, more than the "
+                                                           "16777216 allowed"));
+  EXPECT_THAT(text,
+              HasSubstr(dir.file("pods/deep.json") + ": not a pod record: nested deeper than 32"));
+  EXPECT_THAT(text, HasSubstr(dir.file("pods/link.json") + ": a symlink, not a regular file"));
 }
 
 TEST(StateStoreTest, ADirectoryThatCannotBeMadeIsAnError) {

@@ -10,7 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "bounded_json.h"
 #include "builtin/files.h"
+#include "quote.h"
+#include "read_file.h"
 #include "text.h"
 
 namespace crihook {
@@ -18,6 +21,10 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// A record is {"pod": {...}, "devices": [{...}]}: 3 levels; facts of a device
+// a level or two more.
+constexpr int kMaxRecordNesting = 16;
 
 constexpr std::pair<DevicePhase, std::string_view> kPhases[] = {
     {DevicePhase::kInitialising, "initialising"},
@@ -79,7 +86,7 @@ absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
   DeviceRecord r;
   try {
     if (j.at("version").get<int>() != 1)
-      return absl::InvalidArgumentError(cat("version ", j.at("version").dump(), " is not 1"));
+      return absl::InvalidArgumentError(cat("version ", shownJson(j.at("version")), " is not 1"));
     const json& pod = j.at("pod");
     r.pod.namespace_ = pod.at("namespace").get<std::string>();
     r.pod.name = pod.at("name").get<std::string>();
@@ -91,7 +98,7 @@ absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
     for (const auto& [p, name] : kPhases) {
       if (name == phase) r.phase = p, known = true;
     }
-    if (!known) return absl::InvalidArgumentError(cat("phase: unknown \"", phase, "\""));
+    if (!known) return absl::InvalidArgumentError(cat("phase: unknown ", quote(phase)));
     for (const json& d : j.at("devices")) {
       auto facts = DeviceFacts::fromJson(d);
       if (!facts.ok()) return facts.status();
@@ -132,12 +139,16 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string path = entry.path().string();
     if (entry.path().extension() != ".json" || entry.path().filename().string()[0] == '.') continue;
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-    absl::StatusOr<DeviceRecord> r =
-        j.is_discarded() ? absl::InvalidArgumentError("not JSON") : DeviceRecord::fromJson(j);
+    // Written by this hook: a link, a FIFO or a huge file there is not ours.
+    absl::StatusOr<DeviceRecord> r = absl::InvalidArgumentError("unread");
+    auto text = readRegularFile(path, kMaxStateFileBytes, FileLinks::kRefuse);
+    if (!text.ok()) {
+      r = text.status();
+    } else if (auto j = parseJsonBounded(*text, kMaxStateFileBytes, kMaxRecordNesting); !j.ok()) {
+      r = j.status();
+    } else {
+      r = DeviceRecord::fromJson(*j);
+    }
     if (r.ok() && fileOf(r->key) != path) r = absl::InvalidArgumentError("names another pod");
     if (!r.ok()) {
       if (quarantine) ::rename(path.c_str(), (path + ".bad").c_str());
