@@ -1,6 +1,9 @@
 #include "settings.h"
 
+#include "bounded_json.h"
 #include "config.h"
+#include "quote.h"
+#include "read_file.h"
 #include "text.h"
 
 namespace crihook {
@@ -9,7 +12,14 @@ absl::StatusOr<HookSettingsReader> HookSettingsReader::parse(const std::string& 
                                                              const std::string& json) {
   HookSettingsReader r;
   r.name_ = name;
-  r.json_ = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  // Built by config.cc from the config file (itself bounded), but parsed
+  // within the same bounds as any JSON: a table nested deeper than
+  // kMaxJsonNesting is refused here, not deep in a recursive walk.
+  auto parsed = parseJsonBounded(json, kMaxConfigBytes);
+  if (!parsed.ok())
+    return absl::InvalidArgumentError(
+        cat("hook ", name, ": settings: ", sv(parsed.status().message())));
+  r.json_ = std::move(*parsed);
   if (!r.json_.is_object()) {
     return absl::InvalidArgumentError(cat("hook ", name, ": settings: expected a table"));
   }
@@ -38,14 +48,15 @@ absl::Status HookSettingsReader::absolutePath(std::string_view key, std::string&
   const nlohmann::json* v = get(key);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_string() || v->get<std::string>().empty() || v->get<std::string>()[0] != '/')
-    return error(key, cat("expected an absolute path, got ", v->dump()));
+    return error(key, cat("expected an absolute path, got ", shownJson(*v)));
   out = v->get<std::string>();
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::chrono::milliseconds> positiveDuration(const nlohmann::json& v) {
   if (!v.is_string())
-    return absl::InvalidArgumentError(cat("expected a duration such as \"2s\", got ", v.dump()));
+    return absl::InvalidArgumentError(
+        cat("expected a duration such as \"2s\", got ", shownJson(v)));
   auto d = parseDuration(v.get<std::string>());
   if (!d.ok()) return d.status();
   if (d->count() <= 0) return absl::InvalidArgumentError("must be more than 0");
@@ -67,10 +78,10 @@ absl::StatusOr<std::vector<std::string>> HookSettingsReader::stringList(
   std::vector<std::string> out;
   const nlohmann::json* v = get(key);
   if (v == nullptr) return out;
-  if (!v->is_array()) return error(key, cat("expected an array of strings, got ", v->dump()));
+  if (!v->is_array()) return error(key, cat("expected an array of strings, got ", shownJson(*v)));
   for (size_t i = 0; i < v->size(); ++i) {
     if (!(*v)[i].is_string())
-      return error(cat(key, "[", i, "]"), cat("expected a string, got ", (*v)[i].dump()));
+      return error(cat(key, "[", i, "]"), cat("expected a string, got ", shownJson((*v)[i])));
     out.push_back((*v)[i].get<std::string>());
   }
   return out;
@@ -87,7 +98,7 @@ absl::StatusOr<std::string> HookSettingsReader::oneOf(
   for (size_t i = 0; i < allowed.size(); ++i) {
     list += cat(i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ", "\"", allowed[i], "\"");
   }
-  return error(key, cat("expected ", list, ", got ", v->dump()));
+  return error(key, cat("expected ", list, ", got ", shownJson(*v)));
 }
 
 absl::StatusOr<std::map<std::string, std::string>> HookSettingsReader::stringMap(
@@ -95,9 +106,10 @@ absl::StatusOr<std::map<std::string, std::string>> HookSettingsReader::stringMap
   std::map<std::string, std::string> out;
   const nlohmann::json* v = get(key);
   if (v == nullptr) return out;
-  if (!v->is_object()) return error(key, cat("expected a table of strings, got ", v->dump()));
+  if (!v->is_object()) return error(key, cat("expected a table of strings, got ", shownJson(*v)));
   for (const auto& [k, x] : v->items()) {
-    if (!x.is_string()) return error(cat(key, ".", k), cat("expected a string, got ", x.dump()));
+    if (!x.is_string())
+      return error(cat(key, ".", k), cat("expected a string, got ", shownJson(x)));
     out[k] = x.get<std::string>();
   }
   return out;

@@ -12,6 +12,8 @@
 #include <fstream>
 
 #include "../settings.h"
+#include "bounded_json.h"
+#include "quote.h"
 #include "text.h"
 
 namespace crihook {
@@ -114,16 +116,16 @@ absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
   auto bad = [&](std::string_view sub, std::string_view why) {
     return absl::InvalidArgumentError(cat(field, sub, ": ", why));
   };
-  if (!v.is_object()) return bad("", cat("expected an object, got ", v.dump()));
+  if (!v.is_object()) return bad("", cat("expected an object, got ", shownJson(v)));
   Action a;
   bool kind_set = false;
   for (const auto& [k, x] : v.items()) {
     if (k == "command") {
       if (!x.is_array() || x.empty())
-        return bad(".command", cat("expected a non-empty array of strings, got ", x.dump()));
+        return bad(".command", cat("expected a non-empty array of strings, got ", shownJson(x)));
       for (size_t i = 0; i < x.size(); ++i) {
         if (!x[i].is_string())
-          return bad(cat(".command[", i, "]"), cat("expected a string, got ", x[i].dump()));
+          return bad(cat(".command[", i, "]"), cat("expected a string, got ", shownJson(x[i])));
         const std::string arg = x[i].get<std::string>();
         auto s = walkTemplate(arg, [](const std::string&, bool) { return absl::OkStatus(); });
         if (!s.ok()) return bad(cat(".command[", i, "]"), sv(s.message()));
@@ -137,7 +139,7 @@ absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
       } else if (x == "check-node") {
         a.kind_ = Kind::kCheckNode;
       } else {
-        return bad(".builtin", cat("expected \"pci-reset\" or \"check-node\", got ", x.dump()));
+        return bad(".builtin", cat("expected \"pci-reset\" or \"check-node\", got ", shownJson(x)));
       }
       kind_set = true;
     } else if (k == "timeout") {
@@ -145,7 +147,7 @@ absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
       if (!d.ok()) return bad(".timeout", sv(d.status().message()));
       a.timeout_ = *d;
     } else {
-      return bad("", cat("unknown key \"", k, "\" (known: command, builtin, timeout)"));
+      return bad("", cat("unknown key ", quote(k), " (known: command, builtin, timeout)"));
     }
   }
   if (!kind_set) return bad("", "expected \"command\" or \"builtin\"");
