@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-
 #include <toml++/toml.h>
 
 #include <cctype>
@@ -396,7 +395,8 @@ absl::StatusOr<MetricsListen> metricsListen(const Config& c, std::string_view or
     host = host.substr(1, host.size() - 2);
   char* end = nullptr;
   const unsigned long p = std::strtoul(port.c_str(), &end, 10);
-  if (port.empty() || *end != '\0' || p > 65535) return bad("expected HOST:PORT with a port in 0..65535");
+  if (port.empty() || *end != '\0' || p > 65535)
+    return bad("expected HOST:PORT with a port in 0..65535");
   in6_addr a6{};
   in_addr a4{};
   bool loopback;
@@ -408,8 +408,9 @@ absl::StatusOr<MetricsListen> metricsListen(const Config& c, std::string_view or
     return bad("expected an IP address as HOST (127.0.0.1, [::1]), not a name");
   }
   if (!loopback && !c.metrics_allow_remote)
-    return bad("not a loopback address; the endpoint has no authentication, set "
-               "metrics.allow_remote = true to serve it beyond this node");
+    return bad(
+        "not a loopback address; the endpoint has no authentication, set "
+        "metrics.allow_remote = true to serve it beyond this node");
   m.kind = MetricsListen::Kind::kTcp;
   m.host = std::move(host);
   m.port = static_cast<uint16_t>(p);
@@ -433,10 +434,9 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s :
-       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog},
-        Section{"hooks", readHooks}, Section{"topology", readTopology},
-        Section{"metrics", readMetrics}}) {
+  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend},
+                           Section{"log", readLog}, Section{"hooks", readHooks},
+                           Section{"topology", readTopology}, Section{"metrics", readMetrics}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));

@@ -22,12 +22,23 @@ struct CallMetrics::Method {
 };
 
 std::string_view grpcCodeName(absl::StatusCode code) {
-  static constexpr std::array<std::string_view, kCodes> kNames = {
-      "OK",           "CANCELLED",          "UNKNOWN",        "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",    "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static constexpr std::array<std::string_view, kCodes> kNames = {"OK",
+                                                                  "CANCELLED",
+                                                                  "UNKNOWN",
+                                                                  "INVALID_ARGUMENT",
+                                                                  "DEADLINE_EXCEEDED",
+                                                                  "NOT_FOUND",
+                                                                  "ALREADY_EXISTS",
+                                                                  "PERMISSION_DENIED",
+                                                                  "RESOURCE_EXHAUSTED",
+                                                                  "FAILED_PRECONDITION",
+                                                                  "ABORTED",
+                                                                  "OUT_OF_RANGE",
+                                                                  "UNIMPLEMENTED",
+                                                                  "INTERNAL",
+                                                                  "UNAVAILABLE",
+                                                                  "DATA_LOSS",
+                                                                  "UNAUTHENTICATED"};
   const auto i = static_cast<size_t>(code);
   return i < kCodes ? kNames[i] : "UNKNOWN";
 }
@@ -79,8 +90,8 @@ void CallMetrics::record(std::string_view path, absl::StatusCode code,
   Histogram* histogram = m.duration[c].load(std::memory_order_acquire);
   if (counter == nullptr || histogram == nullptr) {
     // Family::with returns the same series to every thread that races here.
-    const std::vector<std::string> labels = {m.service, m.name,
-                                             std::string(grpcCodeName(static_cast<absl::StatusCode>(c)))};
+    const std::vector<std::string> labels = {
+        m.service, m.name, std::string(grpcCodeName(static_cast<absl::StatusCode>(c)))};
     counter = &calls_.with(labels);
     histogram = &duration_.with(labels);
     m.calls[c].store(counter, std::memory_order_release);

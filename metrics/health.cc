@@ -87,14 +87,18 @@ void BackendHealth::loop() {
 
 BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint) {
   const std::string target = endpoint.starts_with("unix://") ? endpoint : "unix://" + endpoint;
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  auto stub = std::shared_ptr<runtime::v1::RuntimeService::Stub>(
-      runtime::v1::RuntimeService::NewStub(channel));
-  return [stub, endpoint](std::chrono::milliseconds timeout) -> absl::Status {
+  // Made on the first probe (on the health thread, the probe's only caller):
+  // a crihookd nobody probes starts no gRPC client machinery for it.
+  auto stub = std::make_shared<std::unique_ptr<runtime::v1::RuntimeService::Stub>>();
+  return [stub, target, endpoint](std::chrono::milliseconds timeout) -> absl::Status {
+    if (!*stub) {
+      *stub = runtime::v1::RuntimeService::NewStub(
+          grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     runtime::v1::VersionResponse reply;
-    const grpc::Status s = stub->Version(&ctx, runtime::v1::VersionRequest(), &reply);
+    const grpc::Status s = (*stub)->Version(&ctx, runtime::v1::VersionRequest(), &reply);
     if (s.ok() || s.error_code() == grpc::StatusCode::UNIMPLEMENTED) return absl::OkStatus();
     return absl::UnavailableError(cat("runtime ", endpoint, " did not answer Version within ",
                                       timeout.count(), "ms: ", s.error_message()));

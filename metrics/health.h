@@ -77,7 +77,7 @@ class BackendHealth {
 
 // Version at a CRI runtime (runtime.v1; a runtime that answers
 // UNIMPLEMENTED there serves, just not v1, and counts as healthy). The
-// channel is made once and kept.
+// channel is made on the first probe and kept; the probe is for one thread.
 BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint);
 
 // /metrics (the registry's text exposition), /healthz, /readyz; anything

@@ -15,8 +15,8 @@ HookMetrics::HookMetrics(Registry& r)
                           "Hook runs cut at (or returning after) their time budget.",
                           {"hook", "stage"})),
       duration_(r.histogram("crihook_hook_duration_seconds",
-                            "Time a hook run took, as the chain waited for it.", {"hook", "stage"})) {
-}
+                            "Time a hook run took, as the chain waited for it.",
+                            {"hook", "stage"})) {}
 
 HookStageMetrics& HookMetrics::of(const std::string& hook, const std::string& stage) {
   std::lock_guard lock(mu_);
@@ -37,8 +37,8 @@ DeviceMetrics::DeviceMetrics(Registry& r, const std::string& hook)
                       {"hook"})
                   .with({hook})),
       hook_(hook),
-      inits_(r.counter("crihook_device_inits_total", "Devices initialised (every init action done).",
-                       {"hook", "type"})),
+      inits_(r.counter("crihook_device_inits_total",
+                       "Devices initialised (every init action done).", {"hook", "type"})),
       init_failures_(r.counter("crihook_device_init_failures_total",
                                "Device inits that failed (the sandbox was refused).",
                                {"hook", "type"})),

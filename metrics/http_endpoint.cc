@@ -53,9 +53,9 @@ std::string_view reasonPhrase(int status) {
 }
 
 std::string serialise(const HttpResponse& r) {
-  std::string out = cat("HTTP/1.1 ", r.status, " ", reasonPhrase(r.status),
-                        "\r\nContent-Type: ", r.content_type,
-                        "\r\nContent-Length: ", r.body.size(), "\r\nConnection: close\r\n");
+  std::string out =
+      cat("HTTP/1.1 ", r.status, " ", reasonPhrase(r.status), "\r\nContent-Type: ", r.content_type,
+          "\r\nContent-Length: ", r.body.size(), "\r\nConnection: close\r\n");
   if (r.status == 405) out += "Allow: GET\r\n";
   out += "\r\n";
   out += r.body;
@@ -129,29 +129,29 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   }
 
   void read(const std::shared_ptr<Conn>& c) {
-    c->socket.async_read_some(
-        asio::buffer(c->buf), [this, c](const boost::system::error_code& ec, size_t n) {
-          if (c->done) return;
-          if (ec) {
-            close(c);
-            return;
-          }
-          c->request.append(c->buf.data(), n);
-          const size_t end = c->request.find("\r\n\r\n");
-          const bool complete = end != std::string::npos;
-          if ((complete && end + 4 > options.max_request_bytes) ||
-              (!complete && c->request.size() >= options.max_request_bytes)) {
-            respond(c, {431, "text/plain; charset=utf-8",
-                        cat("request line and headers are limited to ",
-                            options.max_request_bytes, " bytes\n")});
-            return;
-          }
-          if (!complete) {
-            read(c);
-            return;
-          }
-          handle(c, std::string_view(c->request).substr(0, end));
-        });
+    c->socket.async_read_some(asio::buffer(c->buf),
+                              [this, c](const boost::system::error_code& ec, size_t n) {
+                                if (c->done) return;
+                                if (ec) {
+                                  close(c);
+                                  return;
+                                }
+                                c->request.append(c->buf.data(), n);
+                                const size_t end = c->request.find("\r\n\r\n");
+                                const bool complete = end != std::string::npos;
+                                if ((complete && end + 4 > options.max_request_bytes) ||
+                                    (!complete && c->request.size() >= options.max_request_bytes)) {
+                                  respond(c, {431, "text/plain; charset=utf-8",
+                                              cat("request line and headers are limited to ",
+                                                  options.max_request_bytes, " bytes\n")});
+                                  return;
+                                }
+                                if (!complete) {
+                                  read(c);
+                                  return;
+                                }
+                                handle(c, std::string_view(c->request).substr(0, end));
+                              });
   }
 
   void handle(const std::shared_ptr<Conn>& c, std::string_view head) {
@@ -246,8 +246,7 @@ absl::Status HttpEndpoint::start() {
   } else {
     auto address = asio::ip::make_address(o.tcp_host, ec);
     if (ec)
-      return absl::InvalidArgumentError(
-          cat("metrics listen ", o.tcp_host, ": not an IP address"));
+      return absl::InvalidArgumentError(cat("metrics listen ", o.tcp_host, ": not an IP address"));
     const asio::ip::tcp::endpoint tcp(address, o.tcp_port);
     where = cat(o.tcp_host, ":", o.tcp_port);
     const Generic::endpoint ep{tcp};
@@ -260,8 +259,7 @@ absl::Status HttpEndpoint::start() {
   if (ec) return absl::FailedPreconditionError(cat("metrics listen ", where, ": ", ec.message()));
   if (!o.unix_path.empty()) {
     if (::chmod(o.unix_path.c_str(), o.unix_mode) != 0)
-      return absl::FailedPreconditionError(
-          cat("chmod ", o.unix_path, ": ", std::strerror(errno)));
+      return absl::FailedPreconditionError(cat("chmod ", o.unix_path, ": ", std::strerror(errno)));
     if (!o.unix_group.empty()) {
       struct group* g = ::getgrnam(o.unix_group.c_str());
       if (g == nullptr)

@@ -21,8 +21,8 @@ Histogram::Histogram(const std::vector<double>* bounds)
 
 void Histogram::observe(double value) {
   // The first bound >= value: `le` is inclusive.
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_->begin(), bounds_->end(), value) - bounds_->begin());
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_->begin(), bounds_->end(), value) -
+                                       bounds_->begin());
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
@@ -54,9 +54,9 @@ Family<Counter>& Registry::counter(std::string name, std::string help,
                                    std::vector<std::string> label_names) {
   Entry e{Entry::Kind::kCounter};
   e.name = name;
-  e.counter = std::make_unique<Family<Counter>>(std::move(name), std::move(help),
-                                                std::move(label_names),
-                                                [] { return std::make_unique<Counter>(); });
+  e.counter =
+      std::make_unique<Family<Counter>>(std::move(name), std::move(help), std::move(label_names),
+                                        [] { return std::make_unique<Counter>(); });
   return *add(std::move(e)).counter;
 }
 
@@ -64,9 +64,9 @@ Family<Gauge>& Registry::gauge(std::string name, std::string help,
                                std::vector<std::string> label_names) {
   Entry e{Entry::Kind::kGauge};
   e.name = name;
-  e.gauge = std::make_unique<Family<Gauge>>(std::move(name), std::move(help),
-                                            std::move(label_names),
-                                            [] { return std::make_unique<Gauge>(); });
+  e.gauge =
+      std::make_unique<Family<Gauge>>(std::move(name), std::move(help), std::move(label_names),
+                                      [] { return std::make_unique<Gauge>(); });
   return *add(std::move(e)).gauge;
 }
 
@@ -77,9 +77,9 @@ Family<Histogram>& Registry::histogram(std::string name, std::string help,
   e.name = name;
   e.bounds = std::make_unique<std::vector<double>>(bounds);
   const std::vector<double>* b = e.bounds.get();
-  e.histogram = std::make_unique<Family<Histogram>>(
-      std::move(name), std::move(help), std::move(label_names),
-      [b] { return std::make_unique<Histogram>(b); });
+  e.histogram =
+      std::make_unique<Family<Histogram>>(std::move(name), std::move(help), std::move(label_names),
+                                          [b] { return std::make_unique<Histogram>(b); });
   return *add(std::move(e)).histogram;
 }
 
@@ -188,9 +188,9 @@ std::string Registry::expose() const {
         f.forEach([&](const std::vector<std::string>& values, const Histogram& h) {
           const Histogram::Snapshot s = h.snapshot();
           for (size_t i = 0; i < s.cumulative.size(); ++i) {
-            const std::string le =
-                i < h.bounds().size() ? fmt::format("le=\"{}\"", formatValue(h.bounds()[i]))
-                                      : std::string("le=\"+Inf\"");
+            const std::string le = i < h.bounds().size()
+                                       ? fmt::format("le=\"{}\"", formatValue(h.bounds()[i]))
+                                       : std::string("le=\"+Inf\"");
             fmt::format_to(std::back_inserter(out), "{}_bucket{} {}\n", f.name(),
                            labelText(f.labelNames(), values, le), s.cumulative[i]);
           }

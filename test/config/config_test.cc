@@ -254,7 +254,9 @@ TEST(MetricsConfig, TcpOnLoopbackOnlyUnlessAllowed) {
   for (const char* bad : {"localhost:9464", "127.0.0.1:70000", "127.0.0.1:x"}) {
     auto c = parseConfig(cat("[metrics]\nlisten = \"", bad, "\"\n"), "m.toml");
     EXPECT_FALSE(c.ok()) << bad;
-    if (!c.ok()) EXPECT_THAT(message(c.status()), HasSubstr("metrics.listen"));
+    if (!c.ok()) {
+      EXPECT_THAT(message(c.status()), HasSubstr("metrics.listen"));
+    }
   }
   auto typo = parseConfig("[metrics]\nlistn = \"x\"\n", "m.toml");
   EXPECT_THAT(message(typo.status()), HasSubstr("metrics.listn: unknown key"));

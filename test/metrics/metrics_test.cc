@@ -37,8 +37,9 @@ TEST(RegistryTest, CountersAndGaugesHaveHelpTypeAndLabels) {
   calls.with({"b"}).inc();
   r.gauge("crihook_level", "A level.").with({}).set(-4);
   const std::string text = r.expose();
-  EXPECT_THAT(text, HasSubstr("# HELP crihook_x_total Things done.\n# TYPE crihook_x_total counter\n"
-                              "crihook_x_total{kind=\"a\"} 3\ncrihook_x_total{kind=\"b\"} 1\n"));
+  EXPECT_THAT(text,
+              HasSubstr("# HELP crihook_x_total Things done.\n# TYPE crihook_x_total counter\n"
+                        "crihook_x_total{kind=\"a\"} 3\ncrihook_x_total{kind=\"b\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE crihook_level gauge\ncrihook_level -4\n"));
 }
 
@@ -140,10 +141,12 @@ TEST(CallMetricsTest, KnownMethodsByNameAndCodeUnknownPathsAsOther) {
   EXPECT_THAT(text, HasSubstr("crihook_cri_calls_total{service=\"other\",method=\"other\","
                               "code=\"UNIMPLEMENTED\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("made.up")));
-  EXPECT_THAT(text, HasSubstr("crihook_cri_call_duration_seconds_bucket{service=\"runtime.v1."
-                              "RuntimeService\",method=\"Version\",code=\"OK\",le=\"0.00025\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("crihook_cri_call_duration_seconds_bucket{service=\"runtime.v1."
-                              "RuntimeService\",method=\"Version\",code=\"OK\",le=\"0.0005\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("crihook_cri_call_duration_seconds_bucket{service=\"runtime.v1."
+                        "RuntimeService\",method=\"Version\",code=\"OK\",le=\"0.00025\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("crihook_cri_call_duration_seconds_bucket{service=\"runtime.v1."
+                        "RuntimeService\",method=\"Version\",code=\"OK\",le=\"0.0005\"} 2\n"));
 }
 
 TEST(ExpositionTest, CrihookctlParsesWhatTheRegistryWrites) {
@@ -300,8 +303,8 @@ TEST_F(EndpointTest, ALiveSocketIsNotTakenOver) {
   start();
   HttpEndpointOptions o;
   o.unix_path = dir_.file("metrics.sock");
-  HttpEndpoint second(o, [](const std::string&, std::function<void(HttpResponse)>) {},
-                      logger("metrics"));
+  HttpEndpoint second(
+      o, [](const std::string&, std::function<void(HttpResponse)>) {}, logger("metrics"));
   absl::Status s = second.start();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr(dir_.file("metrics.sock")));
@@ -312,9 +315,12 @@ TEST(EndpointTcpTest, ServesOnLoopback) {
   HttpEndpointOptions o;
   o.tcp_host = "127.0.0.1";
   o.tcp_port = 0;
-  HttpEndpoint e(o, [](const std::string&, std::function<void(HttpResponse)> reply) {
-    reply({200, "text/plain", "tcp\n"});
-  }, logger("metrics"));
+  HttpEndpoint e(
+      o,
+      [](const std::string&, std::function<void(HttpResponse)> reply) {
+        reply({200, "text/plain", "tcp\n"});
+      },
+      logger("metrics"));
   ASSERT_TRUE(e.start().ok());
   ASSERT_NE(e.port(), 0);
   MetricsListen where;

@@ -77,7 +77,7 @@ class RelayMetricsTest : public ProxyFixture {
                             [this] { return static_cast<double>(proxy_->activeCalls()); });
     registry_.gaugeFunction("crihook_intercepted_buffered_bytes", "b",
                             [this] { return static_cast<double>(proxy_->bufferedBytes()); });
-    HttpEndpointOptions o;
+    metrics::HttpEndpointOptions o;
     o.unix_path = dir_.file("metrics.sock");
     endpoint_ = std::make_unique<metrics::HttpEndpoint>(
         o, metrics::routes(registry_, health_, ready_), logger("metrics"));
@@ -164,7 +164,8 @@ TEST_F(RelayMetricsTest, EveryCallIsCountedByMethodAndCode) {
   EXPECT_TRUE(counterReaches("crihook_cri_calls_total",
                              {{"service", v1rs}, {"method", "Version"}, {"code", "OK"}}, 3));
   EXPECT_TRUE(counterReaches("crihook_cri_calls_total",
-                             {{"service", v1rs}, {"method", "CreateContainer"}, {"code", "OK"}}, 1));
+                             {{"service", v1rs}, {"method", "CreateContainer"}, {"code", "OK"}},
+                             1));
   EXPECT_TRUE(counterReaches(
       "crihook_cri_calls_total",
       {{"service", v1rs}, {"method", "CreateContainer"}, {"code", "FAILED_PRECONDITION"}}, 1));
@@ -193,9 +194,9 @@ TEST_F(RelayMetricsTest, HookRunsRejectionsFailuresAndTimeouts) {
   EXPECT_EQ(scraped("crihook_hook_timeouts_total", pre), 1);
   EXPECT_EQ(scraped("crihook_hook_duration_seconds_count", pre), 4);
   // Only the call that went through reached the post stage.
-  EXPECT_EQ(scraped("crihook_hook_calls_total",
-                    {{"hook", "moody"}, {"stage", "PostCreateContainer"}}),
-            1);
+  EXPECT_EQ(
+      scraped("crihook_hook_calls_total", {{"hook", "moody"}, {"stage", "PostCreateContainer"}}),
+      1);
 }
 
 TEST_F(RelayMetricsTest, HookNumbersCarryOnAcrossAChainReload) {
@@ -206,8 +207,8 @@ TEST_F(RelayMetricsTest, HookNumbersCarryOnAcrossAChainReload) {
   next->add(std::make_shared<MoodyHook>(), settings);
   chains_.set(next);
   EXPECT_TRUE(create("ok").ok());
-  EXPECT_EQ(scraped("crihook_hook_calls_total", {{"hook", "moody"}, {"stage", "PreCreateContainer"}}),
-            2);
+  EXPECT_EQ(
+      scraped("crihook_hook_calls_total", {{"hook", "moody"}, {"stage", "PreCreateContainer"}}), 2);
 }
 
 TEST_F(RelayMetricsTest, AConnectionGoneIsNoLongerCounted) {

@@ -279,8 +279,7 @@ class CrihookctlStatus : public ::testing::Test {
                  std::chrono::system_clock::now().time_since_epoch())
                  .count() -
              3725);
-    auto& calls =
-        registry_.counter("crihook_cri_calls_total", "c", {"service", "method", "code"});
+    auto& calls = registry_.counter("crihook_cri_calls_total", "c", {"service", "method", "code"});
     calls.with({"runtime.v1.RuntimeService", "RunPodSandbox", "OK"}).inc(7);
     calls.with({"runtime.v1.RuntimeService", "RunPodSandbox", "FAILED_PRECONDITION"}).inc(2);
     calls.with({"runtime.v1.RuntimeService", "Version", "OK"}).inc(40);
@@ -323,8 +322,9 @@ TEST_F(CrihookctlStatus, SummarisesHealthReadinessCallsHooksAndCleanups) {
   EXPECT_THAT(r.out, HasSubstr("backend:  healthy"));
   EXPECT_THAT(r.out, HasSubstr("ready:    yes"));
   EXPECT_THAT(r.out, HasSubstr("pending device cleanups 2"));
-  EXPECT_THAT(r.out, ::testing::ContainsRegex(
-                         "runtime.v1.RuntimeService/RunPodSandbox +9 +2  \\(FAILED_PRECONDITION 2\\)"));
+  EXPECT_THAT(r.out,
+              ::testing::ContainsRegex(
+                  "runtime.v1.RuntimeService/RunPodSandbox +9 +2  \\(FAILED_PRECONDITION 2\\)"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("gpu +9 +0 +3 +1"));
 }
 
@@ -363,8 +363,8 @@ TEST_F(CrihookctlStatus, JsonCarriesTheSameNumbers) {
 
 TEST_F(CrihookctlStatus, TheEndpointComesFromTheConfigFileAndUnreachableExitsOne) {
   ready_.set(true, "serving");
-  std::ofstream(dir_.file("c.toml")) << "[server]\nlisten = \"" << dir_.file("crihook.sock")
-                                     << "\"\n";
+  std::ofstream(dir_.file("c.toml"))
+      << "[server]\nlisten = \"" << dir_.file("crihook.sock") << "\"\n";
   Result r = ctl({"status", "--config", dir_.file("c.toml")});
   EXPECT_EQ(r.code, 0) << r.err;  // metrics.sock beside the CRI socket
   Result gone = ctl({"-t", "2", "status", "--metrics", dir_.file("nothing.sock")});

@@ -1,12 +1,12 @@
 #include "status.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <cerrno>
 #include <cmath>
@@ -79,7 +79,8 @@ absl::StatusOr<HttpResult> httpGet(const MetricsListen& where, const std::string
       return absl::InvalidArgumentError(cat("metrics endpoint ", name, ": not an IP address"));
     }
   } else {
-    return absl::FailedPreconditionError("the metrics endpoint is disabled ([metrics] listen = \"\")");
+    return absl::FailedPreconditionError(
+        "the metrics endpoint is disabled ([metrics] listen = \"\")");
   }
   s.fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s.fd < 0) return unavailable(std::strerror(errno));
@@ -111,8 +112,8 @@ absl::StatusOr<HttpResult> httpGet(const MetricsListen& where, const std::string
     if (n > 0) {
       response.append(buf, static_cast<size_t>(n));
       if (response.size() > kMaxHttpResponseBytes)
-        return absl::InvalidArgumentError(
-            cat("metrics endpoint ", name, ": answer larger than ", kMaxHttpResponseBytes, " bytes"));
+        return absl::InvalidArgumentError(cat("metrics endpoint ", name, ": answer larger than ",
+                                              kMaxHttpResponseBytes, " bytes"));
     } else if (n == 0) {
       break;
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -183,7 +184,8 @@ absl::StatusOr<std::vector<Sample>> parseExposition(std::string_view text) {
     } else {
       char* end = nullptr;
       s.value = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0') return bad(cat("expected a number, got \"", value.substr(0, 32), "\""));
+      if (value.empty() || *end != '\0')
+        return bad(cat("expected a number, got \"", value.substr(0, 32), "\""));
     }
     out.push_back(std::move(s));
   }
@@ -194,7 +196,8 @@ namespace {
 
 std::string duration(int64_t seconds) {
   if (seconds < 0) seconds = 0;
-  const int64_t d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60, s = seconds % 60;
+  const int64_t d = seconds / 86400, h = seconds / 3600 % 24, m = seconds / 60 % 60,
+                s = seconds % 60;
   if (d > 0) return fmt::format("{}d{:02}h{:02}m", d, h, m);
   if (h > 0) return fmt::format("{}h{:02}m{:02}s", h, m, s);
   if (m > 0) return fmt::format("{}m{:02}s", m, s);
@@ -328,8 +331,8 @@ int status(const std::string& metrics, const std::string& config_file, bool json
                             {"timeouts", h.timeouts}});
     out << j.dump(2) << '\n';
   } else {
-    out << "crihookd " << (version.empty() ? "?" : version) << " at " << describe(*where)
-        << ", up " << duration(uptime) << '\n';
+    out << "crihookd " << (version.empty() ? "?" : version) << " at " << describe(*where) << ", up "
+        << duration(uptime) << '\n';
     out << "backend:  " << (healthy ? "healthy" : "UNHEALTHY: " + firstLine(health->body)) << '\n';
     out << "ready:    " << (is_ready ? "yes" : "NO: " + firstLine(ready->body)) << '\n';
     out << fmt::format(

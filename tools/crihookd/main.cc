@@ -12,11 +12,11 @@
 #include "config.h"
 #include "health.h"
 #include "holder.h"
-#include "http_endpoint.h"
-#include "metric_registry.h"
 #include "hook_interceptor.h"
 #include "hook_manager.h"
+#include "http_endpoint.h"
 #include "logging.h"
+#include "metric_registry.h"
 #include "registry.h"
 #include "server.h"
 #include "state_store.h"
@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;
   }
-  auto hooks =
-      crihook::HookManager::create(config, crihook::builtinHooks(), crihook::logger("hook"), &registry);
+  auto hooks = crihook::HookManager::create(config, crihook::builtinHooks(),
+                                            crihook::logger("hook"), &registry);
   if (!hooks.ok()) {
     log->critical("cannot start: {}", crihook::sv(hooks.status().message()));
     return 1;
