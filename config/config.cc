@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <toml++/toml.h>
 
 #include <cctype>
@@ -202,6 +204,15 @@ absl::Status readTopology(const toml::table& t, std::string_view origin, Config&
   return absl::OkStatus();
 }
 
+absl::Status readMetrics(const toml::table& t, std::string_view origin, Config& c) {
+  TableReader r(t, "metrics.", origin);
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"listen", "allow_remote"}));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("listen", c.metrics_listen));
+  CRIHOOK_RETURN_IF_ERROR(r.readBool("allow_remote", c.metrics_allow_remote));
+  if (auto m = metricsListen(c, origin); !m.ok()) return m.status();
+  return absl::OkStatus();
+}
+
 bool validHookName(const std::string& name) {
   if (name.empty() || name.size() > 63) return false;
   for (char ch : name) {
@@ -355,6 +366,58 @@ absl::Status validateConfig(const Config& c, std::string_view origin) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MetricsListen> metricsListen(const Config& c, std::string_view origin) {
+  const std::string& v = c.metrics_listen;
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        cat("config ", origin, ": metrics.listen: ", why, ", got \"", v.substr(0, 128), "\""));
+  };
+  MetricsListen m;
+  if (v.empty()) return m;
+  // A path has a '/' or no ':' ("metrics.sock"); an address ends in :PORT.
+  const size_t colon = v.rfind(':');
+  const bool unix_scheme = v.starts_with("unix://");
+  if (unix_scheme || v.find('/') != std::string::npos || colon == std::string::npos) {
+    std::string path = unix_scheme ? v.substr(7) : v;
+    if (path.empty()) return bad("expected a socket path");
+    if (path[0] != '/') {
+      const size_t slash = c.listen_path.rfind('/');
+      path = cat(slash == std::string::npos ? std::string(".") : c.listen_path.substr(0, slash),
+                 "/", path);
+    }
+    if (path.size() >= 108) return bad("longer than a Unix socket path may be");
+    m.kind = MetricsListen::Kind::kUnix;
+    m.path = std::move(path);
+    return m;
+  }
+  std::string host = v.substr(0, colon);
+  const std::string port = v.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  const unsigned long p = std::strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || p > 65535)
+    return bad("expected HOST:PORT with a port in 0..65535");
+  in6_addr a6{};
+  in_addr a4{};
+  bool loopback;
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) {
+    loopback = (ntohl(a4.s_addr) >> 24) == 127;
+  } else if (::inet_pton(AF_INET6, host.c_str(), &a6) == 1) {
+    loopback = IN6_IS_ADDR_LOOPBACK(&a6);
+  } else {
+    return bad("expected an IP address as HOST (127.0.0.1, [::1]), not a name");
+  }
+  if (!loopback && !c.metrics_allow_remote)
+    return bad(
+        "not a loopback address; the endpoint has no authentication, set "
+        "metrics.allow_remote = true to serve it beyond this node");
+  m.kind = MetricsListen::Kind::kTcp;
+  m.host = std::move(host);
+  m.port = static_cast<uint16_t>(p);
+  return m;
+}
+
 absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origin) {
   toml::table root;
   try {
@@ -367,14 +430,14 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   Config config;
   TableReader top(root, "", origin);
   CRIHOOK_RETURN_IF_ERROR(
-      top.checkKnown({"server", "backend", "log", "hooks", "hook", "topology"}));
+      top.checkKnown({"server", "backend", "log", "hooks", "hook", "topology", "metrics"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s :
-       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog},
-        Section{"hooks", readHooks}, Section{"topology", readTopology}}) {
+  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend},
+                           Section{"log", readLog}, Section{"hooks", readHooks},
+                           Section{"topology", readTopology}, Section{"metrics", readMetrics}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));

@@ -69,7 +69,30 @@ struct Config {
 
   // [topology]
   std::string topology_root = "/";  // where sys/, proc/ and dev/ are read (a fixture tree in tests)
+
+  // [metrics]
+  // The Prometheus / health endpoint: a Unix socket path (absolute, or
+  // relative to the directory of server.listen: the default is
+  // /run/crihook/metrics.sock beside the CRI socket), "HOST:PORT" for TCP
+  // (HOST an IP address, IPv6 in brackets), or "" for none.
+  std::string metrics_listen = "metrics.sock";
+  // TCP on an address other than loopback: the endpoint has no
+  // authentication, so exposing it beyond the node is opt-in.
+  bool metrics_allow_remote = false;
 };
+
+// Where the metrics endpoint listens, as [metrics] listen says.
+struct MetricsListen {
+  enum class Kind { kNone, kUnix, kTcp } kind = Kind::kNone;
+  std::string path;  // kUnix: absolute
+  std::string host;  // kTcp: an IP address, without brackets
+  uint16_t port = 0;
+};
+
+// Resolves [metrics] listen against server.listen. INVALID_ARGUMENT naming
+// `origin` and the key for a malformed value, and for a TCP address that is
+// not loopback unless allow_remote.
+absl::StatusOr<MetricsListen> metricsListen(const Config& config, std::string_view origin);
 
 // Parses TOML text. `origin` names the file in messages. Errors are
 // INVALID_ARGUMENT and name the origin, the key and the reason, e.g.

@@ -16,7 +16,20 @@ std::string stageName(LifecycleMethod method, Phase phase) {
   return cat(phase == Phase::kPre ? "Pre" : "Post", methodName(method));
 }
 
-HookChain::HookChain(std::shared_ptr<spdlog::logger> log) : log_(std::move(log)) {}
+HookChain::HookChain(std::shared_ptr<spdlog::logger> log, metrics::HookMetrics* metrics)
+    : log_(std::move(log)), metrics_(metrics) {}
+
+metrics::HookStageMetrics* HookChain::exported(const Entry& e, const HookInput& input) const {
+  if (metrics_ == nullptr) return nullptr;
+  const size_t i = static_cast<size_t>(input.method) * 2 + (input.phase == Phase::kPost ? 1 : 0);
+  if (i >= e.counters->exported.size()) return nullptr;
+  metrics::HookStageMetrics* m = e.counters->exported[i].load(std::memory_order_acquire);
+  if (m == nullptr) {
+    m = &metrics_->of(e.hook->name(), stageName(input.method, input.phase));
+    e.counters->exported[i].store(m, std::memory_order_release);
+  }
+  return m;
+}
 
 void HookChain::add(std::shared_ptr<Hook> hook, HookSettings settings) {
   entries_.push_back(Entry{std::move(hook), std::move(settings), std::make_unique<HookCounters>()});
@@ -73,7 +86,7 @@ HookDecision call(Hook& hook, const HookInput& input) {
 }  // namespace
 
 HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
-                               std::chrono::milliseconds budget) const {
+                               std::chrono::milliseconds budget, bool& timed_out) const {
   const auto start = Clock::now();
   if (e.hook->runsInline() || e.hook->honoursDeadline()) {
     HookDecision d;
@@ -86,6 +99,7 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
     }
     if (Clock::now() - start > budget) {
       e.counters->timeouts.fetch_add(1);
+      timed_out = true;
       // A failure it reported itself (a remote call's DEADLINE_EXCEEDED) or a
       // rejection (a device init that failed at its deadline) says more.
       if (d.kind != HookDecision::Kind::kContinue) return d;
@@ -136,6 +150,7 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
   std::unique_lock lock(shared->mu);
   if (!shared->cv.wait_for(lock, budget, [&] { return shared->done; })) {
     e.counters->timeouts.fetch_add(1);
+    timed_out = true;
     return HookDecision::error(
         absl::DeadlineExceededError(cat("timed out after ", budget.count(), "ms")));
   }
@@ -161,15 +176,25 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
     }
     e.counters->calls.fetch_add(1);
     out.ran.push_back(name);
-    HookDecision d = runOne(e, input, budget);
+    const auto started = Clock::now();
+    bool timed_out = false;
+    HookDecision d = runOne(e, input, budget, timed_out);
+    metrics::HookStageMetrics* m = exported(e, input);
+    if (m) {
+      m->calls.inc();
+      m->duration.observe(std::chrono::duration<double>(Clock::now() - started).count());
+      if (timed_out) m->timeouts.inc();
+    }
 
     if (d.kind == HookDecision::Kind::kReject && input.phase == Phase::kPre) {
+      if (m) m->rejections.inc();
       out.status = absl::Status(
           d.status.code(), cat("hook ", name, " rejected ", stage(), ": ", sv(d.status.message())));
       return out;
     }
     if (d.kind != HookDecision::Kind::kContinue) {
       e.counters->failures.fetch_add(1);
+      if (m) m->failures.inc();
       const std::string why =
           cat("hook ", name, " failed in ", stage(), ": ", sv(d.status.message()));
       if (input.phase == Phase::kPost || e.settings.failure_policy == FailurePolicy::kIgnore) {

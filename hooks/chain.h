@@ -7,6 +7,7 @@
 
 #include <spdlog/logger.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "current.h"
 #include "hook.h"
+#include "hook_metrics.h"
 
 namespace crihook {
 
@@ -42,11 +44,17 @@ struct HookCounters {
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> failures{0};
   std::atomic<uint64_t> timeouts{0};
+  // The exported series of this hook per stage (method x phase), looked up
+  // on its first run there.
+  std::array<std::atomic<metrics::HookStageMetrics*>, 16> exported{};
 };
 
 class HookChain {
  public:
-  explicit HookChain(std::shared_ptr<spdlog::logger> log);
+  // `metrics` (may be null) outlives the chain; the exported numbers, unlike
+  // counters(), carry on across chains.
+  explicit HookChain(std::shared_ptr<spdlog::logger> log,
+                     metrics::HookMetrics* metrics = nullptr);
 
   // Appends a hook. Set up the chain before the first run(); not to be
   // called concurrently with run().
@@ -71,11 +79,13 @@ class HookChain {
     HookSettings settings;
     std::unique_ptr<HookCounters> counters;
   };
-  HookDecision runOne(const Entry& e, const HookInput& input,
-                      std::chrono::milliseconds budget) const;
+  HookDecision runOne(const Entry& e, const HookInput& input, std::chrono::milliseconds budget,
+                      bool& timed_out) const;
+  metrics::HookStageMetrics* exported(const Entry& e, const HookInput& input) const;
   static bool wins(const std::string& winner, const std::string& loser, const void* chain);
 
   std::shared_ptr<spdlog::logger> log_;
+  metrics::HookMetrics* metrics_;
   std::vector<Entry> entries_;
 };
 

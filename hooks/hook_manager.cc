@@ -18,8 +18,10 @@ HookManager::HookManager(const Config& config, std::shared_ptr<spdlog::logger> l
     : config_(config), log_(std::move(log)) {}
 
 absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
-    const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log) {
+    const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log,
+    metrics::Registry* metrics) {
   std::unique_ptr<HookManager> m(new HookManager(config, std::move(log)));
+  if (metrics) m->hook_metrics_ = std::make_unique<metrics::HookMetrics>(*metrics);
   for (const HookConfig& h : config.hooks) {
     if (!h.enabled) {
       m->log_->info("{}: disabled (enabled = false)", h.origin);
@@ -33,7 +35,7 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     if (!h.builtin.empty()) {
       auto made = registry.create(
           h.builtin, h.name, h.settings_json,
-          BuiltinContext{config.state_dir, config.topology_root, config.backend_endpoint});
+          BuiltinContext{config.state_dir, config.topology_root, config.backend_endpoint, metrics});
       if (!made.ok())
         return absl::InvalidArgumentError(cat(h.origin, ": ", made.status().message()));
       hook = *made;
@@ -160,7 +162,7 @@ void HookManager::reload() {
 }
 
 void HookManager::publish() {
-  auto chain = std::make_shared<HookChain>(log_);
+  auto chain = std::make_shared<HookChain>(log_, hook_metrics_.get());
   for (const Entry& e : configured_) chain->add(e.hook, e.settings);
   for (const auto& [file, entry] : servers_) {
     HookSettings s;

@@ -31,9 +31,11 @@ class HookManager {
   // module that is refused (wrong ABI, missing symbol, failing init) is
   // logged naming the file and the reason, and left out: the daemon runs.
   // Reads hookserver_dir once.
-  static absl::StatusOr<std::unique_ptr<HookManager>> create(const Config& config,
-                                                             const HookRegistry& registry,
-                                                             std::shared_ptr<spdlog::logger> log);
+  // With `metrics` (may be null; outlives the manager), every chain exports
+  // per hook and stage numbers there, and built-in hooks get it too.
+  static absl::StatusOr<std::unique_ptr<HookManager>> create(
+      const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log,
+      metrics::Registry* metrics = nullptr);
   ~HookManager();  // stops watching
 
   const ChainHolder& chains() const { return chains_; }
@@ -62,6 +64,7 @@ class HookManager {
 
   const Config config_;
   std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<metrics::HookMetrics> hook_metrics_;  // null without a registry
   struct Entry {
     std::shared_ptr<Hook> hook;
     HookSettings settings;

@@ -16,6 +16,10 @@
 
 namespace crihook {
 
+namespace metrics {
+class Registry;
+}
+
 // What crihookd's configuration tells a built-in hook beyond its settings.
 struct BuiltinContext {
   std::string state_dir;            // [hooks] state_dir; empty: nothing kept on disk
@@ -23,6 +27,9 @@ struct BuiltinContext {
   // [backend] endpoint (unix://…): the runtime, for hooks that call it on
   // their own (hooks/runtime_sandboxes.h); empty: none to call.
   std::string runtime_endpoint;
+  // Where a built-in exports numbers of its own (device-lifecycle's device
+  // counts); null: none.
+  metrics::Registry* metrics = nullptr;
 };
 
 class HookRegistry {

@@ -391,6 +391,7 @@ struct Call {
   bool resp_trailers_only = false;
   grpcwire::FrameTracker resp_frames;
   bool resp_submitted = false;  // response HEADERS handed to nghttp2
+  int64_t buffered = 0;         // intercepted: bytes counted in RelayContext::buffered_bytes
   bool answered = false;        // crihookd produced the final status itself
   absl::Status final_status;    // for the log line
 
@@ -688,8 +689,13 @@ class Upstream final : public H2Endpoint {
 // The kubelet side: an HTTP/2 server connection, owner of its calls.
 class Downstream : public H2Endpoint {
  public:
-  Downstream(Socket socket, RelayContext& ctx) : H2Endpoint(std::move(socket)), ctx_(ctx) {}
-  ~Downstream() override { dropAllCalls(); }
+  Downstream(Socket socket, RelayContext& ctx) : H2Endpoint(std::move(socket)), ctx_(ctx) {
+    ctx_.connections.fetch_add(1);
+  }
+  ~Downstream() override {
+    dropAllCalls();
+    ctx_.connections.fetch_sub(1);
+  }
 
   void start();
   void shutdown();
@@ -740,6 +746,12 @@ class Downstream : public H2Endpoint {
   void resetBoth(Call& call, uint32_t down_error);
   void cancelUpstream(Call& call);
   void logCall(const Call& call);
+  // Metrics of a call that ends, and of the bytes an intercepted one holds.
+  void recordCall(Call& call);
+  void buffer(Call& call, size_t n) {
+    call.buffered += static_cast<int64_t>(n);
+    ctx_.buffered_bytes.fetch_add(static_cast<int64_t>(n));
+  }
   void eraseCall(int32_t id);
   void dropAllCalls();
 
@@ -996,6 +1008,9 @@ void Downstream::dropAllCalls() {
   }
   for (auto& [id, call] : calls_) {
     if (!call->answered) ctx_.active_calls.fetch_sub(1);
+    if (call->final_status.ok() && !(call->resp_end && call->resp_submitted))
+      call->final_status = absl::CancelledError("connection closed");
+    recordCall(*call);
   }
   calls_.clear();
   waiting_.clear();
@@ -1084,8 +1099,16 @@ int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t erro
   }
   self->cancelUpstream(*call);
   if (call->intercepted) self->logCall(*call);
+  self->recordCall(*call);
   self->eraseCall(stream_id);
   return 0;
+}
+
+void Downstream::recordCall(Call& call) {
+  ctx_.buffered_bytes.fetch_sub(call.buffered);
+  call.buffered = 0;
+  if (ctx_.call_metrics)
+    ctx_.call_metrics->record(call.path, call.final_status.code(), Clock::now() - call.start);
 }
 
 void Downstream::eraseCall(int32_t id) {
@@ -1155,6 +1178,7 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
   }
   call.req_body.append(data, ok);
   if (!call.passThrough()) {
+    buffer(call, ok);
     // Intercepted calls are decoded whole: take the bytes now, but never
     // more than one message's worth (a client streaming many small
     // messages into a unary method must not grow the buffer forever).
@@ -1334,6 +1358,7 @@ void Downstream::onPreStageDone(int32_t id, absl::Status status) {
   } else {
     call->forward_body = std::string(call->req_body.view());
   }
+  buffer(*call, call->forward_body.size());
   if (call->deadline != Clock::time_point::max()) {
     auto left = call->deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
@@ -1410,6 +1435,7 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
   }
   call.resp_body.append(data, ok);
   if (!call.passThrough()) {
+    buffer(call, ok);
     nghttp2_session_consume(call.up->session(), call.up_id, len);
     if (call.resp_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
       answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path,

@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "call_metrics.h"
 #include "interceptor.h"
 #include "pod_directory.h"
 
@@ -37,6 +38,11 @@ struct RelayContext {
   PodDirectory* pods = nullptr;
   std::shared_ptr<spdlog::logger> log;
   std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
+  // For the metrics endpoint (read at scrape time).
+  std::atomic<int64_t> connections{0};     // kubelet-side connections open
+  std::atomic<int64_t> buffered_bytes{0};  // held by intercepted calls (request, forwarded
+                                           // copy, reply) until they end
+  metrics::CallMetrics* call_metrics = nullptr;  // every call, when it ends; null: none
 };
 
 class Connection {

@@ -40,6 +40,11 @@ class Server {
   int64_t shutdown(std::chrono::milliseconds grace);
 
   int64_t activeCalls() const { return ctx_.active_calls.load(); }
+  int64_t connections() const { return ctx_.connections.load(); }
+  int64_t bufferedBytes() const { return ctx_.buffered_bytes.load(); }
+  // Every call is recorded there when it ends. Call before start(); `m`
+  // must outlive the server.
+  void setCallMetrics(metrics::CallMetrics* m) { ctx_.call_metrics = m; }
 
  private:
   void accept();

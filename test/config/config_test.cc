@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "fake_cri_server.h"
+#include "text.h"
 
 namespace crihook {
 namespace {
@@ -226,6 +227,56 @@ TEST(Endpoint, UnixSocketsOnly) {
   EXPECT_FALSE(unixSocketPath("unix://relative").ok());
   EXPECT_FALSE(unixSocketPath("npipe:////./pipe/x").ok());
   EXPECT_FALSE(unixSocketPath("").ok());
+}
+
+}  // namespace
+}  // namespace crihook
+
+namespace crihook {
+namespace {
+
+MetricsListen listenOf(const std::string& toml) {
+  auto c = parseConfig(toml, "m.toml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return {};
+  auto m = metricsListen(*c, "m.toml");
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : MetricsListen{};
+}
+
+TEST(MetricsConfig, DefaultIsASocketBesideTheCriSocket) {
+  MetricsListen m = listenOf("");
+  EXPECT_EQ(m.kind, MetricsListen::Kind::kUnix);
+  EXPECT_EQ(m.path, "/run/crihook/metrics.sock");
+  m = listenOf("[server]\nlisten = \"/tmp/t/c.sock\"\n");
+  EXPECT_EQ(m.path, "/tmp/t/metrics.sock");
+  m = listenOf("[metrics]\nlisten = \"unix:///run/m.sock\"\n");
+  EXPECT_EQ(m.path, "/run/m.sock");
+  EXPECT_EQ(listenOf("[metrics]\nlisten = \"\"\n").kind, MetricsListen::Kind::kNone);
+}
+
+TEST(MetricsConfig, TcpOnLoopbackOnlyUnlessAllowed) {
+  MetricsListen m = listenOf("[metrics]\nlisten = \"127.0.0.1:9464\"\n");
+  EXPECT_EQ(m.kind, MetricsListen::Kind::kTcp);
+  EXPECT_EQ(m.host, "127.0.0.1");
+  EXPECT_EQ(m.port, 9464);
+  EXPECT_EQ(listenOf("[metrics]\nlisten = \"[::1]:9464\"\n").host, "::1");
+  auto remote = parseConfig("[metrics]\nlisten = \"0.0.0.0:9464\"\n", "m.toml");
+  ASSERT_FALSE(remote.ok());
+  EXPECT_THAT(message(remote.status()),
+              HasSubstr("config m.toml: metrics.listen: not a loopback address"));
+  EXPECT_THAT(message(remote.status()), HasSubstr("allow_remote"));
+  EXPECT_EQ(listenOf("[metrics]\nlisten = \"10.0.0.1:9464\"\nallow_remote = true\n").host,
+            "10.0.0.1");
+  for (const char* bad : {"localhost:9464", "127.0.0.1:70000", "127.0.0.1:x"}) {
+    auto c = parseConfig(cat("[metrics]\nlisten = \"", bad, "\"\n"), "m.toml");
+    EXPECT_FALSE(c.ok()) << bad;
+    if (!c.ok()) {
+      EXPECT_THAT(message(c.status()), HasSubstr("metrics.listen"));
+    }
+  }
+  auto typo = parseConfig("[metrics]\nlistn = \"x\"\n", "m.toml");
+  EXPECT_THAT(message(typo.status()), HasSubstr("metrics.listn: unknown key"));
 }
 
 }  // namespace

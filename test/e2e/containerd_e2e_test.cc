@@ -9,13 +9,13 @@
 #include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +25,7 @@
 #include "koord_server.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "runtime_v1.grpc.pb.h"
+#include "status.h"
 #include "text.h"
 
 namespace crihook::testing {
@@ -540,6 +541,70 @@ TEST_F(ContainerdE2E, ACreateContainerRejectedByAHookLeavesNoContainer) {
   ASSERT_TRUE(runtime(env->direct)->ListContainers(&c2, list, &lc).ok());
   EXPECT_EQ(lc.containers_size(), 0);
   removePod(pod);
+}
+
+// crihookd's metrics endpoint (beside its CRI socket by default), scraped
+// as Prometheus would: a pod lifecycle shows up in the RunPodSandbox count
+// and in the hooks' numbers, and crihookctl status reads it.
+TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
+  using RS = v1::RuntimeService::Stub;
+  MetricsListen where;
+  where.kind = MetricsListen::Kind::kUnix;
+  where.path = env->dir + "/metrics.sock";
+  auto sample = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
+    auto r = ctl::httpGet(where, "/metrics", 10s);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return -1.0;
+    EXPECT_EQ(r->status, 200);
+    auto samples = ctl::parseExposition(r->body);
+    EXPECT_TRUE(samples.ok()) << samples.status();
+    if (!samples.ok()) return -1.0;
+    for (const auto& s : *samples) {
+      if (s.name != name) continue;
+      bool match = true;
+      for (const auto& [k, v] : labels) match = match && s.labels.count(k) && s.labels.at(k) == v;
+      if (match) return s.value;
+    }
+    return 0.0;  // not recorded yet
+  };
+  const std::map<std::string, std::string> run_ok = {
+      {"service", "runtime.v1.RuntimeService"}, {"method", "RunPodSandbox"}, {"code", "OK"}};
+  const std::map<std::string, std::string> static_pre = {{"hook", "e2e-static"},
+                                                         {"stage", "PreCreateContainer"}};
+  const std::map<std::string, std::string> refuser_pre = {{"hook", "hookserver/refuser"},
+                                                          {"stage", "PreCreateContainer"}};
+  const double runs = sample("crihook_cri_calls_total", run_ok);
+  const double static_calls = sample("crihook_hook_calls_total", static_pre);
+  const double refuser_calls = sample("crihook_hook_calls_total", refuser_pre);
+
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-metrics");
+  (*run.mutable_config()->mutable_annotations())["crihook.test/hooks"] = "on";
+  const std::string pod = viaProxy(&RS::RunPodSandbox, run).pod_sandbox_id();
+  ASSERT_FALSE(pod.empty());
+  const std::string ctr =
+      viaProxy(&RS::CreateContainer, boxRequest(pod, run.config(), "counted")).container_id();
+  ASSERT_FALSE(ctr.empty());
+  v1::StartContainerRequest start;
+  start.set_container_id(ctr);
+  viaProxy(&RS::StartContainer, start);
+  removePod(pod);
+
+  // A call is counted as its stream closes, just after the client has its answer.
+  double now = 0;
+  for (int i = 0; i < 200 && (now = sample("crihook_cri_calls_total", run_ok)) < runs + 1; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(now, runs + 1);
+  EXPECT_EQ(sample("crihook_hook_calls_total", static_pre), static_calls + 1);
+  EXPECT_EQ(sample("crihook_hook_calls_total", refuser_pre), refuser_calls + 1);
+  EXPECT_EQ(sample("crihook_hook_failures_total", static_pre), 0);
+  EXPECT_GE(sample("crihook_hook_duration_seconds_count", static_pre), static_calls + 1);
+
+  std::ostringstream out, err;
+  EXPECT_EQ(ctl::run({"status", "--metrics", where.path}, out, err), 0) << out.str() << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("backend:  healthy"));
+  EXPECT_THAT(out.str(), HasSubstr("ready:    yes"));
+  EXPECT_THAT(out.str(), HasSubstr("runtime.v1.RuntimeService/RunPodSandbox"));
 }
 
 // The device hooks on a fake device tree: character devices made with mknod

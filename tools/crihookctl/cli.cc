@@ -20,6 +20,7 @@
 #include "report.h"
 #include "runtime_v1.grpc.pb.h"
 #include "state_store.h"
+#include "status.h"
 #include "text.h"
 
 namespace crihook::ctl {
@@ -67,6 +68,14 @@ commands:
                                     made it, what went to the runtime (reads
                                     crihookd's state, default /var/lib/crihook;
                                     an ID prefix will do)
+  status [--metrics ENDPOINT] [--config FILE]
+                                    crihookd's health: the runtime answering,
+                                    ready, uptime, calls and errors per method,
+                                    hook failures and timeouts, device cleanups
+                                    owed; from its metrics endpoint (ENDPOINT as
+                                    [metrics] listen takes it; default the config
+                                    file's, else /run/crihook/metrics.sock);
+                                    exits 1 unless healthy and ready
   devices [--state-dir DIR]         the device-lifecycle hook's records: each
                                     sandbox's devices, whether they are
                                     initialised or owe a cleanup, and why
@@ -510,6 +519,12 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
     if (cmd == "explain") return cmdExplain(o, rest, out);
     if (cmd == "devices") return cmdDevices(o, rest, out);
     if (cmd == "topology") return cmdTopology(o, rest, out, err);
+    if (cmd == "status") {
+      Parsed p = parse(rest, {{"--metrics", true}, {"--config", true}});
+      if (!p.positional.empty()) throw UsageError("status takes no arguments");
+      return status(p.flags["--metrics"], p.flags["--config"], o.json,
+                    std::chrono::seconds(o.timeout_s), out, err);
+    }
     Client c(o);
     if (cmd == "version") return cmdVersion(c, o, rest, out);
     if (cmd == "info") return cmdInfo(c, o, rest, out);

@@ -8,11 +8,15 @@
 #include <optional>
 #include <string>
 
+#include "call_metrics.h"
 #include "config.h"
+#include "health.h"
 #include "holder.h"
 #include "hook_interceptor.h"
 #include "hook_manager.h"
+#include "http_endpoint.h"
 #include "logging.h"
+#include "metric_registry.h"
 #include "registry.h"
 #include "server.h"
 #include "state_store.h"
@@ -123,13 +127,32 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Metrics: made first, so every part can register its numbers.
+  auto metrics_listen = crihook::metricsListen(config, "flags");
+  if (!metrics_listen.ok()) {
+    std::fprintf(stderr, "crihookd: %s\n", std::string(metrics_listen.status().message()).c_str());
+    return 1;
+  }
+  crihook::metrics::Registry registry;
+  registry.gauge("crihook_build_info", "crihookd's version; always 1.", {"version"})
+      .with({CRIHOOK_VERSION})
+      .set(1);
+  registry
+      .gauge("crihook_process_start_time_seconds",
+             "When crihookd started, in seconds since the Unix epoch.")
+      .with({})
+      .set(std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count());
+  crihook::metrics::CallMetrics call_metrics(registry);
+
   crihook::StateStore state(config.state_dir, crihook::logger("state"));
   if (auto s = state.load(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;
   }
-  auto hooks =
-      crihook::HookManager::create(config, crihook::builtinHooks(), crihook::logger("hook"));
+  auto hooks = crihook::HookManager::create(config, crihook::builtinHooks(),
+                                            crihook::logger("hook"), &registry);
   if (!hooks.ok()) {
     log->critical("cannot start: {}", crihook::sv(hooks.status().message()));
     return 1;
@@ -148,10 +171,44 @@ int main(int argc, char** argv) {
   crihook::HookInterceptor interceptor((*hooks)->chains(), state, crihook::logger("hook"),
                                        static_cast<size_t>(config.hook_workers), &topology);
   crihook::Server server(config, interceptor, crihook::logger("proxy"));
+  server.setCallMetrics(&call_metrics);
+  registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
+                         [&server] { return static_cast<double>(server.connections()); });
+  registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
+                         [&server] { return static_cast<double>(server.activeCalls()); });
+  registry.gaugeFunction(
+      "crihook_intercepted_buffered_bytes",
+      "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
+      [&server] { return static_cast<double>(server.bufferedBytes()); });
   if (auto s = server.start(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;
   }
+  // After the CRI socket is ours: a second crihookd on the same paths is
+  // refused by the server's single-instance check, naming the CRI socket.
+  crihook::metrics::Readiness readiness;
+  crihook::metrics::BackendHealth health(
+      crihook::metrics::runtimeVersionProbe(config.backend_endpoint));
+  std::optional<crihook::metrics::HttpEndpoint> endpoint;
+  if (metrics_listen->kind != crihook::MetricsListen::Kind::kNone) {
+    crihook::metrics::HttpEndpointOptions o;
+    o.unix_path = metrics_listen->path;
+    o.unix_mode = config.socket_mode;
+    o.unix_group = config.socket_group;
+    o.tcp_host = metrics_listen->host;
+    o.tcp_port = metrics_listen->port;
+    endpoint.emplace(o, crihook::metrics::routes(registry, health, readiness),
+                     crihook::logger("metrics"));
+    if (auto s = endpoint->start(); !s.ok()) {
+      log->critical("cannot start: {}", crihook::sv(s.message()));
+      server.shutdown(std::chrono::milliseconds(0));
+      return 1;
+    }
+    log->info("metrics on {}", metrics_listen->path.empty()
+                                   ? crihook::cat(o.tcp_host, ":", endpoint->port())
+                                   : metrics_listen->path);
+  }
+  readiness.set(true, "serving");
   // Hooks that keep records square them with the runtime (cleanups owed for
   // sandboxes that went away while crihookd was down).
   (*hooks)->reconcileWithRuntime(config.backend_endpoint);
@@ -162,7 +219,9 @@ int main(int argc, char** argv) {
   log->info("{}: stopping; in-flight calls get up to {}ms", strsignal(sig),
             config.shutdown_grace.count());
   crihook::notifySystemd("STOPPING=1");
+  readiness.set(false, "stopping");
   int64_t cut = server.shutdown(config.shutdown_grace);
+  if (endpoint) endpoint->stop();
   if (cut > 0) log->warn("{} calls were still running when the grace period ended", cut);
   log->info("stopped");
   return 0;

@@ -4,11 +4,13 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "../devices/allocation.h"
 #include "../settings.h"
 #include "actions.h"
+#include "hook_metrics.h"
 #include "logging.h"
 #include "records.h"
 #include "runtime_sandboxes.h"
@@ -129,6 +131,19 @@ class LifecycleHook final : public Hook, public Reconciler {
   void save(DeviceRecord& r) {
     r.changed_ms = nowMs();
     if (auto s = records_.save(r); !s.ok()) log_->error("{}", sv(s.message()));
+    notePending(r.key, r.phase == DevicePhase::kCleanupPending);
+  }
+  // Keeps crihook_device_cleanups_pending: every phase change goes through
+  // save() or forget().
+  void notePending(const SandboxKey& key, bool pending) {
+    if (!metrics_) return;
+    std::lock_guard lock(mu_);
+    if (pending) {
+      pending_.insert(key);
+    } else {
+      pending_.erase(key);
+    }
+    metrics_->pending.set(static_cast<int64_t>(pending_.size()));
   }
   // Forgets a sandbox that is cleaned up and gone. Caller holds the slot's lock.
   void forget(Slot& s) {
@@ -137,6 +152,8 @@ class LifecycleHook final : public Hook, public Reconciler {
     release(r);
     std::lock_guard lock(mu_);
     if (!r.sandbox_id.empty()) by_sandbox_.erase(r.sandbox_id);
+    if (metrics_ && pending_.erase(r.key))
+      metrics_->pending.set(static_cast<int64_t>(pending_.size()));
     slots_.erase(r.key);
     s.record.reset();
   }
@@ -233,6 +250,8 @@ class LifecycleHook final : public Hook, public Reconciler {
   std::map<std::string, SandboxKey> by_sandbox_;
   std::map<std::string, std::map<SandboxKey, std::string>> holders_;  // device id -> holders
   std::map<SandboxKey, Clock::time_point> due_;
+  std::unique_ptr<metrics::DeviceMetrics> metrics_;  // null without a registry
+  std::set<SandboxKey> pending_;                     // cleanup owed (phase cleanup-pending)
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread worker_;
@@ -242,6 +261,7 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
                                  const BuiltinContext& context) {
   name_ = name;
   log_ = logger("hook." + name);
+  if (context.metrics) metrics_ = std::make_unique<metrics::DeviceMetrics>(*context.metrics, name);
   auto r = HookSettingsReader::parse(name, settings_json);
   if (!r.ok()) return r.status();
   if (auto s = r->checkKnown({"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial",
@@ -289,7 +309,10 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
     auto s = std::make_shared<Slot>();
     s->from_disk = true;
     if (!rec.sandbox_id.empty()) by_sandbox_[rec.sandbox_id] = rec.key;
-    if (rec.phase == DevicePhase::kCleanupPending) due_[rec.key] = Clock::now();
+    if (rec.phase == DevicePhase::kCleanupPending) {
+      due_[rec.key] = Clock::now();
+      pending_.insert(rec.key);
+    }
     log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
                rec.key.attempt, rec.devices.size(), phaseName(rec.phase));
     if (rec.phase == DevicePhase::kInitialising || rec.phase == DevicePhase::kReady) {
@@ -301,6 +324,7 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
     slots_[key] = std::move(s);
   }
   for (const std::string& e : errors) log_->error("{}", e);
+  if (metrics_) metrics_->pending.set(static_cast<int64_t>(pending_.size()));
   worker_ = std::thread([this] { retryLoop(); });
   return absl::OkStatus();
 }
@@ -456,6 +480,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
         log_->info("pod {}: init of {}: {}: done", pod, d.describe(), actions[k].describe());
         continue;
       }
+      if (metrics_) metrics_->initFailures(d.type).inc();
       std::string why = cat("pod ", pod, ": init of ", d.describe(), " failed: action ", k, " (",
                             actions[k].describe(), "): ", st.message());
       log_->error("{}", why);
@@ -469,6 +494,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
       }
       return HookDecision::reject(absl::FailedPreconditionError(why));
     }
+    if (metrics_) metrics_->inits(d.type).inc();
   }
   rec.touched = rec.devices.size();
   rec.phase = DevicePhase::kReady;
@@ -557,12 +583,14 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
       const std::string why = cat("cleanup of ", d.describe(), ": action ", k, " (",
                                   actions[k].describe(), "): ", st.message());
       log_->error("pod {}: {}", pod, why);
+      if (metrics_) metrics_->cleanupFailures(d.type).inc();
       failed += cat(failed.empty() ? "" : "; ", why);
       ok = false;
       break;
     }
     if (ok) {
       r.cleaned[i] = true;
+      if (metrics_) metrics_->cleanups(d.type).inc();
       save(r);
     }
   }

@@ -1,0 +1,135 @@
+#include "health.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "runtime_v1.grpc.pb.h"
+#include "text.h"
+
+namespace crihook::metrics {
+
+using Clock = std::chrono::steady_clock;
+
+void Readiness::set(bool ready, std::string phase) {
+  std::lock_guard lock(mu_);
+  ready_ = ready;
+  phase_ = std::move(phase);
+}
+
+bool Readiness::ready(std::string* phase) const {
+  std::lock_guard lock(mu_);
+  if (phase) *phase = phase_;
+  return ready_;
+}
+
+BackendHealth::BackendHealth(Probe probe, std::chrono::milliseconds timeout,
+                             std::chrono::milliseconds cache_for)
+    : probe_(std::move(probe)), timeout_(timeout), cache_for_(cache_for) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+BackendHealth::~BackendHealth() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+uint64_t BackendHealth::probes() const {
+  std::lock_guard lock(mu_);
+  return probes_;
+}
+
+void BackendHealth::check(std::function<void(absl::Status)> done) {
+  absl::Status cached;
+  {
+    std::lock_guard lock(mu_);
+    if (!have_last_ || Clock::now() - last_at_ >= cache_for_) {
+      waiting_.push_back(std::move(done));
+      cv_.notify_all();
+      return;
+    }
+    cached = last_;
+  }
+  done(cached);
+}
+
+void BackendHealth::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+    if (stopping_) break;
+    lock.unlock();
+    absl::Status s;
+    try {
+      s = probe_(timeout_);
+    } catch (const std::exception& e) {
+      s = absl::InternalError(cat("health probe threw: ", e.what()));
+    }
+    lock.lock();
+    ++probes_;
+    last_ = s;
+    last_at_ = Clock::now();
+    have_last_ = true;
+    std::vector<std::function<void(absl::Status)>> waiting;
+    waiting.swap(waiting_);
+    lock.unlock();
+    for (auto& w : waiting) w(s);
+    lock.lock();
+  }
+  // Whoever still waits learns that crihookd is stopping.
+  std::vector<std::function<void(absl::Status)>> waiting;
+  waiting.swap(waiting_);
+  lock.unlock();
+  for (auto& w : waiting) w(absl::UnavailableError("crihookd is stopping"));
+}
+
+BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint) {
+  const std::string target = endpoint.starts_with("unix://") ? endpoint : "unix://" + endpoint;
+  // Made on the first probe (on the health thread, the probe's only caller):
+  // a crihookd nobody probes starts no gRPC client machinery for it.
+  auto stub = std::make_shared<std::unique_ptr<runtime::v1::RuntimeService::Stub>>();
+  return [stub, target, endpoint](std::chrono::milliseconds timeout) -> absl::Status {
+    if (!*stub) {
+      *stub = runtime::v1::RuntimeService::NewStub(
+          grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    runtime::v1::VersionResponse reply;
+    const grpc::Status s = (*stub)->Version(&ctx, runtime::v1::VersionRequest(), &reply);
+    if (s.ok() || s.error_code() == grpc::StatusCode::UNIMPLEMENTED) return absl::OkStatus();
+    return absl::UnavailableError(cat("runtime ", endpoint, " did not answer Version within ",
+                                      timeout.count(), "ms: ", s.error_message()));
+  };
+}
+
+HttpEndpoint::Handler routes(const Registry& registry, BackendHealth& health,
+                             const Readiness& readiness) {
+  return [&registry, &health, &readiness](const std::string& path,
+                                          std::function<void(HttpResponse)> reply) {
+    if (path == "/metrics") {
+      reply({200, "text/plain; version=0.0.4; charset=utf-8", registry.expose()});
+    } else if (path == "/healthz") {
+      health.check([reply](absl::Status s) {
+        if (s.ok()) {
+          reply({200, "text/plain; charset=utf-8", "ok\n"});
+        } else {
+          reply({503, "text/plain; charset=utf-8", cat(sv(s.message()), "\n")});
+        }
+      });
+    } else if (path == "/readyz") {
+      std::string phase;
+      if (readiness.ready(&phase)) {
+        reply({200, "text/plain; charset=utf-8", "ok\n"});
+      } else {
+        reply({503, "text/plain; charset=utf-8", cat("not ready: ", phase, "\n")});
+      }
+    } else {
+      reply({404, "text/plain; charset=utf-8", "not found: try /metrics, /healthz, /readyz\n"});
+    }
+  };
+}
+
+}  // namespace crihook::metrics

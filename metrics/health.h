@@ -1,0 +1,88 @@
+#pragma once
+
+// /healthz and /readyz, and the routes of the metrics endpoint.
+//
+// /healthz: 200 when the runtime answers Version within kProbeTimeout, else
+// 503 with the reason. The answer is cached for kHealthCacheFor, so a storm
+// of probes costs the runtime at most one Version a second; probes run on a
+// thread of their own, never on the endpoint's loop, so /metrics is served
+// while the runtime hangs.
+// /readyz: 200 once crihookd serves (listening, hooks loaded, first
+// topology discovered), 503 with the phase while starting or stopping.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "http_endpoint.h"
+#include "metric_registry.h"
+
+namespace crihook::metrics {
+
+// containerd answers Version in well under a millisecond; a second is a
+// runtime that is not serving.
+constexpr std::chrono::milliseconds kProbeTimeout{1000};
+constexpr std::chrono::milliseconds kHealthCacheFor{1000};
+
+class Readiness {
+ public:
+  // Thread-safe.
+  void set(bool ready, std::string phase);
+  bool ready(std::string* phase = nullptr) const;
+
+ private:
+  mutable std::mutex mu_;
+  bool ready_ = false;
+  std::string phase_ = "starting";
+};
+
+class BackendHealth {
+ public:
+  // `probe(timeout)`: OK when the runtime answered in time, else why not.
+  // Called on the health thread only.
+  using Probe = std::function<absl::Status(std::chrono::milliseconds timeout)>;
+
+  explicit BackendHealth(Probe probe, std::chrono::milliseconds timeout = kProbeTimeout,
+                         std::chrono::milliseconds cache_for = kHealthCacheFor);
+  ~BackendHealth();  // joins the health thread (a probe in progress ends by its timeout)
+
+  // Calls `done` with the runtime's health: at once when the last probe is
+  // fresher than `cache_for`, else on the health thread after one probe (all
+  // callers waiting meanwhile share it). Thread-safe.
+  void check(std::function<void(absl::Status)> done);
+
+  // How many probes ran (for tests).
+  uint64_t probes() const;
+
+ private:
+  void loop();
+
+  Probe probe_;
+  const std::chrono::milliseconds timeout_, cache_for_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::function<void(absl::Status)>> waiting_;
+  absl::Status last_ = absl::UnavailableError("not probed yet");
+  std::chrono::steady_clock::time_point last_at_{};
+  bool have_last_ = false;
+  bool stopping_ = false;
+  uint64_t probes_ = 0;
+  std::thread thread_;
+};
+
+// Version at a CRI runtime (runtime.v1; a runtime that answers
+// UNIMPLEMENTED there serves, just not v1, and counts as healthy). The
+// channel is made on the first probe and kept; the probe is for one thread.
+BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint);
+
+// /metrics (the registry's text exposition), /healthz, /readyz; anything
+// else 404. The three must outlive the endpoint.
+HttpEndpoint::Handler routes(const Registry& registry, BackendHealth& health,
+                             const Readiness& readiness);
+
+}  // namespace crihook::metrics
