@@ -62,7 +62,8 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
       }
     }
     if (!known)
-      warn(quote(key), "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
+      warn(quote(key),
+           "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
   }
   // A JSON null leaves a Go field as it was: absent.
   auto present = [&](int i) { return values[i] != nullptr && !values[i]->is_null(); };

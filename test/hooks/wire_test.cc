@@ -126,7 +126,8 @@ TEST(WireTest, RepliesBecomeDecisions) {
 // merged, and its words are cut and quoted in messages.
 TEST(WireTest, HostileRepliesAreBoundedAndQuoted) {
   hv1::Adjustment w;
-  for (int i = 0; i <= 4096; ++i) w.add_cdi_devices("vendor.com/gpu=0");  // kMaxAdjustmentEntries + 1
+  for (int i = 0; i <= 4096; ++i)
+    w.add_cdi_devices("vendor.com/gpu=0");  // kMaxAdjustmentEntries + 1
   EXPECT_EQ(std::string(fromWire(w, "reply of hook x").status().message()),
             "reply of hook x: adjustment.cdi_devices: 4097 entries, more than 4096");
   w.Clear();

@@ -824,22 +824,22 @@ TEST_F(CpuPoolsTest, SharedContainersMoveOffAPinAndBackAcrossARestart) {
 // The pools' record is read as any file on disk: deep, a FIFO or a link is
 // refused and the pools start empty, promptly.
 TEST_F(CpuPoolsTest, ADeepOrNonRegularRecordIsRefusedAndThePoolsStartEmpty) {
-    std::filesystem::create_directories(dir_.file("cpuset"));
-    std::ofstream(dir_.file("cpuset/pools.json"))
-        << R"({"pinned": {"c1": {"cpus": "2-3", "x": )" << std::string(60000, '[')
-        << std::string(60000, ']') << "}}}";
-    auto p = pools();
-    p->start();
-    ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
-    EXPECT_TRUE(p->pinnedCpus().empty());
-    p.reset();
+  std::filesystem::create_directories(dir_.file("cpuset"));
+  std::ofstream(dir_.file("cpuset/pools.json"))
+      << R"({"pinned": {"c1": {"cpus": "2-3", "x": )" << std::string(60000, '[')
+      << std::string(60000, ']') << "}}}";
+  auto p = pools();
+  p->start();
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_TRUE(p->pinnedCpus().empty());
+  p.reset();
 
-    std::filesystem::remove(dir_.file("cpuset/pools.json"));
-    ASSERT_EQ(::mkfifo(dir_.file("cpuset/pools.json").c_str(), 0600), 0);
-    p = pools();
-    p->start();  // returns: the FIFO is not waited on
-    ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
-    EXPECT_TRUE(p->pinnedCpus().empty());
+  std::filesystem::remove(dir_.file("cpuset/pools.json"));
+  ASSERT_EQ(::mkfifo(dir_.file("cpuset/pools.json").c_str(), 0600), 0);
+  p = pools();
+  p->start();  // returns: the FIFO is not waited on
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_TRUE(p->pinnedCpus().empty());
 }
 
 TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten) {
