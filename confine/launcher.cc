@@ -117,7 +117,8 @@ absl::StatusOr<LaunchResult> DirectLauncher::launch(const LaunchRequest& request
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // crihookd blocks signals it waits for
-    ::signal(SIGPIPE, SIG_DFL);                   // and ignores this one
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP})  // ignored by crihookd or the spawner;
+      ::signal(sig, SIG_DFL);                            // an ignored signal survives exec
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out[1], 1);
     ::dup2(out[1], 2);

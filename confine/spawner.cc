@@ -232,6 +232,12 @@ void spawnerMain(int fd, const SpawnerOptions& options) {
   if (fd > 3) ::close_range(3, static_cast<unsigned>(fd - 1), 0);
   ::close_range(static_cast<unsigned>(fd + 1), ~0u, 0);
   ::signal(SIGPIPE, SIG_IGN);  // a caller that gave up must not kill a worker
+  // Its life is crihookd's (EOF, PDEATHSIG), not the service's: systemd's
+  // SIGTERM to the whole cgroup at stop must not cut the actions of calls
+  // crihookd is still finishing in its grace period.
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -353,8 +359,8 @@ absl::StatusOr<LaunchResult> SpawnerClient::launch(const LaunchRequest& request)
             sv(reply.status().message())));
   if (eof) {
     // The spawner closes our end unanswered only when it (or the worker) died.
-    if (::kill(pid_, 0) != 0 || ::waitpid(pid_, nullptr, WNOHANG) == pid_)
-      return gone("it exited");
+    // (waitpid, not kill(pid, 0): crihookd's filter has no kill.)
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return gone("it exited");
     return absl::UnavailableError(
         cat("spawner (pid ", pid_, "): its worker for ", request.argv[0], " ended without a reply"));
   }

@@ -23,8 +23,8 @@
 // and its pid (the device-lifecycle hook then fails or retries the action as
 // for any failure). It is not restarted: a spawner forked after the filter
 // would inherit the filter and the dropped capabilities, i.e. be useless for
-// its purpose; systemd's Restart=always restarts crihookd as a whole instead
-// if an operator kills it (crihookd logs the spawner's death once).
+// its purpose. Restarting crihookd (systemctl restart; Restart=always when
+// crihookd itself dies) brings a new spawner.
 
 #include <sys/types.h>
 

@@ -250,6 +250,19 @@ TEST(SpawnerTest, ADeadSpawnerMakesCommandsUnavailableNamingIt) {
             absl::StatusCode::kUnavailable);
 }
 
+TEST(SpawnerTest, OutlivesTheServicesSigtermButItsCommandsDoNot) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  // systemd signals the whole cgroup at stop; crihookd may still be
+  // finishing calls that run actions.
+  ASSERT_EQ(::kill(spawner->pid(), SIGTERM), 0);
+  ASSERT_EQ(::kill(spawner->pid(), SIGHUP), 0);
+  auto r = spawner->launch(command({"/bin/sh", "-c", "kill -TERM $$; sleep 5"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->end, LaunchResult::End::kSignaled) << "SIGTERM is not ignored in a command";
+  EXPECT_EQ(r->code, SIGTERM);
+}
+
 TEST(SpawnerTest, TheSpawnerDiesWithTheProcessThatForkedIt) {
   // This test process reaps orphans, so the spawner is waited for here.
   ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
