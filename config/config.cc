@@ -238,6 +238,39 @@ absl::Status readStringList(const TableReader& r, std::string_view key,
   return absl::OkStatus();
 }
 
+absl::Status readSecurity(const toml::table& t, std::string_view origin, Config& c) {
+  TableReader r(t, "security.", origin);
+  CRIHOOK_RETURN_IF_ERROR(
+      r.checkKnown({"seccomp", "spawner_seccomp", "capabilities", "spawner_capabilities"}));
+  for (auto [key, value] :
+       {std::pair{"seccomp", &c.seccomp}, std::pair{"spawner_seccomp", &c.spawner_seccomp}}) {
+    CRIHOOK_RETURN_IF_ERROR(r.readString(key, *value));
+    if (*value != "errno" && *value != "kill" && *value != "log" && *value != "off")
+      return r.error(key, cat("expected \"errno\", \"kill\", \"log\" or \"off\", got \"",
+                              value->substr(0, 32), "\""));
+  }
+  for (auto [key, list] : {std::pair{"capabilities", &c.capabilities},
+                           std::pair{"spawner_capabilities", &c.spawner_capabilities}}) {
+    if (!r.get(key)) continue;
+    list->clear();
+    CRIHOOK_RETURN_IF_ERROR(readStringList(r, key, *list));
+    // Names are resolved against the kernel's at start-up (confine/capabilities.h);
+    // here only their shape, so a typo is caught with the file and key.
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string& name = (*list)[i];
+      bool ok = !name.empty() && name.size() <= 32;
+      for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+      if (!ok || (name == "all" && (key != std::string_view("spawner_capabilities") ||
+                                    list->size() != 1)))
+        return r.error(cat(key, "[", i, "]"),
+                       cat("expected a capability name such as \"CAP_NET_ADMIN\"",
+                           key == std::string_view("spawner_capabilities") ? " or only \"all\"" : "",
+                           ", got \"", name.substr(0, 32), "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status readHook(const toml::table& t, size_t index, std::string_view origin,
                       std::vector<HookConfig>& hooks) {
   HookConfig h;
@@ -430,14 +463,16 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   Config config;
   TableReader top(root, "", origin);
   CRIHOOK_RETURN_IF_ERROR(
-      top.checkKnown({"server", "backend", "log", "hooks", "hook", "topology", "metrics"}));
+      top.checkKnown(
+          {"server", "backend", "log", "hooks", "hook", "topology", "metrics", "security"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend},
-                           Section{"log", readLog}, Section{"hooks", readHooks},
-                           Section{"topology", readTopology}, Section{"metrics", readMetrics}}) {
+  for (const Section& s :
+       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog},
+        Section{"hooks", readHooks}, Section{"topology", readTopology},
+        Section{"metrics", readMetrics}, Section{"security", readSecurity}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));

@@ -79,6 +79,21 @@ struct Config {
   // TCP on an address other than loopback: the endpoint has no
   // authentication, so exposing it beyond the node is opt-in.
   bool metrics_allow_remote = false;
+  // [security] (README "Confinement")
+  // crihookd's seccomp filter, installed once started: "errno" (calls off
+  // the allow-list fail with EPERM), "kill", "log" (allowed and logged by
+  // the kernel: how an operator finds a missing call) or "off".
+  std::string seccomp = "errno";
+  // The spawner's own filter (inherited by every action command): same
+  // values; "off" by default, actions are arbitrary programs.
+  std::string spawner_seccomp = "off";
+  // Capabilities crihookd keeps once the spawner is forked ("CAP_NET_ADMIN"
+  // or "net_admin"); none by default. CAP_CHOWN is added while
+  // server.socket_group is set (the socket's chown at start-up).
+  std::vector<std::string> capabilities;
+  // Capabilities the spawner keeps for the commands it runs; ["all"]: every
+  // one crihookd started with.
+  std::vector<std::string> spawner_capabilities = {"all"};
 };
 
 // Where the metrics endpoint listens, as [metrics] listen says.

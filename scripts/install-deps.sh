@@ -9,6 +9,7 @@ build_pkgs=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libgrpc-dev
   libnghttp2-dev libboost-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libyaml-cpp-dev
   libabsl-dev libgtest-dev libgmock-dev
+  libseccomp-dev
 )
 # The end-to-end tests and the demo run a real containerd and runc and build a
 # busybox image locally; iproute2/iptables are what containerd's CNI-less sandbox needs.

@@ -7,6 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <map>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -238,6 +240,172 @@ TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
   EXPECT_TRUE(version(dir_.file("s.sock")).ok());  // SIGHUP does not stop it
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// Confinement (README "Confinement"): the filter, the capabilities and the
+// spawner, in the real binary.
+
+// The CapEff / CapBnd values of every thread of `pid`.
+std::vector<std::pair<std::string, std::string>> threadCaps(pid_t pid) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line, eff, bnd;
+    while (std::getline(status, line)) {
+      if (line.rfind("CapEff:\t", 0) == 0) eff = line.substr(8);
+      if (line.rfind("CapBnd:\t", 0) == 0) bnd = line.substr(8);
+    }
+    out.emplace_back(eff, bnd);
+  }
+  return out;
+}
+
+std::string capEffOf(const std::string& pid) {
+  std::ifstream status("/proc/" + pid + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("CapEff:\t", 0) == 0) return line.substr(8);
+  return "";
+}
+
+// Gone, or a zombie nobody reaped yet.
+bool processGone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+}
+
+bool waitProcessGone(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    if (processGone(pid)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+pid_t spawnerOf(pid_t daemon) {
+  std::ifstream children("/proc/" + std::to_string(daemon) + "/task/" + std::to_string(daemon) +
+                         "/children");
+  pid_t pid = -1;
+  children >> pid;
+  return pid;
+}
+
+class ConfinedDaemonTest : public CrihookdTest {
+ protected:
+  ConfinedDaemonTest() {
+    backend_.onUnary("/runtime.v1.RuntimeService/CreateContainer",
+                     [](FakeCall&, std::string* out) {
+                       v1::CreateContainerResponse r;
+                       r.set_container_id("c1");
+                       *out = r.SerializeAsString();
+                       return grpc::Status::OK;
+                     });
+    backend_.start();
+  }
+  // crihookd with the syscall module (test/confine/syscall_module.cc) and
+  // `security` as its [security] table.
+  std::unique_ptr<Daemon> start(const std::string& security, const std::string& name) {
+    std::ofstream(dir_.file(name + ".toml"))
+        << "[hooks]\nhookserver_dir = \"\"\n"
+        << security << "[[hook]]\nname = \"syscall\"\nmodule = \"" << VARIANT_DIR
+        << "/syscall_module.so\"\n";
+    auto d = std::make_unique<Daemon>(
+        std::vector<std::string>{"--config", dir_.file(name + ".toml"), "--listen",
+                                 dir_.file(name + ".sock"), "--backend",
+                                 "unix://" + dir_.file("backend.sock")},
+        dir_.file(name + ".log"));
+    EXPECT_TRUE(waitForSocket(dir_.file(name + ".sock"))) << slurp(dir_.file(name + ".log"));
+    return d;
+  }
+  // The env the module's calls put in the CreateContainer the runtime got.
+  grpc::Status create(const std::string& name, std::map<std::string, std::string>* env) {
+    v1::CreateContainerRequest req;
+    req.set_pod_sandbox_id("sb");
+    req.mutable_config()->mutable_metadata()->set_name("c");
+    auto stub = v1::RuntimeService::NewStub(unixChannel(dir_.file(name + ".sock")));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::CreateContainerResponse resp;
+    grpc::Status s = stub->CreateContainer(&ctx, req, &resp);
+    if (s.ok()) {
+      v1::CreateContainerRequest seen;
+      EXPECT_TRUE(seen.ParseFromString(backend_.calls().back().request));
+      for (const auto& kv : seen.config().envs()) (*env)[kv.key()] = kv.value();
+    }
+    return s;
+  }
+};
+
+TEST_F(ConfinedDaemonTest, AForbiddenSystemCallIsRefusedInsideTheRunningDaemon) {
+  auto d = start("", "default");  // the filter is on by default
+  std::map<std::string, std::string> env;
+  grpc::Status s = create("default", &env);
+  ASSERT_TRUE(s.ok()) << s.error_message() << slurp(dir_.file("default.log"));
+  EXPECT_EQ(env["CRIHOOK_TEST_UNSHARE"], "EPERM");
+  EXPECT_EQ(env["CRIHOOK_TEST_FORK"], "EPERM");
+  EXPECT_THAT(slurp(dir_.file("default.log")),
+              ::testing::MatchesRegex("(.|\n)*confined: seccomp errno \\([0-9]+ system calls "
+                                      "allowed\\), capabilities kept: none; spawner pid [0-9]+ "
+                                      "\\(seccomp off, capabilities: all\\)(.|\n)*"));
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(10s), 0);
+
+  // The same calls without the filter succeed: it was the filter.
+  auto off = start("[security]\nseccomp = \"off\"\n", "off");
+  env.clear();
+  s = create("off", &env);
+  ASSERT_TRUE(s.ok()) << s.error_message() << slurp(dir_.file("off.log"));
+  EXPECT_EQ(env["CRIHOOK_TEST_UNSHARE"], "0");
+  EXPECT_EQ(env["CRIHOOK_TEST_FORK"], "0");
+  off->signal(SIGTERM);
+  EXPECT_EQ(off->wait(10s), 0);
+}
+
+TEST_F(ConfinedDaemonTest, KillModeEndsTheDaemonAtAForbiddenCall) {
+  auto d = start("[security]\nseccomp = \"kill\"\n", "kill");
+  std::map<std::string, std::string> env;
+  EXPECT_FALSE(create("kill", &env).ok());
+  EXPECT_EQ(d->wait(10s), 128 + SIGSYS);
+}
+
+TEST_F(ConfinedDaemonTest, ABadSecuritySettingStopsStartupNamingTheKey) {
+  std::ofstream(dir_.file("c.toml")) << "[security]\nseccomp = \"strict\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock")}, dir_.file("log"));
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("config " + dir_.file("c.toml") +
+                        ": security.seccomp: expected \"errno\", \"kill\", \"log\" or \"off\", "
+                        "got \"strict\""));
+  std::ofstream(dir_.file("c2.toml")) << "[security]\ncapabilities = [\"CAP_FLY\"]\n";
+  Daemon d2({"--config", dir_.file("c2.toml"), "--listen", dir_.file("s2.sock")},
+            dir_.file("log2"));
+  EXPECT_EQ(d2.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log2")),
+              HasSubstr("security.capabilities: security.capabilities[0]: unknown capability "
+                        "\"CAP_FLY\""));
+}
+
+TEST_F(ConfinedDaemonTest, EveryThreadDropsItsCapabilitiesAndTheSpawnerKeepsThem) {
+  const std::string mine = capEffOf("self");
+  if (mine == "0000000000000000") GTEST_SKIP() << "the test runs without capabilities";
+  auto d = start("[security]\ncapabilities = [\"CAP_NET_ADMIN\"]\n", "caps");
+  const auto threads = threadCaps(d->pid());
+  EXPECT_GT(threads.size(), 3u) << "event loops, hook pool, watcher";
+  for (const auto& [eff, bnd] : threads) {
+    EXPECT_EQ(eff, "0000000000001000");  // CAP_NET_ADMIN alone
+    EXPECT_EQ(bnd, "0000000000001000");
+  }
+  const pid_t spawner = spawnerOf(d->pid());
+  ASSERT_GT(spawner, 0);
+  EXPECT_EQ(capEffOf(std::to_string(spawner)), mine);
+  // The spawner ends with crihookd, even one killed outright.
+  d->signal(SIGKILL);
+  d->wait(10s);
+  EXPECT_TRUE(waitProcessGone(spawner));
 }
 
 }  // namespace

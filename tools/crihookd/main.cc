@@ -9,6 +9,7 @@
 #include <string>
 
 #include "call_metrics.h"
+#include "capabilities.h"
 #include "config.h"
 #include "health.h"
 #include "holder.h"
@@ -18,7 +19,9 @@
 #include "logging.h"
 #include "metric_registry.h"
 #include "registry.h"
+#include "seccomp_filter.h"
 #include "server.h"
+#include "spawner.h"
 #include "state_store.h"
 #include "systemd_notify.h"
 #include "text.h"
@@ -52,6 +55,44 @@ struct Flags {
 int usageError(const std::string& message) {
   std::fprintf(stderr, "crihookd: %s\n%s", message.c_str(), kUsage);
   return 2;
+}
+
+// [security], resolved (README "Confinement").
+struct Confinement {
+  crihook::confine::SeccompMode seccomp = crihook::confine::SeccompMode::kErrno;
+  crihook::confine::CapSet keep = 0;  // crihookd's capabilities once the spawner is forked
+  crihook::confine::SpawnerOptions spawner;
+};
+
+absl::StatusOr<Confinement> resolveConfinement(const crihook::Config& config,
+                                               std::string_view origin) {
+  namespace confine = crihook::confine;
+  auto bad = [&](std::string_view key, const absl::Status& s) {
+    return absl::InvalidArgumentError(crihook::cat("config ", origin, ": ", key, ": ",
+                                                   crihook::sv(s.message())));
+  };
+  Confinement c;
+  auto mode = confine::parseSeccompMode(config.seccomp);
+  if (!mode.ok()) return bad("security.seccomp", mode.status());
+  c.seccomp = *mode;
+  mode = confine::parseSeccompMode(config.spawner_seccomp);
+  if (!mode.ok()) return bad("security.spawner_seccomp", mode.status());
+  c.spawner.seccomp = *mode;
+  auto keep = confine::parseCapabilities(config.capabilities, "security.capabilities");
+  if (!keep.ok()) return bad("security.capabilities", keep.status());
+  c.keep = *keep;
+  // The socket's group is set by chown once it is bound, after the drop
+  // (capabilities are per thread and only dropped while there is one).
+  if (!config.socket_group.empty()) c.keep |= confine::CapSet{1} << 0;  // CAP_CHOWN
+  c.spawner.keep_all_capabilities =
+      config.spawner_capabilities.size() == 1 && config.spawner_capabilities[0] == "all";
+  if (!c.spawner.keep_all_capabilities) {
+    auto spawner_keep =
+        confine::parseCapabilities(config.spawner_capabilities, "security.spawner_capabilities");
+    if (!spawner_keep.ok()) return bad("security.spawner_capabilities", spawner_keep.status());
+    c.spawner.capabilities = *spawner_keep;
+  }
+  return c;
 }
 
 }  // namespace
@@ -115,8 +156,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "crihookd: %s\n", std::string(s.message()).c_str());
     return 1;
   }
+  auto confinement =
+      resolveConfinement(config, flags.config_file.empty() ? "flags" : flags.config_file);
+  if (!confinement.ok()) {
+    std::fprintf(stderr, "crihookd: %s\n", std::string(confinement.status().message()).c_str());
+    return 1;
+  }
   crihook::setLogLevel(config.log_level);
   auto log = crihook::logger("crihookd");
+
+  // The spawner first, while crihookd has one thread: it runs the device
+  // actions' commands outside the filter and the capability drop below.
+  auto spawner = crihook::confine::SpawnerClient::start(confinement->spawner);
+  if (!spawner.ok()) {
+    log->critical("cannot start: {}", crihook::sv(spawner.status().message()));
+    return 1;
+  }
+  const pid_t spawner_pid = (*spawner)->pid();
+  crihook::confine::setProcessLauncher(std::move(*spawner));
+  if (auto s = crihook::confine::keepOnlyCapabilities(confinement->keep); !s.ok()) {
+    log->critical("cannot start: {}", crihook::sv(s.message()));
+    return 1;
+  }
 
   // Signals are taken synchronously by this thread; the event loops never see them.
   sigset_t signals;
@@ -212,6 +273,24 @@ int main(int argc, char** argv) {
   // Hooks that keep records square them with the runtime (cleanups owed for
   // sandboxes that went away while crihookd was down).
   (*hooks)->reconcileWithRuntime(config.backend_endpoint);
+  // Started: from here on crihookd makes only the calls on the allow-list
+  // (every thread; those that exist and those to come).
+  auto filtered = crihook::confine::installFilter(confinement->seccomp,
+                                                  crihook::confine::FilterFor::kDaemon);
+  if (!filtered.ok()) {
+    log->critical("cannot start: {} (security.seccomp = \"off\" runs without a filter)",
+                  crihook::sv(filtered.status().message()));
+    return 1;
+  }
+  log->info(
+      "confined: seccomp {} ({} system calls allowed), capabilities kept: {}; spawner pid {} "
+      "(seccomp {}, capabilities: {})",
+      crihook::confine::seccompModeName(confinement->seccomp), *filtered,
+      crihook::confine::capabilityNames(confinement->keep), spawner_pid,
+      crihook::confine::seccompModeName(confinement->spawner.seccomp),
+      confinement->spawner.keep_all_capabilities
+          ? std::string("all")
+          : crihook::confine::capabilityNames(confinement->spawner.capabilities));
   crihook::notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
 
   int sig = 0;

@@ -1,19 +1,16 @@
 #include "actions.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <fstream>
 
 #include "../settings.h"
 #include "bounded_json.h"
 #include "quote.h"
+#include "launcher.h"
 #include "text.h"
 
 namespace crihook {
@@ -236,109 +233,21 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
 }
 
 absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-  // Everything the child needs is made before fork: after it, only
-  // async-signal-safe calls (the daemon is multithreaded).
-  std::string program = argv[0];
-  if (program.find('/') == std::string::npos) {  // looked up here: execvp may allocate
-    const char* path = std::getenv("PATH");
-    std::string_view dirs =
-        path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    std::string found;
-    while (!dirs.empty() && found.empty()) {
-      const size_t colon = dirs.find(':');
-      const std::string dir(dirs.substr(0, colon));
-      dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
-      const std::string candidate = cat(dir.empty() ? "." : dir, "/", program);
-      if (::access(candidate.c_str(), X_OK) == 0) found = candidate;
-    }
-    if (found.empty())
-      return absl::FailedPreconditionError(cat("cannot run ", program, ": not found in PATH"));
-    program = found;
-  }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(cat("pipe: ", strerror(errno)));
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]);
-    ::close(out[1]);
-    return absl::InternalError(cat("pipe: ", strerror(errno)));
-  }
-  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // crihookd blocks signals it waits for
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    ::execve(program.c_str(), args.data(), environ);
-    const int e = errno;
-    (void)!::write(err[1], &e, sizeof(e));  // tells the parent why exec failed
-    ::_exit(127);
-  }
-  const int fork_errno = errno;
-  ::close(out[1]);
-  ::close(err[1]);
-  if (devnull >= 0) ::close(devnull);
-  if (pid < 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    return absl::ResourceExhaustedError(cat("cannot fork: ", strerror(fork_errno)));
-  }
-  ::setpgid(pid, pid);  // also from here: no race with the child's own call
-
-  std::string output;
-  const Clock::time_point until = Clock::now() + timeout;
-  bool timed_out = false;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{out[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(out[0], buf, sizeof(buf));
-    if (n <= 0) break;  // every writer closed: the command (and its children) are done
-    output.append(buf, static_cast<size_t>(n));
-    if (output.size() > 16384) output.erase(0, output.size() - 8192);
-  }
-  if (timed_out) ::kill(-pid, SIGKILL);
-  int status = 0;
-  if (!timed_out) {
-    // Output closed; the command itself may still be finishing.
-    for (;;) {
-      const pid_t w = ::waitpid(pid, &status, WNOHANG);
-      if (w == pid) break;
-      if (Clock::now() >= until) {
-        timed_out = true;
-        ::kill(-pid, SIGKILL);
-        break;
-      }
-      ::usleep(2000);
-    }
-  }
-  if (timed_out) ::waitpid(pid, &status, 0);
-  int exec_errno = 0;
-  const bool exec_failed = ::read(err[0], &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
-  ::close(out[0]);
-  ::close(err[0]);
-  if (exec_failed)
-    return absl::FailedPreconditionError(cat("cannot run ", argv[0], ": ", strerror(exec_errno)));
-  if (timed_out)
+  // The launcher in force: crihookd's spawner (confine/spawner.h), so the
+  // command runs outside crihookd's seccomp filter and capability drop; a
+  // direct fork/exec where no spawner was started (unit tests).
+  confine::LaunchRequest request;
+  request.argv = argv;
+  request.timeout = std::min(timeout, confine::kMaxTimeout);
+  auto result = confine::processLauncher()->launch(request);
+  if (!result.ok()) return result.status();
+  using End = confine::LaunchResult::End;
+  if (result->end == End::kTimedOut)
     return absl::DeadlineExceededError(cat("timed out after ", durationText(timeout), " (killed)"));
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  std::string why = WIFEXITED(status) ? cat("exited with status ", WEXITSTATUS(status))
-                                      : cat("killed by signal ", WTERMSIG(status));
-  const std::string line = lastLine(output);
+  if (result->end == End::kExited && result->code == 0) return absl::OkStatus();
+  std::string why = result->end == End::kExited ? cat("exited with status ", result->code)
+                                                : cat("killed by signal ", result->code);
+  const std::string line = lastLine(result->output);
   if (!line.empty()) why += cat(": ", line);
   return absl::FailedPreconditionError(why);
 }

@@ -85,7 +85,10 @@ class Action {
 
 // Runs `argv` (argv[0] an absolute path or a name looked up in PATH) with
 // stdin from /dev/null, stdout and stderr captured, in its own process group;
-// blocks until it exits or `timeout` passes (then kills the group).
+// blocks until it exits or `timeout` passes (then kills the group). It goes
+// through confine::processLauncher(): in crihookd the spawner process (the
+// command runs outside crihookd's seccomp filter and capability drop; a dead
+// spawner is UNAVAILABLE naming it), elsewhere a direct fork/exec.
 absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
 
 }  // namespace crihook

@@ -1,0 +1,197 @@
+#include "launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+
+#include "text.h"
+
+extern char** environ;
+
+namespace crihook::confine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex g_mu;
+std::shared_ptr<Launcher>& current() {
+  static auto* launcher = new std::shared_ptr<Launcher>(std::make_shared<DirectLauncher>());
+  return *launcher;
+}
+
+// What the output pipe is read in; kept to the last kMaxOutputBytes.
+void keepTail(std::string& out) {
+  if (out.size() > 2 * kMaxOutputBytes) out.erase(0, out.size() - kMaxOutputBytes);
+}
+
+}  // namespace
+
+absl::Status validateRequest(const LaunchRequest& r) {
+  if (r.argv.empty()) return absl::InvalidArgumentError("argv: empty");
+  if (r.argv.size() > kMaxArgs)
+    return absl::InvalidArgumentError(cat("argv: ", r.argv.size(), " arguments, at most ", kMaxArgs));
+  if (r.env.size() > kMaxEnv)
+    return absl::InvalidArgumentError(cat("env: ", r.env.size(), " entries, at most ", kMaxEnv));
+  if (r.argv[0].empty()) return absl::InvalidArgumentError("argv[0]: empty program");
+  size_t bytes = 0;
+  for (size_t i = 0; i < r.argv.size(); ++i) {
+    bytes += r.argv[i].size() + 1;
+    if (r.argv[i].find('\0') != std::string::npos)
+      return absl::InvalidArgumentError(cat("argv[", i, "]: holds a NUL byte"));
+  }
+  for (size_t i = 0; i < r.env.size(); ++i) {
+    bytes += r.env[i].size() + 1;
+    const size_t eq = r.env[i].find('=');
+    if (eq == 0 || eq == std::string::npos)
+      return absl::InvalidArgumentError(cat("env[", i, "]: expected NAME=value"));
+    if (r.env[i].find('\0') != std::string::npos)
+      return absl::InvalidArgumentError(cat("env[", i, "]: holds a NUL byte"));
+  }
+  if (bytes > kMaxRequestBytes)
+    return absl::InvalidArgumentError(
+        cat("argv and env: ", bytes, " bytes, at most ", kMaxRequestBytes));
+  if (r.timeout.count() < 1 || r.timeout > kMaxTimeout)
+    return absl::InvalidArgumentError(
+        cat("timeout: ", r.timeout.count(), "ms, expected 1ms..", kMaxTimeout.count(), "ms"));
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Launcher> processLauncher() {
+  std::lock_guard lock(g_mu);
+  return current();
+}
+
+void setProcessLauncher(std::shared_ptr<Launcher> launcher) {
+  std::lock_guard lock(g_mu);
+  current() = std::move(launcher);
+}
+
+absl::StatusOr<LaunchResult> DirectLauncher::launch(const LaunchRequest& request) {
+  if (auto s = validateRequest(request); !s.ok()) return s;
+  const std::vector<std::string>& argv = request.argv;
+  // Everything the child needs is made before fork: after it, only
+  // async-signal-safe calls (crihookd is multithreaded).
+  std::string program = argv[0];
+  if (program.find('/') == std::string::npos) {  // looked up here: execvp may allocate
+    const char* path = std::getenv("PATH");
+    std::string_view dirs =
+        path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    std::string found;
+    while (!dirs.empty() && found.empty()) {
+      const size_t colon = dirs.find(':');
+      const std::string dir(dirs.substr(0, colon));
+      dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+      const std::string candidate = cat(dir.empty() ? "." : dir, "/", program);
+      if (::access(candidate.c_str(), X_OK) == 0) found = candidate;
+    }
+    if (found.empty())
+      return absl::FailedPreconditionError(cat("cannot run ", program, ": not found in PATH"));
+    program = found;
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  char** const env = request.env.empty() ? environ : envp.data();
+
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(cat("pipe: ", strerror(errno)));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return absl::InternalError(cat("pipe: ", strerror(errno)));
+  }
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // crihookd blocks signals it waits for
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP})  // ignored by crihookd or the spawner;
+      ::signal(sig, SIG_DFL);                            // an ignored signal survives exec
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::execve(program.c_str(), args.data(), env);
+    const int e = errno;
+    (void)!::write(err[1], &e, sizeof(e));  // tells the parent why exec failed
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(out[1]);
+  ::close(err[1]);
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return absl::ResourceExhaustedError(cat("cannot fork: ", strerror(fork_errno)));
+  }
+  ::setpgid(pid, pid);  // also from here: no race with the child's own call
+
+  LaunchResult result;
+  const Clock::time_point until = Clock::now() + request.timeout;
+  bool timed_out = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;  // every writer closed: the command (and its children) are done
+    result.output.append(buf, static_cast<size_t>(n));
+    keepTail(result.output);
+  }
+  if (timed_out) ::kill(-pid, SIGKILL);
+  int status = 0;
+  if (!timed_out) {
+    // Output closed; the command itself may still be finishing.
+    for (;;) {
+      const pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) break;
+      if (Clock::now() >= until) {
+        timed_out = true;
+        ::kill(-pid, SIGKILL);
+        break;
+      }
+      ::usleep(2000);
+    }
+  }
+  if (timed_out) ::waitpid(pid, &status, 0);
+  int exec_errno = 0;
+  const bool exec_failed = ::read(err[0], &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
+  ::close(out[0]);
+  ::close(err[0]);
+  if (exec_failed)
+    return absl::FailedPreconditionError(cat("cannot run ", argv[0], ": ", strerror(exec_errno)));
+  if (result.output.size() > kMaxOutputBytes)
+    result.output.erase(0, result.output.size() - kMaxOutputBytes);
+  if (timed_out) {
+    result.end = LaunchResult::End::kTimedOut;
+  } else if (WIFEXITED(status)) {
+    result.end = LaunchResult::End::kExited;
+    result.code = WEXITSTATUS(status);
+  } else {
+    result.end = LaunchResult::End::kSignaled;
+    result.code = WTERMSIG(status);
+  }
+  return result;
+}
+
+}  // namespace crihook::confine

@@ -1,0 +1,342 @@
+// The spawner (confine/spawner.h) as crihookd uses it: a real forked spawner
+// process, commands through it, its bounds, its death and its parent's.
+
+#include "spawner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "capabilities.h"
+
+namespace crihook::confine {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+// Whether `pid` is gone (no such process, or a zombie nobody reaped yet).
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+}
+
+bool waitGone(pid_t pid, std::chrono::milliseconds bound) {
+  for (const auto until = Clock::now() + bound; Clock::now() < until;) {
+    if (gone(pid)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return gone(pid);
+}
+
+LaunchRequest command(std::vector<std::string> argv, std::chrono::milliseconds timeout = 5s) {
+  LaunchRequest r;
+  r.argv = std::move(argv);
+  r.timeout = timeout;
+  return r;
+}
+
+std::unique_ptr<SpawnerClient> startSpawner(const SpawnerOptions& options = {}) {
+  auto s = SpawnerClient::start(options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+TEST(SpawnerTest, RunsACommandAndReportsItsExitStatusAndOutput) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  EXPECT_NE(spawner->pid(), ::getpid());
+  auto r = spawner->launch(command({"/bin/sh", "-c", "echo warming up; echo busy >&2; exit 3"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->end, LaunchResult::End::kExited);
+  EXPECT_EQ(r->code, 3);
+  EXPECT_EQ(r->output, "warming up\nbusy\n");
+  r = spawner->launch(command({"true"}));  // looked up in PATH
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 0);
+  r = spawner->launch(command({"/bin/sh", "-c", "kill -9 $$"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->end, LaunchResult::End::kSignaled);
+  EXPECT_EQ(r->code, SIGKILL);
+}
+
+TEST(SpawnerTest, PassesTheEnvironmentItIsGiven) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  LaunchRequest r = command({"/bin/sh", "-c", "echo \"$GREETING\""});
+  r.env = {"GREETING=hello from crihookd", "PATH=/usr/bin:/bin"};
+  auto out = spawner->launch(r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->output, "hello from crihookd\n");
+}
+
+TEST(SpawnerTest, KeepsOnlyTheTailOfALongOutput) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  auto r = spawner->launch(
+      command({"/bin/sh", "-c", "i=0; while [ $i -lt 5000 ]; do echo line $i; i=$((i+1)); done"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LE(r->output.size(), kMaxOutputBytes);
+  EXPECT_THAT(r->output, ::testing::EndsWith("line 4999\n"));
+}
+
+TEST(SpawnerTest, ATimeoutKillsTheCommandsWholeProcessGroup) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  char dir[] = "/tmp/spawner-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string pidfile = std::string(dir) + "/bg";
+  const auto start = Clock::now();
+  auto r = spawner->launch(
+      command({"/bin/sh", "-c", "sleep 30 & echo $! > " + pidfile + "; sleep 30"}, 300ms));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->end, LaunchResult::End::kTimedOut);
+  EXPECT_LT(Clock::now() - start, 5s);
+  pid_t background = 0;
+  std::ifstream(pidfile) >> background;
+  ASSERT_GT(background, 0);
+  EXPECT_TRUE(waitGone(background, 5s)) << "the background sleep of the group survived";
+  std::remove(pidfile.c_str());
+  ::rmdir(dir);
+}
+
+TEST(SpawnerTest, CommandsRunConcurrently) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  const auto start = Clock::now();
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i) {
+    callers.emplace_back([&] {
+      auto r = spawner->launch(command({"/bin/sh", "-c", "sleep 1"}));
+      if (r.ok() && r->end == LaunchResult::End::kExited && r->code == 0) ++ok;
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(ok, 4);
+  // Four one-second commands one after the other would take 4 s.
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
+TEST(SpawnerTest, AProgramThatCannotRunIsNamed) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  auto r = spawner->launch(command({"/nonexistent/tool"}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(), "cannot run /nonexistent/tool: No such file or directory");
+  r = spawner->launch(command({"no-such-tool-here"}));
+  EXPECT_EQ(r.status().message(), "cannot run no-such-tool-here: not found in PATH");
+}
+
+TEST(SpawnerTest, RequestsOutOfBoundsAreRefusedBeforeTheyAreSent) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  LaunchRequest many = command({"/bin/true"});
+  many.argv.resize(kMaxArgs + 1, "x");
+  EXPECT_EQ(spawner->launch(many).status().message(), "argv: 257 arguments, at most 256");
+  LaunchRequest big = command({"/bin/true", std::string(kMaxRequestBytes, 'x')});
+  EXPECT_THAT(big.argv.size(), 2u);
+  EXPECT_THAT(std::string(spawner->launch(big).status().message()),
+              HasSubstr("bytes, at most 65536"));
+  LaunchRequest nul = command({"/bin/echo", std::string("a\0b", 3)});
+  EXPECT_EQ(spawner->launch(nul).status().message(), "argv[1]: holds a NUL byte");
+  LaunchRequest env = command({"/bin/true"});
+  env.env = {"NOEQUALS"};
+  EXPECT_EQ(spawner->launch(env).status().message(), "env[0]: expected NAME=value");
+  EXPECT_EQ(spawner->launch(command({"/bin/true"}, 0ms)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The spawner itself checks what it gets (a client other than ours, or a
+// bug in ours): raw messages on its socket.
+class RawSpawner : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock_), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(sock_[0]);
+      spawnerMain(sock_[1], SpawnerOptions{});
+    }
+    ::close(sock_[1]);
+    char hello[64];
+    ASSERT_EQ(::recv(sock_[0], hello, sizeof(hello), 0), 1);
+    ASSERT_EQ(hello[0], 'R') << "ready";
+  }
+  void TearDown() override {
+    ::close(sock_[0]);  // EOF: the spawner exits by itself
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  // Sends `bytes` with a reply socket attached; returns the decoded reply.
+  absl::StatusOr<LaunchResult> ask(const std::string& bytes) {
+    int pair[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+    iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pair[1], sizeof(int));
+    EXPECT_GE(::sendmsg(sock_[0], &msg, 0), 0) << strerror(errno);
+    ::close(pair[1]);
+    timeval tv{10, 0};
+    ::setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    std::string reply(64 * 1024, '\0');
+    const ssize_t n = ::recv(pair[0], reply.data(), reply.size(), 0);
+    ::close(pair[0]);
+    if (n <= 0) return absl::UnknownError("no reply");
+    reply.resize(static_cast<size_t>(n));
+    return decodeReply(reply);
+  }
+  int sock_[2];
+  pid_t pid_ = -1;
+};
+
+TEST_F(RawSpawner, RefusesMalformedAndOutOfBoundsRequestsAndKeepsServing) {
+  EXPECT_EQ(ask("garbage").status().code(), absl::StatusCode::kInvalidArgument);
+  std::string header = encodeRequest(command({"/bin/true"}));
+  EXPECT_EQ(ask(header.substr(0, header.size() - 2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // An argument count over the bound, whatever follows.
+  std::string many = header;
+  const uint32_t argc = kMaxArgs + 1;
+  std::memcpy(many.data() + 8, &argc, 4);
+  EXPECT_THAT(std::string(ask(many).status().message()), HasSubstr("request header"));
+  // What a well-formed message may still carry wrong: the checks of the client.
+  EXPECT_EQ(ask(encodeRequest(command({""}))).status().message(), "argv[0]: empty program");
+  EXPECT_EQ(ask(encodeRequest(command({"/bin/true"}, 0ms))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A message larger than any request is cut by the socket and refused.
+  EXPECT_EQ(ask(std::string(kMaxRequestBytes * 2, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto r = ask(encodeRequest(command({"/bin/sh", "-c", "exit 7"})));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->code, 7);
+}
+
+TEST(SpawnerTest, ADeadSpawnerMakesCommandsUnavailableNamingIt) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  ASSERT_TRUE(spawner->launch(command({"/bin/true"})).ok());
+  ::kill(spawner->pid(), SIGKILL);
+  ASSERT_TRUE(waitGone(spawner->pid(), 5s));
+  auto r = spawner->launch(command({"/bin/true"}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("spawner (pid " + std::to_string(spawner->pid()) + ") is gone"));
+  // And stays so, without trying again.
+  EXPECT_EQ(spawner->launch(command({"/bin/true"})).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(SpawnerTest, OutlivesTheServicesSigtermButItsCommandsDoNot) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  // systemd signals the whole cgroup at stop; crihookd may still be
+  // finishing calls that run actions.
+  ASSERT_EQ(::kill(spawner->pid(), SIGTERM), 0);
+  ASSERT_EQ(::kill(spawner->pid(), SIGHUP), 0);
+  auto r = spawner->launch(command({"/bin/sh", "-c", "kill -TERM $$; sleep 5"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->end, LaunchResult::End::kSignaled) << "SIGTERM is not ignored in a command";
+  EXPECT_EQ(r->code, SIGTERM);
+}
+
+TEST(SpawnerTest, TheSpawnerDiesWithTheProcessThatForkedIt) {
+  // This test process reaps orphans, so the spawner is waited for here.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t parent = ::fork();
+  if (parent == 0) {
+    auto s = SpawnerClient::start({});
+    pid_t pid = s.ok() ? (*s)->pid() : -1;
+    (void)!::write(report[1], &pid, sizeof(pid));
+    ::_exit(0);  // without the client's destructor: as a crashed crihookd
+  }
+  ::close(report[1]);
+  pid_t spawner = -1;
+  ASSERT_EQ(::read(report[0], &spawner, sizeof(spawner)), static_cast<ssize_t>(sizeof(spawner)));
+  ::close(report[0]);
+  ASSERT_GT(spawner, 0);
+  ASSERT_EQ(::waitpid(parent, nullptr, 0), parent);
+  int status = 0;
+  pid_t w = 0;
+  for (const auto until = Clock::now() + 5s; w == 0 && Clock::now() < until;) {
+    w = ::waitpid(spawner, &status, WNOHANG);
+    if (w == 0) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(w, spawner) << "the spawner outlived its parent";
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+}
+
+TEST(SpawnerTest, IsOnlyForkedWhileTheProcessHasOneThread) {
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop) std::this_thread::sleep_for(1ms);
+  });
+  auto s = SpawnerClient::start({});
+  stop = true;
+  other.join();
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("one thread, it has 2"));
+}
+
+TEST(SpawnerTest, KeepsOnlyTheCapabilitiesItIsGiven) {
+  auto self = readCapStatus();
+  ASSERT_TRUE(self.ok()) << self.status();
+  if (!(self->effective & (CapSet{1} << 8)))
+    GTEST_SKIP() << "needs CAP_SETPCAP to drop from the bounding set";
+  SpawnerOptions options;
+  options.keep_all_capabilities = false;
+  options.capabilities = CapSet{1} << 12;  // CAP_NET_ADMIN
+  auto spawner = startSpawner(options);
+  ASSERT_TRUE(spawner);
+  auto caps = readCapStatus(std::to_string(spawner->pid()));
+  ASSERT_TRUE(caps.ok()) << caps.status();
+  EXPECT_EQ(caps->effective, (CapSet{1} << 12) & self->effective);
+  EXPECT_EQ(caps->bounding, (CapSet{1} << 12) & self->bounding);
+  // A command run as root gets no more than the spawner's bounding set.
+  auto r = spawner->launch(command({"/bin/sh", "-c", "grep CapEff /proc/self/status"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->output, "CapEff:\t0000000000001000\n");
+}
+
+TEST(SpawnerTest, ItsOwnFilterIsInheritedByItsCommands) {
+  SpawnerOptions options;
+  options.seccomp = SeccompMode::kErrno;
+  auto spawner = startSpawner(options);
+  ASSERT_TRUE(spawner);
+  // Ordinary programs run; unshare is not on the list.
+  auto r = spawner->launch(command({"/bin/sh", "-c", "echo ok"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->output, "ok\n");
+  r = spawner->launch(command({"unshare", "--uts", "true"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->code, 0);
+  EXPECT_THAT(r->output, HasSubstr("Operation not permitted"));
+}
+
+}  // namespace
+}  // namespace crihook::confine
