@@ -3,8 +3,9 @@
 // a stream is cut into DATA frames must not change what the tracker decides.
 // Also the other pure helpers of grpc_wire.h on the same bytes.
 //
-// Input: 1 byte choosing the message limit, 1 byte seeding the split points,
-// then the stream.
+// Input: the stream, then 1 byte seeding the split points, then 1 byte
+// choosing the message limit (FuzzedDataProvider takes integers from the
+// end).
 
 #include <fuzzer/FuzzedDataProvider.h>
 

@@ -66,17 +66,19 @@ crihook::RelayContext& context(bool refuse) {
   static crihook::PassThroughInterceptor pass;
   static RefusingInterceptor refusing;
   static crihook::PodDirectory pods;
-  static crihook::RelayContext ctx = [] {
-    crihook::RelayContext c;
-    c.backend_path = (std::filesystem::temp_directory_path() / "fuzz-relay-no-backend.sock").string();
-    c.backend_endpoint = "unix://" + c.backend_path;
-    c.max_message_bytes = 64u << 10;  // within reach of the input
-    c.pods = &pods;
+  static crihook::RelayContext ctx;  // holds an atomic: set up in place, once
+  static const bool ready = [] {
+    ctx.backend_path =
+        (std::filesystem::temp_directory_path() / "fuzz-relay-no-backend.sock").string();
+    ctx.backend_endpoint = "unix://" + ctx.backend_path;
+    ctx.max_message_bytes = 64u << 10;  // within reach of the input
+    ctx.pods = &pods;
     auto sink = std::make_shared<spdlog::sinks::null_sink_mt>();
-    c.log = std::make_shared<spdlog::logger>("proxy", sink);
-    c.log->set_level(spdlog::level::debug);  // the log lines' formatting runs too
-    return c;
+    ctx.log = std::make_shared<spdlog::logger>("proxy", sink);
+    ctx.log->set_level(spdlog::level::debug);  // the log lines' formatting runs too
+    return true;
   }();
+  (void)ready;
   ctx.interceptor = refuse ? static_cast<crihook::Interceptor*>(&refusing) : &pass;
   return ctx;
 }

@@ -163,7 +163,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(snap.root == fs::canonical(r).string(), "the snapshot names another root");
   for (const auto& w : snap.warnings) check(!w.empty(), "an empty warning");
   (void)crihook::topology::tree(snap);
-  (void)crihook::topology::toJson(snap).dump();
+  // As crihookctl prints them.
+  (void)crihook::topology::toJson(snap).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   const nlohmann::json device = crihook::topology::deviceObject(snap, {.node_name = "fuzz-node"});
   (void)crihook::topology::toYaml(device);
   (void)crihook::topology::rdmaMinors(snap);

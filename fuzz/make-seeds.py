@@ -28,14 +28,19 @@ def grpc(msg, compressed=0):
     return bytes([compressed]) + struct.pack(">I", len(msg)) + msg
 
 
-# fuzz_grpc_wire: limit byte (255: 16 MiB), split seed byte, stream.
-write("fuzz_grpc_wire", "one-message", bytes([255, 7]) + grpc(b"\x0a\x02v1"))
-write("fuzz_grpc_wire", "two-messages", bytes([255, 3]) + grpc(b"abc") + grpc(b""))
-write("fuzz_grpc_wire", "over-limit", bytes([4, 1]) + grpc(b"ab") + grpc(b"too long"))
-write("fuzz_grpc_wire", "split-header", bytes([10, 200]) + grpc(b"x" * 9) + b"\x00\x00\x00")
-write("fuzz_grpc_wire", "compressed", bytes([255, 0]) + grpc(b"zz", compressed=1))
-write("fuzz_grpc_wire", "timeout", bytes([255, 0]) + b"99999999H")
-write("fuzz_grpc_wire", "percent", bytes([255, 0]) + b"a%20b%zz%")
+# fuzz_grpc_wire: the stream, then the split seed byte, then the limit byte
+# (255: 16 MiB); FuzzedDataProvider takes integers from the input's end.
+def wire(stream, seed, limit):
+    return stream + bytes([seed, limit])
+
+
+write("fuzz_grpc_wire", "one-message", wire(grpc(b"\x0a\x02v1"), 7, 255))
+write("fuzz_grpc_wire", "two-messages", wire(grpc(b"abc") + grpc(b""), 3, 255))
+write("fuzz_grpc_wire", "over-limit", wire(grpc(b"ab") + grpc(b"too long"), 1, 4))
+write("fuzz_grpc_wire", "split-header", wire(grpc(b"x" * 9) + b"\x00\x00\x00", 200, 10))
+write("fuzz_grpc_wire", "compressed", wire(grpc(b"zz", compressed=1), 0, 255))
+write("fuzz_grpc_wire", "timeout", wire(b"99999999H", 0, 255))
+write("fuzz_grpc_wire", "percent", wire(b"a%20b%zz%", 0, 255))
 
 # --- annotations ----------------------------------------------------------
 ann = {
