@@ -9,6 +9,17 @@ bash scripts/build.sh
 if [[ $(id -u) -eq 0 ]]; then export CRIHOOK_E2E_REQUIRED=1; fi
 rc=0
 meson test -C build --num-processes 2 --print-errorlogs "$@" || rc=$?
+# --- fuzzing: CI's short pass (scripts/fuzz.sh, fuzz/) ---
+# Replays every harness's committed corpus, then fuzzes each for
+# CRIHOOK_FUZZ_SECONDS (default 10 s; 0: replay only; "skip": none), in its
+# own clang build (build-fuzz). A crash fails the run like a failed test.
+fuzz=${CRIHOOK_FUZZ_SECONDS:-10}
+fuzz_rc=0
+if [[ $fuzz != skip ]]; then
+  bash scripts/fuzz.sh "$fuzz" || fuzz_rc=$?
+  ((fuzz_rc == 0)) || rc=1
+fi
+# --- end of fuzzing ---
 # One closing line CI can read: test programs passed and failed.
 python3 - build/meson-logs/testlog.json <<'PY' || true
 import json, sys
@@ -20,4 +31,5 @@ for line in open(sys.argv[1]):
     else: failed += 1
 print(f"crihook: {passed} passed, {failed} failed, {skipped} skipped")
 PY
+[[ $fuzz == skip ]] || echo "crihook: fuzzing $( ((fuzz_rc == 0)) && echo passed || echo FAILED)"
 exit $rc
