@@ -61,7 +61,8 @@ void applyToResources(const Adjustment& a, v1::LinuxContainerResources& r) {
   for (const auto& [size, limit] : a.hugepage_limits) {
     auto have =
         std::find_if(r.mutable_hugepage_limits()->begin(), r.mutable_hugepage_limits()->end(),
-                     [&](const v1::HugepageLimit& h) { return h.page_size() == size; });
+                     // (a copy: clang before 16 cannot capture a structured binding)
+                     [page = size](const v1::HugepageLimit& h) { return h.page_size() == page; });
     v1::HugepageLimit* h =
         have != r.mutable_hugepage_limits()->end() ? &*have : r.add_hugepage_limits();
     h->set_page_size(size);

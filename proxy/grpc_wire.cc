@@ -80,11 +80,17 @@ std::optional<std::chrono::nanoseconds> parseTimeout(std::string_view v) {
     n = n * 10 + (c - '0');
   }
   using namespace std::chrono;
+  // 8 digits of hours overflow int64 nanoseconds (from 2562048H): such a
+  // timeout is clamped to the longest one, as grpc-go does, rather than
+  // wrapping into the past. (8 digits of minutes fit.)
+  auto clamped = [&](int64_t unit_ns) {
+    return n > nanoseconds::max().count() / unit_ns ? nanoseconds::max() : nanoseconds(n * unit_ns);
+  };
   switch (v.back()) {
     case 'H':
-      return hours(n);
+      return clamped(int64_t{3600} * 1000000000);
     case 'M':
-      return minutes(n);
+      return clamped(int64_t{60} * 1000000000);
     case 'S':
       return seconds(n);
     case 'm':
@@ -109,7 +115,7 @@ std::string formatTimeout(std::chrono::nanoseconds t) {
   constexpr Unit units[] = {{1, 'n'},          {1000, 'u'},        {1000000, 'm'},
                             {1000000000, 'S'}, {60000000000, 'M'}, {3600000000000, 'H'}};
   for (const Unit& u : units) {
-    int64_t v = (ns + u.ns - 1) / u.ns;
+    int64_t v = ns / u.ns + (ns % u.ns != 0);  // rounded up without overflowing near the maximum
     if (v < 100000000) return cat(v, std::string(1, u.letter));
   }
   return "99999999H";

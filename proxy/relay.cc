@@ -1159,8 +1159,13 @@ void Downstream::onRequestHeaders(Call& call) {
   canonicalise(call.req_headers);
   if (const std::string* path = findHeader(call.req_headers, ":path")) call.path = *path;
   if (const std::string* t = findHeader(call.req_headers, "grpc-timeout")) {
-    if (auto d = grpcwire::parseTimeout(*t))
-      call.deadline = call.start + std::chrono::duration_cast<Clock::duration>(*d);
+    if (auto d = grpcwire::parseTimeout(*t)) {
+      // Up to 8 digits of hours: past what the clock holds from now is no
+      // deadline, not one wrapped into the past.
+      const auto left = std::chrono::duration_cast<Clock::duration>(*d);
+      call.deadline = left < Clock::time_point::max() - call.start ? call.start + left
+                                                                   : Clock::time_point::max();
+    }
   }
   call.intercepted = findInterceptedMethod(call.path);
   if (call.passThrough()) forward(call);

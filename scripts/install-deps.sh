@@ -17,9 +17,12 @@ runtime_pkgs=(containerd runc busybox-static)
 # gocri, the grpc-go CRI client the tests dial crihookd with as kubelet does
 # (test/e2e/gocri), is built offline from Debian's Go packages.
 go_pkgs=(golang-go golang-google-grpc-dev golang-goprotobuf-dev)
+# The fuzzing harnesses (fuzz/, scripts/fuzz.sh): clang with libFuzzer and
+# the sanitizer runtimes.
+fuzz_pkgs=(clang-14 libclang-rt-14-dev llvm-14)
 
 missing=()
-for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${go_pkgs[@]}"; do
+for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${go_pkgs[@]}" "${fuzz_pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi

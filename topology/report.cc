@@ -305,7 +305,13 @@ namespace {
 
 void yaml(const nlohmann::json& v, int indent, std::string& out);
 
-void yamlScalar(const nlohmann::json& v, std::string& out) { out += v.dump(); }
+// sysfs and procfs text need not be UTF-8 (a driver's model name, a port
+// state): a byte that is not becomes U+FFFD rather than an exception.
+std::string dumped(const nlohmann::json& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void yamlScalar(const nlohmann::json& v, std::string& out) { out += dumped(v); }
 
 bool plainKey(const std::string& k) {
   if (k.empty()) return false;
@@ -339,7 +345,7 @@ void yaml(const nlohmann::json& v, int indent, std::string& out) {
   const std::string pad(static_cast<size_t>(indent), ' ');
   if (v.is_object()) {
     for (const auto& [k, x] : v.items()) {
-      out += pad + (plainKey(k) ? k : nlohmann::json(k).dump()) + ":";
+      out += pad + (plainKey(k) ? k : dumped(nlohmann::json(k))) + ":";
       yamlEntry(x, indent, out);
     }
   } else if (v.is_array()) {

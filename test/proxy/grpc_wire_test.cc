@@ -73,6 +73,19 @@ TEST(Timeout, ParsesEveryUnitAndRejectsGarbage) {
   EXPECT_FALSE(parseTimeout("-1S"));
 }
 
+// Found by fuzz/fuzz_grpc_wire: 8 digits of hours overflowed int64
+// nanoseconds (undefined behaviour; the deadline wrapped into the past).
+TEST(Timeout, HoursAndMinutesBeyondInt64NanosecondsAreClampedNotWrapped) {
+  EXPECT_EQ(parseTimeout("99999999H"), std::chrono::nanoseconds::max());
+  EXPECT_EQ(parseTimeout("2562048H"), std::chrono::nanoseconds::max());
+  EXPECT_EQ(parseTimeout("2562047H"), std::chrono::nanoseconds(std::chrono::hours(2562047)));
+  EXPECT_EQ(parseTimeout("99999999M"), std::chrono::nanoseconds(std::chrono::minutes(99999999)));
+  EXPECT_EQ(parseTimeout("99999999S"), std::chrono::nanoseconds(std::chrono::seconds(99999999)));
+  // And the longest one formats to what parses back to it.
+  EXPECT_EQ(parseTimeout(formatTimeout(std::chrono::nanoseconds::max())),
+            std::chrono::nanoseconds::max());
+}
+
 TEST(Timeout, FormatsWithinEightDigitsNeverShorter) {
   for (auto d : {std::chrono::nanoseconds(1), std::chrono::nanoseconds(99999999),
                  std::chrono::nanoseconds(100000001), std::chrono::nanoseconds(1234567891234),

@@ -162,6 +162,23 @@ TEST_F(RequestHeadersTest, APathWithoutLeadingSlashCannotSlipPastTheHooks) {
   stopProxy();  // before `hooks` goes
 }
 
+// Found by fuzz/fuzz_grpc_wire: grpc-timeout takes up to 8 digits of hours,
+// past what the clock holds from now; the deadline wrapped into the past and
+// an intercepted call was refused as expired before it reached the runtime.
+TEST_F(RequestHeadersTest, TheLongestGrpcTimeoutIsAFarDeadlineNotAnExpiredOne) {
+  const std::string stop = "/runtime.v1.RuntimeService/StopContainer";
+  runtime::v1::StopContainerRequest req;
+  req.set_container_id("c1");
+  RawH2Client client(sock());
+  for (const std::string timeout : {"99999999H", "2562047H"}) {
+    RawH2Result r = client.call(with(RawH2Client::grpcHeaders(stop), "grpc-timeout", timeout),
+                                grpcFrame(req.SerializeAsString()));
+    EXPECT_NE(r.grpc_status, static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED))
+        << timeout << ": " << r.grpc_message;
+  }
+  EXPECT_EQ(backend_.callCount(stop), 2u) << "both calls reached the runtime";
+}
+
 // Refused with RST_STREAM, as golang.org/x/net/http2's Framer (and grpc-go on
 // a connection header or an oversized header list) refuses them.
 TEST_F(RequestHeadersTest, MalformedHeaderBlocksAreResetLikeGrpcGoResetsThem) {

@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -223,6 +224,36 @@ TEST(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
   Result bad = ctl({"topology", "--output", "xml"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--output must be tree, json or device-crd, got xml"));
+}
+
+// Found by fuzz/fuzz_topology: a byte that is not UTF-8 in what a driver
+// wrote (here a GPU's model name) made `topology` die on an exception.
+TEST(CrihookctlTopology, TextThatIsNotUtf8IsReplacedNotFatal) {
+  TempDir dir;
+  ASSERT_EQ(
+      std::system(
+          ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir.path()).c_str()),
+      0);
+  const std::string root = dir.path() + "/workstation";
+  std::string info;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/proc/driver/nvidia/gpus")) {
+    info = e.path().string() + "/information";
+    break;
+  }
+  ASSERT_FALSE(info.empty());
+  std::ofstream(info, std::ios::app) << "Model: \xff\xfeGPU\n";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"topology", "--root", root, "--output", "json"},
+        std::vector<std::string>{"topology", "--root", root, "--output", "device-crd", "--format",
+                                 "json", "--node", "n"},
+        std::vector<std::string>{"topology", "--root", root, "--output", "device-crd", "--node",
+                                 "n"}}) {
+    Result r = ctl(args);
+    EXPECT_EQ(r.code, 0) << args[3] << ": " << r.err;
+  }
+  EXPECT_THAT(ctl({"topology", "--root", root, "--output", "json"}).out,
+              HasSubstr("\xef\xbf\xbd\xef\xbf\xbdGPU"))
+      << "the model, with U+FFFD for each byte that is not UTF-8";
 }
 
 TEST(CrihookctlDevices, ListsEachSandboxsDevicesAndWhatItOwes) {

@@ -260,6 +260,16 @@ TEST_F(Fixtures, DeviceObjectAsKoordletWritesIt) {
                               "        minor: -1\n"));
 }
 
+// Found by fuzz/fuzz_topology: text from sysfs that is not UTF-8 made
+// toYaml throw (nlohmann's dump() refuses it by default).
+TEST(DeviceObjectYaml, TextThatIsNotUtf8IsReplacedNotThrown) {
+  nlohmann::json d = {{"metadata", {{"name", "n\xff"}}}, {"k\xfe", "v"}};
+  std::string yaml;
+  ASSERT_NO_THROW(yaml = topo::toYaml(d));
+  EXPECT_THAT(yaml, HasSubstr("name: \"n\xef\xbf\xbd\""));
+  EXPECT_THAT(yaml, HasSubstr("\"k\xef\xbf\xbd\": \"v\""));
+}
+
 TEST_F(Fixtures, DeviceObjectRdmaMinorsNeverCollideAndNoGpuMeansNoGpuLabels) {
   nlohmann::json d = topo::deviceObject(load("intel-rdma"), {"n"});
   EXPECT_EQ(d["metadata"]["labels"], nlohmann::json::object());  // the AMD GPU is not reported

@@ -465,13 +465,17 @@ int cmdTopology(const Options& o, const Args& args, std::ostream& out, std::ostr
   if (output == "tree") {
     out << topology::tree(snap);
   } else if (output == "json") {
-    out << topology::toJson(snap).dump(2) << '\n';
+    // What sysfs holds need not be UTF-8: replaced, not thrown on.
+    out << topology::toJson(snap).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+        << '\n';
   } else {
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     report.node_name = p.flags.count("--node") ? p.flags["--node"] : host;
     nlohmann::json device = topology::deviceObject(snap, report);
-    out << (format == "json" ? device.dump(2) + "\n" : topology::toYaml(device));
+    out << (format == "json"
+                ? device.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"
+                : topology::toYaml(device));
     // The object goes to a scheduler: what it lacks (a GPU's memory, a GPU
     // without a minor) is said beside it, not in it.
     for (const std::string& w : snap.warnings) err << "warning: " << w << '\n';

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of each harness under fuzz/corpus/<harness>/.
+
+The seeds are small, valid inputs taken from crihook's own tests, README and
+fixtures, plus a few near misses; libFuzzer mutates from there. Run it again
+after changing a seed here; scripts/fuzz.sh never writes into fuzz/corpus
+(it fuzzes a copy). Inputs that once crashed a harness are committed next to
+these by hand (crash-<what>) and are not made here.
+"""
+import os
+import struct
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def write(harness, name, data):
+    d = os.path.join(ROOT, harness)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# --- gRPC framing ---------------------------------------------------------
+def grpc(msg, compressed=0):
+    return bytes([compressed]) + struct.pack(">I", len(msg)) + msg
+
+
+# fuzz_grpc_wire: the stream, then the split seed byte, then the limit byte
+# (255: 16 MiB); FuzzedDataProvider takes integers from the input's end.
+def wire(stream, seed, limit):
+    return stream + bytes([seed, limit])
+
+
+write("fuzz_grpc_wire", "one-message", wire(grpc(b"\x0a\x02v1"), 7, 255))
+write("fuzz_grpc_wire", "two-messages", wire(grpc(b"abc") + grpc(b""), 3, 255))
+write("fuzz_grpc_wire", "over-limit", wire(grpc(b"ab") + grpc(b"too long"), 1, 4))
+write("fuzz_grpc_wire", "split-header", wire(grpc(b"x" * 9) + b"\x00\x00\x00", 200, 10))
+write("fuzz_grpc_wire", "compressed", wire(grpc(b"zz", compressed=1), 0, 255))
+write("fuzz_grpc_wire", "timeout", wire(b"99999999H", 0, 255))
+write("fuzz_grpc_wire", "percent", wire(b"a%20b%zz%", 0, 255))
+
+# --- annotations ----------------------------------------------------------
+ann = {
+    "device-allocated-gpu-rdma":
+        '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":'
+        '"16Gi","koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"}],'
+        '"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"1"},"id":"0000:1f:00.0",'
+        '"extension":{"vfs":[{"minor":-1,"busID":"0000:1f:00.2"}]}}]}',
+    "device-allocated-null-resources":
+        '{"gpu":[{"minor":0,"resources":null,"id":"GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"}]}',
+    "device-allocated-shared":
+        '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"50"},"id":"GPU-00000000-aaaa-bbbb-'
+        'cccc-dddddddddddd","extension":{"gpuSharedResourceTemplate":"vir02"}}],"fpga":[{"minor":2}]}',
+    "device-allocated-bad-vf": '{"rdma":[{"minor":1,"extension":{"vfs":[{"busID":"../../../../x"}]}}]}',
+    "device-allocated-unknown-type": '{"npu":[]}',
+    "resource-status": '{"cpuset":"2-5","numaNodeResources":[{"node":0,"resources":{"cpu":"4","memory":"8Gi"}}]}',
+    "resource-status-bad": '{"numaNodeResources":[{"node":"zero"}]}',
+    "joint-allocate": '{"deviceTypes":["gpu","rdma"],"requiredScope":"SamePCIeSwitch"}',
+    "cpu-list": "0-3,8,10-11",
+    "quantity": "1.5Gi",
+    "deep": '{"gpu":[{"minor":0,"extension":{"x":' + "[" * 20 + "]" * 20 + "}}]}",
+}
+for name, text in ann.items():
+    write("fuzz_annotations", name, text)
+
+# --- CDI specs ------------------------------------------------------------
+write("fuzz_cdi_spec", "vendor.json", """{
+  "cdiVersion": "0.6.0", "kind": "vendor.com/gpu",
+  "containerEdits": {"env": ["VENDOR_DRIVER=1"]},
+  "devices": [
+    {"name": "0", "containerEdits": {
+      "env": ["VENDOR_VISIBLE=0"],
+      "deviceNodes": [{"path": "/dev/vgpu0", "hostPath": "/dev/vgpu0"}, {"path": "/dev/vgpuctl"}],
+      "mounts": [{"hostPath": "/opt/vendor/lib", "containerPath": "/usr/lib/vendor", "options": ["ro", "bind"]}]}},
+    {"name": "1", "containerEdits": {"env": ["VENDOR_VISIBLE=1"]}}]}""")
+write("fuzz_cdi_spec", "vendor.yaml", """cdiVersion: "0.6.0"
+kind: vendor.com/gpu
+devices:
+  - name: "1"
+    containerEdits:
+      env: ["VENDOR_VISIBLE=1-from-run"]
+      deviceNodes:
+        - path: /dev/vgpu1
+          permissions: rw
+""")
+write("fuzz_cdi_spec", "nic-hook.yaml", """cdiVersion: "0.6.0"
+kind: vendor.com/nic
+devices:
+  - name: a
+    containerEdits:
+      deviceNodes: [{path: /dev/vnic0}]
+      hooks:
+        - hookName: createContainer
+          path: /usr/bin/vendor-ctk
+      intelRdt: {closID: x}
+""")
+write("fuzz_cdi_spec", "broken-env.json",
+      '{"cdiVersion": "0.6.0", "kind": "vendor.com/x", "devices": [{"name": "0", "containerEdits": {"env": ["NOEQUALS"]}}]}')
+write("fuzz_cdi_spec", "anchors.yaml", "a: &x [1, *x]\nkind: &k vendor.com/y\ncdiVersion: *k\ndevices: []\n")
+
+# --- hook server registrations ---------------------------------------------
+hs = {
+    "koordlet": '{"remote-endpoint": "/var/run/koordlet/koordlet.sock", "failure-policy": "Ignore", '
+                '"runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer", "PreStartContainer", '
+                '"PostStartContainer", "PreUpdateContainerResources", "PostStopContainer", '
+                '"PreRemoveRunPodSandbox"]}',
+    "unix-fail": '{"remote-endpoint": "unix:///var/run/koordlet/koordlet.sock", "failure-policy": "Fail", '
+                 '"runtime-hooks": ["PreCreateContainer"]}',
+    "case-keys": '{"Remote-Endpoint": "/k.sock", "remote-endpoint": "/k2.sock", "FAILURE-POLICY": "fail", '
+                 '"runtime-hooks": ["PreCreateContainer", "Unknown"], "extra": {"x": [1]}}',
+    "tcp": '{"remote-endpoint": "tcp://x", "runtime-hooks": ["PreCreateContainer"]}',
+    "bad-hook": '{"remote-endpoint": "/k.sock", "runtime-hooks": ["PreCreateContainer", 7]}',
+    "null": '{"remote-endpoint": "/k.sock", "failure-policy": null, "runtime-hooks": null}',
+}
+for name, text in hs.items():
+    write("fuzz_hookserver_file", name, text)
+
+# --- config -----------------------------------------------------------------
+README = os.path.join(os.path.dirname(ROOT), "..", "README.md")
+
+
+def readme_toml(after):
+    lines, on, seen = [], False, False
+    for line in open(README):
+        if line.startswith(after):
+            seen = True
+        if seen and line.startswith("```toml"):
+            on = True
+            continue
+        if on and line.startswith("```"):
+            break
+        if on:
+            lines.append(line)
+    return "".join(lines)
+
+
+write("fuzz_config", "server", readme_toml("## Configuration"))
+write("fuzz_config", "hooks", readme_toml("## Hooks"))
+write("fuzz_config", "bad-workers", "[server]\nworkers = 0\n")
+write("fuzz_config", "unknown-key", "[server]\nlisten = \"/run/x.sock\"\ntypo = 1\n")
+write("fuzz_config", "durations", "[backend]\nconnect_timeout = \"1500ms\"\n[hooks]\nhookserver_timeout = \"1m\"\n")
+
+# --- topology: parts separated by NUL, in fuzz_topology.cc's kParts order ----
+topo = [
+    "0-3\n",                      # cpu/online
+    "0-1\n",                      # node/online
+    "0-1\n",                      # node0/cpulist
+    "Node 0 MemTotal:       268435456 kB\nNode 0 MemFree:        1024 kB\n",
+    "10 21\n",                    # node0/distance
+    "0\n", "0\n", "0\n",          # cpu0 package, core, siblings
+    "0x10de\n", "0x030200\n", "0\n",  # GPU vendor, class, numa_node
+    "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   140\nGPU UUID: \t GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d\n"
+    "Device Minor: \t 0\n",
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05\n",
+    "0\n",                        # bridge numa_node
+    "4: ACTIVE\n", "InfiniBand\n", "mlx5_0\n",
+    "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0",
+    "../../devices/pci0000:00/0000:00:02.0/0000:02:00.0/infiniband/mlx5_0",
+]
+write("fuzz_topology", "fixture", "\0".join(topo))
+bad = list(topo)
+bad[0], bad[10], bad[11], bad[14] = "0-65535x\n", "7\n", "Device Minor: 255\n", "1: DOWN\n"
+write("fuzz_topology", "bad-values", "\0".join(bad))
+write("fuzz_topology", "links-out", "\0".join(topo[:17] + ["../../../../../../../../etc", "/proc/self"]))
+write("fuzz_topology", "few-files", "0\0")
+
+# --- HTTP/2 to the relay ----------------------------------------------------
+def h2frame(ftype, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    # Literal header field without indexing, new name, no Huffman (RFC 7541 6.2.2);
+    # names and values here are under 127 bytes.
+    name, value = name.encode(), value.encode()
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def headers(path, extra=()):
+    fields = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "localhost"),
+              ("content-type", "application/grpc"), ("te", "trailers")] + list(extra)
+    return b"".join(hpack_literal(n, v) for n, v in fields)
+
+
+SETTINGS = h2frame(4, 0, 0)
+END_STREAM, END_HEADERS = 0x1, 0x4
+
+
+def call(path, body, stream=1, extra=()):
+    return (h2frame(1, END_HEADERS, stream, headers(path, extra)) +
+            h2frame(0, END_STREAM, stream, body))
+
+
+RT = "/runtime.v1.RuntimeService/"
+version = grpc(b"\x0a\x02v1")
+stop = grpc(b"\x0a\x02c1")                        # StopContainerRequest{container_id: "c1"}
+create = grpc(b"\x0a\x02sb")                      # CreateContainerRequest{pod_sandbox_id: "sb"}
+# RunPodSandboxRequest{config{metadata{name: "p", uid: "u", namespace: "ns"}}}
+meta = b"\x0a\x01p\x12\x01u\x1a\x02ns"
+run = grpc(b"\x0a" + bytes([len(meta) + 2]) + b"\x0a" + bytes([len(meta)]) + meta)
+
+# First byte: bit 0 set = the interceptor refuses intercepted calls.
+write("fuzz_relay", "version", b"\x00" + SETTINGS + call(RT + "Version", version))
+write("fuzz_relay", "stop-container-pass", b"\x00" + SETTINGS + call(RT + "StopContainer", stop))
+write("fuzz_relay", "stop-container-refused", b"\x01" + SETTINGS + call(RT + "StopContainer", stop))
+write("fuzz_relay", "run-pod-sandbox", b"\x01" + SETTINGS + call(RT + "RunPodSandbox", run, stream=3))
+write("fuzz_relay", "create-two-messages", b"\x00" + SETTINGS +
+      call(RT + "CreateContainer", create + grpc(b"second")))
+write("fuzz_relay", "timeout-and-v1alpha2", b"\x00" + SETTINGS +
+      call("/runtime.v1alpha2.RuntimeService/StopContainer", stop, extra=[("grpc-timeout", "100m")]))
+hb = headers(RT + "Version")
+write("fuzz_relay", "continuation-ping-window-goaway", b"\x00" + SETTINGS +
+      h2frame(1, 0, 1, hb[:10]) + h2frame(9, END_HEADERS, 1, hb[10:]) +
+      h2frame(6, 0, 0, b"12345678") + h2frame(8, 0, 1, struct.pack(">I", 1000)) +
+      h2frame(0, END_STREAM, 1, version) + h2frame(3, 0, 5, struct.pack(">I", 8)) +
+      h2frame(7, 0, 0, struct.pack(">II", 1, 0)))
+write("fuzz_relay", "trailers-from-client", b"\x01" + SETTINGS +
+      h2frame(1, END_HEADERS, 1, headers(RT + "StopContainer")) + h2frame(0, 0, 1, stop) +
+      h2frame(1, END_HEADERS | END_STREAM, 1, hpack_literal("x-trailer", "1")))
+
+print("seeds written under", ROOT, file=sys.stderr)
