@@ -130,10 +130,42 @@ class TableReader {
     if (!_s.ok()) return _s;          \
   } while (0)
 
+// [server] limits against a hostile client. Read after max_message_bytes,
+// which the buffer budgets must hold at least once.
+absl::Status readServerLimits(const TableReader& r, Config& c) {
+  int64_t connections = c.max_connections;
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("max_connections", 1, 65536, connections));
+  c.max_connections = static_cast<int>(connections);
+  for (auto [key, value] : {std::pair{"preface_timeout", &c.preface_timeout},
+                            std::pair{"idle_timeout", &c.idle_timeout},
+                            std::pair{"request_timeout", &c.request_timeout}}) {
+    CRIHOOK_RETURN_IF_ERROR(r.readDuration(key, *value));
+    if (value->count() <= 0) return r.error(key, "expected a duration above 0");
+  }
+  constexpr int64_t kMaxBudget = int64_t{1} << 40;
+  int64_t per_connection = static_cast<int64_t>(c.max_connection_buffered_bytes);
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("max_connection_buffered_bytes",
+                                    static_cast<int64_t>(c.max_message_bytes), kMaxBudget,
+                                    per_connection));
+  c.max_connection_buffered_bytes = static_cast<uint64_t>(per_connection);
+  int64_t total = static_cast<int64_t>(c.max_buffered_bytes);
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("max_buffered_bytes", per_connection, kMaxBudget, total));
+  c.max_buffered_bytes = static_cast<uint64_t>(total);
+  if (c.max_connection_buffered_bytes < c.max_message_bytes)
+    return r.error("max_connection_buffered_bytes",
+                   cat("expected at least max_message_bytes (", c.max_message_bytes, ")"));
+  if (c.max_buffered_bytes < c.max_connection_buffered_bytes)
+    return r.error("max_buffered_bytes", cat("expected at least max_connection_buffered_bytes (",
+                                             c.max_connection_buffered_bytes, ")"));
+  return absl::OkStatus();
+}
+
 absl::Status readServer(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "server.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
-      {"listen", "socket_mode", "socket_group", "workers", "shutdown_grace", "max_message_bytes"}));
+  CRIHOOK_RETURN_IF_ERROR(
+      r.checkKnown({"listen", "socket_mode", "socket_group", "workers", "shutdown_grace",
+                    "max_message_bytes", "max_connections", "preface_timeout", "idle_timeout",
+                    "request_timeout", "max_connection_buffered_bytes", "max_buffered_bytes"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("listen", c.listen_path));
   if (auto why = listenProblem(c.listen_path); !why.empty()) return r.error("listen", why);
   std::string mode;
@@ -155,7 +187,7 @@ absl::Status readServer(const toml::table& t, std::string_view origin, Config& c
   int64_t max_bytes = static_cast<int64_t>(c.max_message_bytes);
   CRIHOOK_RETURN_IF_ERROR(r.readInt("max_message_bytes", 16 << 20, int64_t{1} << 31, max_bytes));
   c.max_message_bytes = static_cast<uint64_t>(max_bytes);
-  return absl::OkStatus();
+  return readServerLimits(r, c);
 }
 
 absl::Status readBackend(const toml::table& t, std::string_view origin, Config& c) {

@@ -43,6 +43,27 @@ struct Config {
   // gRPC's message limit, applied to every message in both directions.
   // kubelet's own limit is 16 MiB; never configure less.
   uint64_t max_message_bytes = 16u << 20;
+  // [server] limits against a hostile client (README "Limits and timeouts").
+  // Connections served at once; one more is accepted and closed at once.
+  // kubelet holds one or two, crictl one per command.
+  int max_connections = 1024;
+  // From accept to the client's preface and first SETTINGS; then closed.
+  std::chrono::milliseconds preface_timeout{10000};
+  // A connection with no open stream for this long gets GOAWAY and is
+  // closed (grpc-go's MaxConnectionIdle). kubelet's GetContainerEvents stream
+  // is an open stream: its connection is never idle.
+  std::chrono::milliseconds idle_timeout{300000};
+  // From a request stream's start until its header block and, for an
+  // intercepted call, its whole message have arrived; then answered
+  // DEADLINE_EXCEEDED and reset. kubelet sends a request in one go.
+  std::chrono::milliseconds request_timeout{30000};
+  // Bytes of intercepted calls' request and reply messages held while they
+  // are buffered whole, per connection and for the whole process; a call
+  // that would pass either is answered RESOURCE_EXHAUSTED naming the limit.
+  // Each at least max_message_bytes (one largest call always fits), and the
+  // process's at least the connection's.
+  uint64_t max_connection_buffered_bytes = 64u << 20;
+  uint64_t max_buffered_bytes = 256u << 20;
 
   // [backend]
   std::string backend_endpoint = "unix:///run/containerd/containerd.sock";

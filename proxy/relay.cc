@@ -42,6 +42,19 @@ constexpr size_t kWriteBatchBytes = 64 << 10;
 // 64 KiB (NGHTTP2_HD_MAX_NV) anyway. grpc-go's server defaults to 16 MiB.
 constexpr size_t kMaxHeaderListBytes = 64 << 10;
 constexpr size_t kHeaderFieldOverhead = 32;  // RFC 9113 6.5.2
+// Decoded header fields held for the open streams of one connection, both
+// directions (kubelet's requests and the runtime's replies). Without it the
+// per-stream cap still lets one connection hold 1024 streams x 64 KiB = 64 MiB.
+// 1024 streams of kubelet's headers (well under 1 KiB each) fit.
+constexpr size_t kMaxConnectionHeaderBytes = 1 << 20;
+// A header block is HEADERS + at most this many CONTINUATION frames, then
+// nghttp2 ends the connection (its default since CVE-2024-28182, said
+// here): a block of 9 x 16 KiB is far past the 64 KiB cap anyway.
+constexpr size_t kMaxContinuations = 8;
+// The timeouts are checked on a tick of a quarter of the shortest one, so
+// each fires at most 25% late, within these bounds.
+constexpr auto kMinTick = std::chrono::milliseconds(10);
+constexpr auto kMaxTick = std::chrono::milliseconds(1000);
 
 struct Header {
   std::string name;
@@ -135,6 +148,12 @@ class ByteQueue {
     return n;
   }
   std::string_view view() const { return std::string_view(buf_).substr(head_); }
+  // Empties the queue, handing over what it held.
+  std::string take() {
+    buf_.erase(0, head_);
+    head_ = 0;
+    return std::move(buf_);
+  }
   size_t size() const { return buf_.size() - head_; }
   bool empty() const { return size() == 0; }
 
@@ -168,10 +187,11 @@ struct RequestCheck {
   size_t list_bytes = 0;
   uint32_t pseudo = 0;
   bool saw_regular = false;
-  bool truncated = false;      // over kMaxHeaderListBytes: later fields are not kept
-  std::string protocol_error;  // the first malformed field; later fields are not kept
+  bool truncated = false;        // over kMaxHeaderListBytes: later fields are not kept
+  bool connection_full = false;  // over kMaxConnectionHeaderBytes: later fields are not kept
+  std::string protocol_error;    // the first malformed field; later fields are not kept
 
-  bool stopped() const { return truncated || !protocol_error.empty(); }
+  bool stopped() const { return truncated || connection_full || !protocol_error.empty(); }
 };
 
 // RFC 9110 token characters, as httpguts.IsTokenRune.
@@ -207,8 +227,10 @@ uint32_t pseudoBit(std::string_view name) {
   return 0;
 }
 
-// One decoded field of a request's header block. Returns whether to keep it.
-bool checkRequestField(RequestCheck& check, std::string_view name, std::string_view value) {
+// One decoded field of a request's header block. Returns whether to keep it;
+// `connection_room` is what the connection may still hold.
+bool checkRequestField(RequestCheck& check, std::string_view name, std::string_view value,
+                       size_t connection_room) {
   if (check.stopped()) return false;
   if (!validFieldValue(value)) {
     check.protocol_error = cat("header ", quote(name), ": value holds a control character");
@@ -244,6 +266,10 @@ bool checkRequestField(RequestCheck& check, std::string_view name, std::string_v
   const size_t size = name.size() + value.size() + kHeaderFieldOverhead;
   if (size > kMaxHeaderListBytes - check.list_bytes) {
     check.truncated = true;
+    return false;
+  }
+  if (size > connection_room) {
+    check.connection_full = true;
     return false;
   }
   check.list_bytes += size;
@@ -286,6 +312,13 @@ std::optional<RequestRefusal> refusalOf(const RequestCheck& check, const Headers
   if (check.truncated) {
     std::string why = cat("header list larger than ", kMaxHeaderListBytes, " bytes");
     return RequestRefusal{NGHTTP2_FRAME_SIZE_ERROR, 0, {}, std::move(why)};
+  }
+  if (check.connection_full) {
+    // No grpc-go counterpart (it has no such cap): a status a client can read.
+    auto s = absl::ResourceExhaustedError(
+        cat("crihookd: header lists of the open streams on this connection would pass ",
+            kMaxConnectionHeaderBytes, " bytes"));
+    return RequestRefusal{0, 200, s, std::string(s.message())};
   }
   bool grpc = false, connection = false;
   int hosts = 0;
@@ -370,6 +403,10 @@ struct Call {
   // Request: kubelet -> runtime.
   Headers req_headers;
   RequestCheck check;
+  bool headers_done = false;         // the request's header block has ended
+  bool client_done = false;          // kubelet's END_STREAM has arrived (or is about to)
+  bool reset_when_answered = false;  // RST_STREAM NO_ERROR once the answer is sent
+  size_t buffered = 0;               // message bytes charged to the buffer budgets
   ByteQueue req_body;
   bool req_end = false;
   grpcwire::FrameTracker req_frames;
@@ -384,6 +421,8 @@ struct Call {
   bool retried = false;  // refused once by a draining backend and resubmitted
 
   // Response: runtime -> kubelet.
+  size_t resp_header_bytes = 0;  // decoded, as the request's are counted
+  bool resp_headers_over = false;
   Headers resp_headers;
   Headers resp_trailers;
   ByteQueue resp_body;
@@ -391,7 +430,6 @@ struct Call {
   bool resp_trailers_only = false;
   grpcwire::FrameTracker resp_frames;
   bool resp_submitted = false;  // response HEADERS handed to nghttp2
-  int64_t buffered = 0;         // intercepted: bytes counted in RelayContext::buffered_bytes
   bool answered = false;        // crihookd produced the final status itself
   absl::Status final_status;    // for the log line
 
@@ -523,6 +561,7 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
     nghttp2_on_frame_recv_callback frame_recv;
     nghttp2_on_data_chunk_recv_callback data_chunk;
     nghttp2_on_stream_close_callback stream_close;
+    nghttp2_on_frame_send_callback frame_send = nullptr;
   };
 
  protected:
@@ -543,9 +582,11 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb.frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb.data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb.stream_close);
+    if (cb.frame_send) nghttp2_session_callbacks_set_on_frame_send_callback(cbs, cb.frame_send);
     nghttp2_option* opt = nullptr;
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_continuations(opt, kMaxContinuations);
     if (server) {
       // The kubelet side checks requests itself, as grpc-go does (see
       // refusalOf); nghttp2's rules refuse requests grpc-go accepts. The
@@ -690,11 +731,11 @@ class Upstream final : public H2Endpoint {
 class Downstream : public H2Endpoint {
  public:
   Downstream(Socket socket, RelayContext& ctx) : H2Endpoint(std::move(socket)), ctx_(ctx) {
-    ctx_.connections.fetch_add(1);
+    ctx_.open_connections.fetch_add(1);
   }
   ~Downstream() override {
     dropAllCalls();
-    ctx_.connections.fetch_sub(1);
+    ctx_.open_connections.fetch_sub(1);
   }
 
   void start();
@@ -717,6 +758,11 @@ class Downstream : public H2Endpoint {
   // The runtime may send as many more bytes as kubelet has now taken; also
   // after the runtime's stream closed (the connection window still counts them).
   void returnWindow(Call& call, size_t n);
+  // Counts one decoded field of the runtime's reply to `call`; false (nothing
+  // counted) past the per-reply or the connection's cap.
+  bool chargeReplyHeader(Call& call, size_t bytes);
+  // Answers `call` with `status` in place of the runtime.
+  void answer(Call& call, const absl::Status& status);
 
  private:
   void onClosed(const std::string& why) override;
@@ -742,18 +788,23 @@ class Downstream : public H2Endpoint {
 
   // Response path.
   void submitResponse(Call& call);
-  void answer(Call& call, const absl::Status& status);
+  // After crihookd answered a call whose request kubelet is still sending:
+  // RST_STREAM NO_ERROR, as grpc-go's server ends such a stream.
+  void endRequestEarly(Call& call);
   void resetBoth(Call& call, uint32_t down_error);
   void cancelUpstream(Call& call);
   void logCall(const Call& call);
-  // Metrics of a call that ends, and of the bytes an intercepted one holds.
+  // Metrics of a call that ends.
   void recordCall(Call& call);
-  void buffer(Call& call, size_t n) {
-    call.buffered += static_cast<int64_t>(n);
-    ctx_.buffered_bytes.fetch_add(static_cast<int64_t>(n));
-  }
   void eraseCall(int32_t id);
   void dropAllCalls();
+
+  // Limits. The budgets count what is held now: charged as bytes arrive,
+  // released with the call.
+  absl::Status chargeBuffer(Call& call, size_t bytes, std::string_view what);
+  void releaseLimits(Call& call);
+  void armTick();
+  void onTick();
 
   static int onBeginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user);
   static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
@@ -762,6 +813,7 @@ class Downstream : public H2Endpoint {
   static int onDataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
                          size_t len, void* user);
   static int onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user);
+  static int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user);
   static ssize_t readResponseBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
                                   uint32_t* flags, nghttp2_data_source*, void* user);
 
@@ -772,6 +824,14 @@ class Downstream : public H2Endpoint {
   std::vector<int32_t> waiting_;                     // calls waiting for the connect
   bool connecting_ = false;
   bool shutting_down_ = false;
+
+  size_t header_bytes_ = 0;      // decoded fields held by calls_, both directions
+  uint64_t buffered_bytes_ = 0;  // intercepted calls' message bytes held
+  Clock::time_point accepted_ = Clock::now();
+  Clock::time_point idle_since_ = Clock::now();  // since calls_ last became empty
+  bool settings_seen_ = false;                   // the client's preface and SETTINGS arrived
+  bool idle_goaway_ = false;
+  std::unique_ptr<asio::steady_timer> tick_;
 };
 
 // What grpc-go's server accepts, some gRPC servers refuse (gRPC C++ wants
@@ -830,9 +890,10 @@ void Upstream::connect(const std::string& path, std::chrono::milliseconds timeou
 }
 
 void Upstream::setupSession() {
-  createSession(
-      false, {nullptr, onHeader, onFrameRecv, onDataChunk, onStreamClose},
-      {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}, {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow}});
+  createSession(false, {nullptr, onHeader, onFrameRecv, onDataChunk, onStreamClose},
+                {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
+                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes}});
 }
 
 bool Upstream::submit(Call& call) {
@@ -874,7 +935,13 @@ int Upstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8
                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user) {
   auto* up = static_cast<Upstream*>(user);
   Call* call = up->callFor(frame->hd.stream_id);
-  if (call == nullptr || frame->hd.type != NGHTTP2_HEADERS) return 0;
+  if (call == nullptr || frame->hd.type != NGHTTP2_HEADERS || call->resp_headers_over) return 0;
+  // A runtime's reply is bounded as a request is: nothing past the caps is
+  // kept, and the call fails once the block ends (onFrameRecv).
+  if (!up->owner_->chargeReplyHeader(*call, namelen + valuelen + kHeaderFieldOverhead)) {
+    call->resp_headers_over = true;
+    return 0;
+  }
   Header h{std::string(reinterpret_cast<const char*>(name), namelen),
            std::string(reinterpret_cast<const char*>(value), valuelen)};
   if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
@@ -896,6 +963,12 @@ int Upstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* us
   if (call == nullptr) return 0;
   Downstream* owner = up->owner_;
   const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (frame->hd.type == NGHTTP2_HEADERS && call->resp_headers_over) {
+    owner->answer(*call, absl::InternalError(cat("crihookd: ", call->path,
+                                                 ": the runtime's reply headers pass ",
+                                                 kMaxHeaderListBytes, " bytes")));
+    return 0;
+  }
   if (frame->hd.type == NGHTTP2_HEADERS) {
     if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
       const std::string* status = findHeader(call->resp_headers, ":status");
@@ -966,7 +1039,8 @@ ssize_t Upstream::readRequestBody(nghttp2_session*, int32_t stream_id, uint8_t* 
 // Downstream: session and request path
 
 void Downstream::setupSession() {
-  createSession(true, {onBeginHeaders, onHeader, onFrameRecv, onDataChunk, onStreamClose},
+  createSession(true,
+                {onBeginHeaders, onHeader, onFrameRecv, onDataChunk, onStreamClose, onFrameSend},
                 {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
                  {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes}});
@@ -976,6 +1050,145 @@ void Downstream::start() {
   setupSession();
   startReading();
   flush();
+  tick_ = std::make_unique<asio::steady_timer>(executor());
+  armTick();
+}
+
+void Downstream::armTick() {
+  const RelayLimits& l = ctx_.limits;
+  const auto shortest = std::min({l.preface_timeout, l.idle_timeout, l.request_timeout});
+  tick_->expires_after(std::clamp<std::chrono::milliseconds>(shortest / 4, kMinTick, kMaxTick));
+  // A weak reference: a pending tick must not keep a closed connection.
+  tick_->async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (auto self = weak.lock(); self && !self->closed())
+      static_cast<Downstream*>(self.get())->onTick();
+  });
+}
+
+void Downstream::onTick() {
+  const auto now = Clock::now();
+  const RelayLimits& l = ctx_.limits;
+  uint64_t held_back = 0;
+  if (!settings_seen_ && now - accepted_ >= l.preface_timeout) {
+    if (ctx_.timeout_log.allow(held_back)) {
+      ctx_.log->warn(
+          "closed a connection that sent no HTTP/2 preface within server.preface_timeout ({}ms); "
+          "{} more connections cut by a timeout since the last message",
+          l.preface_timeout.count(), held_back);
+    }
+    fail("no HTTP/2 preface within server.preface_timeout");
+    return;
+  }
+  if (idle_goaway_) {
+    // GOAWAY was sent a tick ago and the peer does not take it: close.
+    fail("idle, and the GOAWAY not taken");
+    return;
+  }
+  if (calls_.empty() && settings_seen_ && now - idle_since_ >= l.idle_timeout) {
+    // As grpc-go's MaxConnectionIdle: GOAWAY, then the connection closes
+    // once it is sent (flush sees a finished session).
+    ctx_.log->debug("closing a connection idle for server.idle_timeout ({}ms)",
+                    l.idle_timeout.count());
+    idle_goaway_ = true;
+    nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    flush();
+    if (!closed()) armTick();
+    return;
+  }
+  std::vector<int32_t> late;
+  for (const auto& [id, call] : calls_) {
+    if (now - call->start < l.request_timeout || call->answered) continue;
+    if (!call->headers_done) {
+      // HTTP/2 lets nothing else through while a header block is open: the
+      // whole connection is stuck on it.
+      if (ctx_.timeout_log.allow(held_back)) {
+        ctx_.log->warn(
+            "closed a connection whose header block of stream {} was not complete within "
+            "server.request_timeout ({}ms); {} more connections cut by a timeout since the last "
+            "message",
+            id, l.request_timeout.count(), held_back);
+      }
+      fail("header block not complete within server.request_timeout");
+      return;
+    }
+    if (!call->passThrough() && !call->req_end) late.push_back(id);
+  }
+  for (int32_t id : late) {
+    if (Call* call = find(id)) {
+      answer(*call, absl::DeadlineExceededError(
+                        cat("crihookd: ", call->path,
+                            ": request message not complete within server.request_timeout (",
+                            l.request_timeout.count(), "ms)")));
+      endRequestEarly(*call);
+    }
+  }
+  armTick();
+}
+
+absl::Status Downstream::chargeBuffer(Call& call, size_t bytes, std::string_view what) {
+  const RelayLimits& l = ctx_.limits;
+  if (buffered_bytes_ + bytes > l.max_connection_buffered_bytes) {
+    return absl::ResourceExhaustedError(
+        cat("crihookd: ", call.path, ": ", what, " would take the calls buffered on this ",
+            "connection past server.max_connection_buffered_bytes (",
+            l.max_connection_buffered_bytes, " bytes)"));
+  }
+  const auto n = static_cast<int64_t>(bytes);
+  if (static_cast<uint64_t>(ctx_.buffered_bytes.fetch_add(n) + n) > l.max_buffered_bytes) {
+    ctx_.buffered_bytes.fetch_sub(n);
+    return absl::ResourceExhaustedError(
+        cat("crihookd: ", call.path, ": ", what,
+            " would take the calls buffered by crihookd past server.max_buffered_bytes (",
+            l.max_buffered_bytes, " bytes)"));
+  }
+  buffered_bytes_ += bytes;
+  call.buffered += bytes;
+  return absl::OkStatus();
+}
+
+bool Downstream::chargeReplyHeader(Call& call, size_t bytes) {
+  if (bytes > kMaxHeaderListBytes - call.resp_header_bytes ||
+      header_bytes_ + bytes > kMaxConnectionHeaderBytes)
+    return false;
+  call.resp_header_bytes += bytes;
+  header_bytes_ += bytes;
+  ctx_.header_bytes.fetch_add(static_cast<int64_t>(bytes));
+  return true;
+}
+
+void Downstream::releaseLimits(Call& call) {
+  const size_t headers = call.check.list_bytes + call.resp_header_bytes;
+  header_bytes_ -= headers;
+  ctx_.header_bytes.fetch_sub(static_cast<int64_t>(headers));
+  call.check.list_bytes = 0;
+  call.resp_header_bytes = 0;
+  buffered_bytes_ -= call.buffered;
+  ctx_.buffered_bytes.fetch_sub(static_cast<int64_t>(call.buffered));
+  call.buffered = 0;
+}
+
+void Downstream::endRequestEarly(Call& call) {
+  if (call.client_done || closed()) return;
+  // A RST_STREAM submitted now would make nghttp2 drop the answer still
+  // queued for the stream: it goes once the answer is sent (onFrameSend).
+  if (nghttp2_session_get_stream_local_close(session_, call.down_id) == 1) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, call.down_id, NGHTTP2_NO_ERROR);
+    scheduleFlush();
+  } else {
+    call.reset_when_answered = true;
+  }
+}
+
+int Downstream::onFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) return 0;
+  auto* self = static_cast<Downstream*>(user);
+  Call* call = self->find(frame->hd.stream_id);
+  if (call != nullptr && call->reset_when_answered && !call->client_done) {
+    call->reset_when_answered = false;
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, call->down_id, NGHTTP2_NO_ERROR);
+  }
+  return 0;
 }
 
 void Downstream::shutdown() {
@@ -991,6 +1204,7 @@ void Downstream::closeAll(const std::string& why) { fail(why); }
 
 void Downstream::onClosed(const std::string& why) {
   ctx_.log->debug("client connection closed: {}", why);
+  if (tick_) tick_->cancel();
   dropAllCalls();
 }
 
@@ -1011,6 +1225,7 @@ void Downstream::dropAllCalls() {
     if (call->final_status.ok() && !(call->resp_end && call->resp_submitted))
       call->final_status = absl::CancelledError("connection closed");
     recordCall(*call);
+    releaseLimits(*call);
   }
   calls_.clear();
   waiting_.clear();
@@ -1041,16 +1256,27 @@ int Downstream::onHeader(nghttp2_session*, const nghttp2_frame* frame, const uin
   }
   const std::string_view n(reinterpret_cast<const char*>(name), namelen);
   const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-  if (checkRequestField(call->check, n, v))
+  const size_t room =
+      kMaxConnectionHeaderBytes - std::min(self->header_bytes_, kMaxConnectionHeaderBytes);
+  const size_t before = call->check.list_bytes;
+  if (checkRequestField(call->check, n, v, room)) {
     call->req_headers.push_back({std::string(n), std::string(v)});
+    const size_t added = call->check.list_bytes - before;
+    self->header_bytes_ += added;
+    self->ctx_.header_bytes.fetch_add(static_cast<int64_t>(added));
+  }
   return 0;
 }
 
 int Downstream::onFrameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   auto* self = static_cast<Downstream*>(user);
+  if (frame->hd.type == NGHTTP2_SETTINGS) self->settings_seen_ = true;
   Call* call = self->find(frame->hd.stream_id);
   if (call == nullptr) return 0;
   const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (end && (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA))
+    call->client_done = true;
+  if (frame->hd.type == NGHTTP2_HEADERS) call->headers_done = true;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
     self->refuse(*call, RequestRefusal{NGHTTP2_PROTOCOL_ERROR, 0, {}, "trailers in a request"});
     return 0;
@@ -1105,8 +1331,6 @@ int Downstream::onStreamClose(nghttp2_session*, int32_t stream_id, uint32_t erro
 }
 
 void Downstream::recordCall(Call& call) {
-  ctx_.buffered_bytes.fetch_sub(call.buffered);
-  call.buffered = 0;
   if (ctx_.call_metrics)
     ctx_.call_metrics->record(call.path, call.final_status.code(), Clock::now() - call.start);
 }
@@ -1116,6 +1340,7 @@ void Downstream::eraseCall(int32_t id) {
   if (it == calls_.end()) return;
   Call& call = *it->second;
   if (!call.answered) ctx_.active_calls.fetch_sub(1);
+  releaseLimits(call);
   // Bytes buffered but never relayed still count against both connections'
   // windows: hand them back, or a few abandoned calls stall the connection.
   if (call.passThrough()) {
@@ -1124,6 +1349,7 @@ void Downstream::eraseCall(int32_t id) {
       nghttp2_session_consume(session_, id, call.req_body.size());
   }
   calls_.erase(it);
+  if (calls_.empty()) idle_since_ = Clock::now();
 }
 
 void Downstream::cancelUpstream(Call& call) {
@@ -1140,8 +1366,11 @@ void Downstream::cancelUpstream(Call& call) {
 
 void Downstream::refuse(Call& call, const RequestRefusal& refusal) {
   const std::string* path = findHeader(call.req_headers, ":path");
-  ctx_.log->warn("refused request stream {} path={}: {}", call.down_id,
-                 path ? quote(*path) : std::string("-"), refusal.why);
+  // A client can have any number of its requests refused: one line per 10 s.
+  if (uint64_t held_back = 0; ctx_.refusal_log.allow(held_back)) {
+    ctx_.log->warn("refused request stream {} path={}: {}; {} more refused since the last message",
+                   call.down_id, path ? quote(*path) : std::string("-"), refusal.why, held_back);
+  }
   if (refusal.reset_code != 0) {
     call.final_status = absl::InternalError(cat("crihookd: ", refusal.why));
     resetBoth(call, refusal.reset_code);
@@ -1153,6 +1382,10 @@ void Downstream::refuse(Call& call, const RequestRefusal& refusal) {
   replyWithStatus(call, refusal.status, refusal.http_status);
   call.resp_end = true;
   submitResponse(call);
+  // Nothing of a refused request is used any more.
+  releaseLimits(call);
+  call.req_headers = Headers();
+  endRequestEarly(call);
 }
 
 void Downstream::onRequestHeaders(Call& call) {
@@ -1181,13 +1414,18 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
     cancelUpstream(call);
     return;
   }
-  call.req_body.append(data, ok);
   if (!call.passThrough()) {
-    buffer(call, ok);
     // Intercepted calls are decoded whole: take the bytes now, but never
     // more than one message's worth (a client streaming many small
-    // messages into a unary method must not grow the buffer forever).
+    // messages into a unary method must not grow the buffer forever), nor
+    // past the budgets of buffered calls.
     nghttp2_session_consume(session_, call.down_id, len);
+    if (auto budget = chargeBuffer(call, ok, "its request"); !budget.ok()) {
+      answer(call, budget);
+      endRequestEarly(call);
+      return;
+    }
+    call.req_body.append(data, ok);
     if (call.req_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
       answer(call, absl::ResourceExhaustedError(
                        cat("crihookd: ", call.path, ": request of more than ",
@@ -1195,6 +1433,7 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
     }
     return;
   }
+  call.req_body.append(data, ok);
   if (call.up && call.up_id != 0) {
     nghttp2_session_resume_data(call.up->session(), call.up_id);
     call.up->scheduleFlush();
@@ -1361,9 +1600,8 @@ void Downstream::onPreStageDone(int32_t id, absl::Status status) {
     }
     call->forward_body = grpcwire::frame(bytes);
   } else {
-    call->forward_body = std::string(call->req_body.view());
+    call->forward_body = call->req_body.take();
   }
-  buffer(*call, call->forward_body.size());
   if (call->deadline != Clock::time_point::max()) {
     auto left = call->deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
@@ -1438,10 +1676,13 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
     }
     return;
   }
-  call.resp_body.append(data, ok);
   if (!call.passThrough()) {
-    buffer(call, ok);
     nghttp2_session_consume(call.up->session(), call.up_id, len);
+    if (auto budget = chargeBuffer(call, ok, "the runtime's reply"); !budget.ok()) {
+      answer(call, budget);
+      return;
+    }
+    call.resp_body.append(data, ok);
     if (call.resp_body.size() > ctx_.max_message_bytes + grpcwire::kFrameHeaderBytes) {
       answer(call, absl::ResourceExhaustedError(cat("crihookd: ", call.path,
                                                     ": reply of more than ", ctx_.max_message_bytes,
@@ -1449,6 +1690,7 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
     }
     return;
   }
+  call.resp_body.append(data, ok);
   if (call.resp_submitted) {
     nghttp2_session_resume_data(session_, call.down_id);
     scheduleFlush();
@@ -1590,6 +1832,19 @@ void Downstream::logCall(const Call& call) {
 
 // ---------------------------------------------------------------------------
 // Connection
+
+bool LogLimiter::allow(uint64_t& held_back) {
+  std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_) {
+    ++held_back_;
+    return false;
+  }
+  next_ = now + interval_;
+  held_back = held_back_;
+  held_back_ = 0;
+  return true;
+}
 
 struct Connection::Impl final : public Downstream {
   using Downstream::Downstream;

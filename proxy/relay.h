@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "call_metrics.h"
@@ -27,6 +28,34 @@
 #include "pod_directory.h"
 
 namespace crihook {
+
+// A warning a hostile peer can repeat at will (accept failing, connections
+// cut at a limit): logged at most once per interval, with how many were held
+// back since the last one. Thread-safe.
+class LogLimiter {
+ public:
+  explicit LogLimiter(std::chrono::milliseconds interval = std::chrono::seconds(10))
+      : interval_(interval) {}
+  // True when this occurrence is to be logged; `held_back` is then how many
+  // occurrences since the last logged one were not.
+  bool allow(uint64_t& held_back);
+
+ private:
+  std::mutex mu_;
+  std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point next_{};
+  uint64_t held_back_ = 0;
+};
+
+// Limits against a hostile client; the [server] keys of the same names
+// (config.h says why each default is what it is).
+struct RelayLimits {
+  std::chrono::milliseconds preface_timeout{10000};
+  std::chrono::milliseconds idle_timeout{300000};
+  std::chrono::milliseconds request_timeout{30000};
+  uint64_t max_connection_buffered_bytes = 64u << 20;
+  uint64_t max_buffered_bytes = 256u << 20;
+};
 
 // What every connection of one server shares. Outlives all connections.
 struct RelayContext {
@@ -38,10 +67,13 @@ struct RelayContext {
   PodDirectory* pods = nullptr;
   std::shared_ptr<spdlog::logger> log;
   std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
-  // For the metrics endpoint (read at scrape time).
-  std::atomic<int64_t> connections{0};     // kubelet-side connections open
-  std::atomic<int64_t> buffered_bytes{0};  // held by intercepted calls (request, forwarded
-                                           // copy, reply) until they end
+  RelayLimits limits;
+  // Process-wide tallies, for the limits, the metrics endpoint and tests.
+  std::atomic<int64_t> open_connections{0};  // Connections not yet destroyed
+  std::atomic<int64_t> buffered_bytes{0};    // intercepted calls' messages held
+  std::atomic<int64_t> header_bytes{0};      // decoded header fields held, both directions
+  LogLimiter timeout_log;                    // connections cut by a timeout
+  LogLimiter refusal_log;                    // request header blocks refused
   metrics::CallMetrics* call_metrics = nullptr;  // every call, when it ends; null: none
 };
 

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <cerrno>
@@ -23,6 +24,20 @@ namespace asio = boost::asio;
 using Stream = asio::local::stream_protocol;
 
 namespace {
+
+// Backing off accept() while the process is out of descriptors (EMFILE,
+// ENFILE) or kernel memory (ENOBUFS, ENOMEM): the pending connection stays in
+// the backlog and accept fails again at once, so retrying at once spins a
+// core. 10 ms lets a descriptor freed by a closing call be used soon; 1 s
+// bounds how long a recovered daemon waits.
+constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
+constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
+
+bool outOfResources(const boost::system::error_code& ec) {
+  const int e = ec.value();
+  return ec.category() == boost::system::system_category() &&
+         (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM);
+}
 
 // True when something accepts connections on `path` right now.
 bool socketIsLive(const std::string& path) {
@@ -44,6 +59,11 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
   ctx_.backend_path = unixSocketPath(config.backend_endpoint).value_or(config.backend_endpoint);
   ctx_.max_message_bytes = config.max_message_bytes;
   ctx_.connect_timeout = config.backend_connect_timeout;
+  ctx_.limits.preface_timeout = config.preface_timeout;
+  ctx_.limits.idle_timeout = config.idle_timeout;
+  ctx_.limits.request_timeout = config.request_timeout;
+  ctx_.limits.max_connection_buffered_bytes = config.max_connection_buffered_bytes;
+  ctx_.limits.max_buffered_bytes = config.max_buffered_bytes;
   ctx_.interceptor = &interceptor;
   ctx_.pods = &pods_;
   ctx_.log = std::move(log);
@@ -84,6 +104,7 @@ absl::Status Server::start() {
   for (int i = 0; i < workers; ++i) loops_.push_back(std::make_unique<asio::io_context>(1));
 
   acceptor_ = std::make_unique<Stream::acceptor>(*loops_[0]);
+  accept_timer_ = std::make_unique<asio::steady_timer>(*loops_[0]);
   boost::system::error_code bec;
   acceptor_->open(Stream(), bec);
   if (!bec) acceptor_->bind(Stream::endpoint(path), bec);
@@ -117,13 +138,45 @@ void Server::accept() {
   asio::io_context& loop = *loops_[next_loop_++ % loops_.size()];
   acceptor_->async_accept(loop, [this](const boost::system::error_code& ec, Stream::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
+    uint64_t held_back = 0;
     if (!ec) {
-      std::lock_guard lock(connections_mu_);
-      connections_.remove_if([](const Connection& c) { return !c.alive(); });
-      connections_.emplace_back(std::move(socket), ctx_).start();
-    } else {
-      ctx_.log->warn("accept: {}", ec.message());
+      accept_backoff_ = std::chrono::milliseconds(0);
+      if (ctx_.open_connections.load() >= config_.max_connections) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+        if (refused_log_.allow(held_back)) {
+          ctx_.log->warn(
+              "closed a new connection: {} connections open, server.max_connections is {}; "
+              "{} more closed since the last message",
+              ctx_.open_connections.load(), config_.max_connections, held_back);
+        }
+      } else {
+        std::lock_guard lock(connections_mu_);
+        connections_.remove_if([](const Connection& c) { return !c.alive(); });
+        connections_.emplace_back(std::move(socket), ctx_).start();
+      }
+    } else if (outOfResources(ec)) {
+      accept_backoff_ = std::clamp(accept_backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+      if (accept_log_.allow(held_back)) {
+        ctx_.log->warn(
+            "accept: {}; retrying after {}ms, backing off up to {}ms; {} more failures "
+            "since the last message",
+            ec.message(), accept_backoff_.count(), kAcceptBackoffMax.count(), held_back);
+      }
+      acceptLater();
+      return;
+    } else if (accept_log_.allow(held_back)) {
+      ctx_.log->warn("accept: {}; {} more failures since the last message", ec.message(),
+                     held_back);
     }
+    accept();
+  });
+}
+
+void Server::acceptLater() {
+  accept_timer_->expires_after(accept_backoff_);
+  accept_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !acceptor_->is_open()) return;
     accept();
   });
 }
@@ -134,6 +187,7 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
   asio::post(*loops_[0], [this] {
     boost::system::error_code ignored;
     acceptor_->close(ignored);
+    accept_timer_->cancel();
   });
   {
     std::lock_guard lock(connections_mu_);
@@ -163,6 +217,7 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
     std::lock_guard lock(connections_mu_);
     connections_.clear();
   }
+  accept_timer_.reset();
   acceptor_.reset();
   loops_.clear();
   ::unlink(config_.listen_path.c_str());

@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -40,14 +41,22 @@ class Server {
   int64_t shutdown(std::chrono::milliseconds grace);
 
   int64_t activeCalls() const { return ctx_.active_calls.load(); }
-  int64_t connections() const { return ctx_.connections.load(); }
+  // What the limits count (README "Limits and timeouts"), process-wide:
+  // kubelet-side connections open, intercepted calls' message bytes
+  // buffered, decoded header fields held.
+  int64_t connections() const { return ctx_.open_connections.load(); }
   int64_t bufferedBytes() const { return ctx_.buffered_bytes.load(); }
+  int64_t heldHeaderBytes() const { return ctx_.header_bytes.load(); }
   // Every call is recorded there when it ends. Call before start(); `m`
   // must outlive the server.
   void setCallMetrics(metrics::CallMetrics* m) { ctx_.call_metrics = m; }
 
  private:
+  // Accepts the next connection. A connection past server.max_connections is
+  // closed at once; out of descriptors or memory, accepting backs off
+  // (kAcceptBackoffMin doubling to kAcceptBackoffMax) instead of spinning.
   void accept();
+  void acceptLater();
 
   Config config_;
   RelayContext ctx_;
@@ -57,6 +66,10 @@ class Server {
   std::vector<std::thread> threads_;
   std::unique_ptr<boost::asio::local::stream_protocol::acceptor> acceptor_;
   size_t next_loop_ = 0;
+  std::unique_ptr<boost::asio::steady_timer> accept_timer_;  // on loops_[0], as the acceptor
+  std::chrono::milliseconds accept_backoff_{0};
+  LogLimiter accept_log_;
+  LogLimiter refused_log_;
   int lock_fd_ = -1;
   std::mutex connections_mu_;
   std::list<Connection> connections_;

@@ -24,6 +24,12 @@ TEST(Config, EmbeddedDefaultsNeedNoFile) {
   EXPECT_EQ(c.backend_endpoint, "unix:///run/containerd/containerd.sock");
   EXPECT_EQ(c.max_message_bytes, 16u << 20);
   EXPECT_EQ(c.socket_mode, 0660u);
+  EXPECT_EQ(c.max_connections, 1024);
+  EXPECT_EQ(c.preface_timeout, 10000ms);
+  EXPECT_EQ(c.idle_timeout, 300000ms);
+  EXPECT_EQ(c.request_timeout, 30000ms);
+  EXPECT_EQ(c.max_connection_buffered_bytes, 64u << 20);
+  EXPECT_EQ(c.max_buffered_bytes, 256u << 20);
   EXPECT_TRUE(validateConfig(c, "defaults").ok());
 }
 
@@ -36,6 +42,12 @@ socket_group = "kube"
 workers = 4
 shutdown_grace = "1500ms"
 max_message_bytes = 33554432
+max_connections = 16
+preface_timeout = "3s"
+idle_timeout = "2m"
+request_timeout = "20s"
+max_connection_buffered_bytes = 67108864
+max_buffered_bytes = 134217728
 
 [backend]
 endpoint = "unix:///run/cri-dockerd.sock"
@@ -52,6 +64,12 @@ level = "debug"
   EXPECT_EQ(c->workers, 4);
   EXPECT_EQ(c->shutdown_grace, 1500ms);
   EXPECT_EQ(c->max_message_bytes, 32u << 20);
+  EXPECT_EQ(c->max_connections, 16);
+  EXPECT_EQ(c->preface_timeout, 3000ms);
+  EXPECT_EQ(c->idle_timeout, 120000ms);
+  EXPECT_EQ(c->request_timeout, 20000ms);
+  EXPECT_EQ(c->max_connection_buffered_bytes, 64u << 20);
+  EXPECT_EQ(c->max_buffered_bytes, 128u << 20);
   EXPECT_EQ(c->backend_endpoint, "unix:///run/cri-dockerd.sock");
   EXPECT_EQ(c->backend_connect_timeout, 3000ms);
   EXPECT_EQ(c->log_level, "debug");
@@ -80,6 +98,17 @@ TEST(Config, BadValuesSayWhatWasExpected) {
       {"[server]\nlisten = \"relative.sock\"", "server.listen: expected an absolute path"},
       {"[server]\nshutdown_grace = \"10 parsecs\"",
        "server.shutdown_grace: expected a duration unit"},
+      {"[server]\nmax_connections = 0",
+       "server.max_connections: expected an integer in 1..65536, got 0"},
+      {"[server]\nidle_timeout = \"0s\"", "server.idle_timeout: expected a duration above 0"},
+      {"[server]\nmax_connection_buffered_bytes = 1048576",
+       "server.max_connection_buffered_bytes: expected an integer in 16777216.."},
+      {"[server]\nmax_message_bytes = 33554432\nmax_connection_buffered_bytes = 16777216",
+       "server.max_connection_buffered_bytes: expected an integer in 33554432.."},
+      {"[server]\nmax_connection_buffered_bytes = 536870912",
+       "server.max_buffered_bytes: expected at least max_connection_buffered_bytes (536870912)"},
+      {"[server]\nmax_message_bytes = 134217728",
+       "server.max_connection_buffered_bytes: expected at least max_message_bytes (134217728)"},
       {"[backend]\nendpoint = \"tcp://1.2.3.4:80\"",
        "backend.endpoint: expected a Unix socket endpoint"},
       {"[log]\nlevel = \"loud\"", "log.level: expected one of trace"},

@@ -63,6 +63,14 @@ void respond(Session& s, int32_t id) {
     nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc), nv("grpc-status", denied),
                       nv("grpc-message", denied_msg)};
     nghttp2_submit_response(s.h2, id, h, 4, nullptr);
+  } else if (verb == "HugeHeaders") {
+    // HPACK amplification from the runtime's side: one 3000-byte field
+    // indexed once, then referenced: a ~3 KiB block decoding to ~300 KB.
+    static const std::string ok = "0", pad(3000, 'p');
+    std::vector<nghttp2_nv> h = {nv(":status", status200), nv("content-type", grpc),
+                                 nv("grpc-status", ok)};
+    for (int i = 0; i < 100; ++i) h.push_back(nv("x-pad", pad));
+    nghttp2_submit_response(s.h2, id, h.data(), h.size(), nullptr);
   } else {
     if (verb == "GoawayEcho")
       nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
@@ -140,7 +148,13 @@ void RawH2Backend::serveConnection(int fd) {
         }
         return 0;
       });
-  nghttp2_session_server_new(&s.h2, cbs, &s);
+  // HugeHeaders sends a block nghttp2 would refuse to send by default (it
+  // bounds the block by its decoded size, 64 KiB).
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_max_send_header_block_length(opt, 16 << 20);
+  nghttp2_session_server_new2(&s.h2, cbs, &s, opt);
+  nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, nullptr, 0);
 

@@ -10,6 +10,8 @@
 //   .../TrailersOnly    HEADERS+END_STREAM with grpc-status 7 "denied by raw backend"
 //   .../Echo            the request message back, grpc-status 0
 //   .../GoawayEcho      GOAWAY (last stream id = this one) then Echo
+//   .../HugeHeaders     trailers-only grpc-status 0 with 100 x 3000-byte x-pad
+//                       fields (HPACK-amplified: ~300 KB decoded)
 // One connection at a time, served on its own thread.
 
 #include <atomic>

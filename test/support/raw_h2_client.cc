@@ -89,6 +89,7 @@ struct RawH2ClientCallbacks {
     const size_t n = std::min(len, s.body_out.size() - s.sent);
     std::memcpy(buf, s.body_out.data() + s.sent, n);
     s.sent += n;
+    if (s.keep_open) return n > 0 ? static_cast<ssize_t>(n) : ssize_t{NGHTTP2_ERR_DEFERRED};
     if (s.sent == s.body_out.size()) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
       if (!s.trailers.empty()) {
@@ -161,6 +162,26 @@ int32_t RawH2Client::send(const RawHeaders& headers, const std::string& body,
   return id;
 }
 
+int32_t RawH2Client::open(const RawHeaders& headers, const std::string& body) {
+  std::vector<nghttp2_nv> nv = toNv(sent_headers_.emplace_back(headers));
+  nghttp2_data_provider provider{};
+  provider.read_callback = RawH2ClientCallbacks::readBody;
+  const int32_t id =
+      nghttp2_submit_request(session(h2_), nullptr, nv.data(), nv.size(), &provider, nullptr);
+  if (id < 0) throw std::runtime_error(std::string("raw client: ") + nghttp2_strerror(id));
+  Stream& s = streams_[id];
+  s.body_out = body;
+  s.keep_open = true;
+  return id;
+}
+
+void RawH2Client::run(std::chrono::milliseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+    if (!pump(std::chrono::milliseconds(10))) break;
+  }
+}
+
 bool RawH2Client::pump(std::chrono::milliseconds poll_for) {
   for (;;) {
     const uint8_t* out = nullptr;
@@ -192,6 +213,11 @@ RawH2Result RawH2Client::wait(int32_t id, std::chrono::milliseconds timeout) {
   // answer) belong to the result too.
   for (int i = 0; i < 3 && !eof_; ++i) pump(std::chrono::milliseconds(10));
   return streams_[id].result;
+}
+
+RawH2Result RawH2Client::result(int32_t id) const {
+  auto it = streams_.find(id);
+  return it == streams_.end() ? RawH2Result{} : it->second.result;
 }
 
 RawH2Result RawH2Client::call(const RawHeaders& headers, const std::string& body,

@@ -47,8 +47,20 @@ class RawH2Client {
   // ends with the last frame. Returns the stream id.
   int32_t send(const RawHeaders& headers, const std::string& body, const RawHeaders& trailers = {});
 
+  // Opens a stream sending `headers`, then `body` as DATA, and leaves it
+  // open: no END_STREAM ever follows (a client that never finishes its
+  // request). Returns the stream id.
+  int32_t open(const RawHeaders& headers, const std::string& body = "");
+
+  // Runs the connection for `duration` (sends what is queued, reads what
+  // comes), or until it closes.
+  void run(std::chrono::milliseconds duration);
+
   // Runs the connection until stream `id` has closed, or `timeout` passed.
   RawH2Result wait(int32_t id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  // What stream `id` has received so far, without running the connection.
+  RawH2Result result(int32_t id) const;
 
   // send() then wait().
   RawH2Result call(const RawHeaders& headers, const std::string& body,
@@ -65,6 +77,7 @@ class RawH2Client {
     std::string body_out;
     size_t sent = 0;
     RawHeaders trailers;
+    bool keep_open = false;  // open(): no END_STREAM after the body
   };
 
  private:
