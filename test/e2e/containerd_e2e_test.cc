@@ -546,26 +546,41 @@ TEST_F(ContainerdE2E, ACreateContainerRejectedByAHookLeavesNoContainer) {
 // crihookd's metrics endpoint (beside its CRI socket by default), scraped
 // as Prometheus would: a pod lifecycle shows up in the RunPodSandbox count
 // and in the hooks' numbers, and crihookctl status reads it.
-TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
-  using RS = v1::RuntimeService::Stub;
+// One sample of crihookd's metrics at `socket` (0 when not recorded yet, -1
+// when the scrape failed).
+double metricSample(const std::string& socket, const std::string& name,
+                    const std::map<std::string, std::string>& labels) {
   MetricsListen where;
   where.kind = MetricsListen::Kind::kUnix;
-  where.path = env->dir + "/metrics.sock";
+  where.path = socket;
+  auto r = ctl::httpGet(where, "/metrics", 10s);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return -1.0;
+  EXPECT_EQ(r->status, 200);
+  auto samples = ctl::parseExposition(r->body);
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  if (!samples.ok()) return -1.0;
+  for (const auto& s : *samples) {
+    if (s.name != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : labels) match = match && s.labels.count(k) && s.labels.at(k) == v;
+    if (match) return s.value;
+  }
+  return 0.0;
+}
+
+TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
+  using RS = v1::RuntimeService::Stub;
+  const std::string socket = env->dir + "/metrics.sock";
+  // The endpoint opens just after the CRI socket: this may be the suite's
+  // first test.
+  MetricsListen where;
+  where.kind = MetricsListen::Kind::kUnix;
+  where.path = socket;
+  for (int i = 0; i < 500 && !ctl::httpGet(where, "/readyz", 1s).ok(); ++i)
+    std::this_thread::sleep_for(10ms);
   auto sample = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
-    auto r = ctl::httpGet(where, "/metrics", 10s);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return -1.0;
-    EXPECT_EQ(r->status, 200);
-    auto samples = ctl::parseExposition(r->body);
-    EXPECT_TRUE(samples.ok()) << samples.status();
-    if (!samples.ok()) return -1.0;
-    for (const auto& s : *samples) {
-      if (s.name != name) continue;
-      bool match = true;
-      for (const auto& [k, v] : labels) match = match && s.labels.count(k) && s.labels.at(k) == v;
-      if (match) return s.value;
-    }
-    return 0.0;  // not recorded yet
+    return metricSample(socket, name, labels);
   };
   const std::map<std::string, std::string> run_ok = {
       {"service", "runtime.v1.RuntimeService"}, {"method", "RunPodSandbox"}, {"code", "OK"}};
@@ -601,7 +616,7 @@ TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
   EXPECT_GE(sample("crihook_hook_duration_seconds_count", static_pre), static_calls + 1);
 
   std::ostringstream out, err;
-  EXPECT_EQ(ctl::run({"status", "--metrics", where.path}, out, err), 0) << out.str() << err.str();
+  EXPECT_EQ(ctl::run({"status", "--metrics", socket}, out, err), 0) << out.str() << err.str();
   EXPECT_THAT(out.str(), HasSubstr("backend:  healthy"));
   EXPECT_THAT(out.str(), HasSubstr("ready:    yes"));
   EXPECT_THAT(out.str(), HasSubstr("runtime.v1.RuntimeService/RunPodSandbox"));
@@ -676,6 +691,7 @@ class DeviceE2E {
     return actions().size() >= n;
   }
   std::string log() const { return readFile(dir_ + "/crihookd.log"); }
+  std::string metricsSocket() const { return dir_ + "/metrics.sock"; }
 
  private:
   std::string dir_;
@@ -758,6 +774,16 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
                   .ok());
   EXPECT_EQ(out.stdout(), "0\nunset unset\n") << out.stderr();
   EXPECT_EQ(devices.actions().size(), 3u);  // nothing to initialise for it
+  // And the metrics count each device initialised, none owing a cleanup.
+  EXPECT_EQ(metricSample(devices.metricsSocket(), "crihook_device_inits_total",
+                         {{"hook", "devices"}, {"type", "gpu"}}),
+            2);
+  EXPECT_EQ(metricSample(devices.metricsSocket(), "crihook_device_inits_total",
+                         {{"hook", "devices"}, {"type", "rdma"}}),
+            1);
+  EXPECT_EQ(metricSample(devices.metricsSocket(), "crihook_device_cleanups_pending",
+                         {{"hook", "devices"}}),
+            0);
 
   // crihookd is killed (SIGKILL) after a third pod's init; that pod is
   // removed behind its back, directly at containerd. Started again, crihookd
@@ -784,6 +810,11 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   stub = devices.stub();
   ASSERT_TRUE(devices.waitForActions(5)) << devices.log();
   std::this_thread::sleep_for(300ms);
+  // The restarted crihookd counted the cleanup it owed (its numbers start
+  // at 0).
+  EXPECT_EQ(metricSample(devices.metricsSocket(), "crihook_device_cleanups_total",
+                         {{"hook", "devices"}, {"type", "gpu"}}),
+            1);
   // Pod a is still running, and its devices still in place.
   start.set_container_id(ca.container_id());
   ASSERT_TRUE(
