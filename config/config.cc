@@ -226,6 +226,35 @@ absl::Status readStringList(const TableReader& r, std::string_view key,
   return absl::OkStatus();
 }
 
+// [security.mounts]: lists of absolute host paths. At most kMaxMountRules
+// each: a policy is a handful of directories, not a file system listing.
+constexpr size_t kMaxMountRules = 256;
+
+absl::Status readSecurity(const toml::table& t, std::string_view origin, Config& c) {
+  TableReader r(t, "security.", origin);
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"mounts"}));
+  auto mounts = r.subtable("mounts");
+  if (!mounts.ok()) return mounts.status();
+  if (!*mounts) return absl::OkStatus();
+  TableReader m(**mounts, "security.mounts.", origin);
+  CRIHOOK_RETURN_IF_ERROR(m.checkKnown({"deny", "deny_rw"}));
+  for (auto [key, out] :
+       {std::pair{"deny", &c.mounts.deny}, std::pair{"deny_rw", &c.mounts.deny_rw}}) {
+    if (!m.get(key)) continue;
+    std::vector<std::string> list;
+    CRIHOOK_RETURN_IF_ERROR(readStringList(m, key, list));
+    if (list.size() > kMaxMountRules)
+      return m.error(key, cat("expected at most ", kMaxMountRules, " paths, got ", list.size()));
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].empty() || list[i][0] != '/')
+        return m.error(cat(key, "[", i, "]"),
+                       cat("expected an absolute path, got \"", list[i].substr(0, 200), "\""));
+    }
+    *out = std::move(list);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status readHook(const toml::table& t, size_t index, std::string_view origin,
                       std::vector<HookConfig>& hooks) {
   HookConfig h;
@@ -366,14 +395,14 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   Config config;
   TableReader top(root, "", origin);
   CRIHOOK_RETURN_IF_ERROR(
-      top.checkKnown({"server", "backend", "log", "hooks", "hook", "topology"}));
+      top.checkKnown({"server", "backend", "log", "hooks", "hook", "topology", "security"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
-  for (const Section& s :
-       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog},
-        Section{"hooks", readHooks}, Section{"topology", readTopology}}) {
+  for (const Section& s : {Section{"server", readServer}, Section{"backend", readBackend},
+                           Section{"log", readLog}, Section{"hooks", readHooks},
+                           Section{"topology", readTopology}, Section{"security", readSecurity}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
     if (*table) CRIHOOK_RETURN_IF_ERROR(s.read(**table, origin, config));

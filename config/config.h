@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,13 @@ struct HookConfig {
   std::vector<std::string> wins_over;
   std::string settings_json = "{}";  // [hook.settings] as JSON, for the hook to read
   std::string origin;                // "config FILE: hook[NAME]", for messages
+};
+
+// [security.mounts]: the host paths hooks may not mount (hooks/mount_policy.h
+// holds the defaults and the rules). Unset: the defaults; set: replaces them.
+struct MountPolicyConfig {
+  std::optional<std::vector<std::string>> deny;     // in any mode
+  std::optional<std::vector<std::string>> deny_rw;  // read-write
 };
 
 struct Config {
@@ -69,6 +77,9 @@ struct Config {
 
   // [topology]
   std::string topology_root = "/";  // where sys/, proc/ and dev/ are read (a fixture tree in tests)
+
+  // [security.mounts]
+  MountPolicyConfig mounts;
 };
 
 // Parses TOML text. `origin` names the file in messages. Errors are

@@ -17,6 +17,7 @@
 
 #include "current.h"
 #include "hook.h"
+#include "mount_policy.h"
 
 namespace crihook {
 
@@ -52,6 +53,14 @@ class HookChain {
   // called concurrently with run().
   void add(std::shared_ptr<Hook> hook, HookSettings settings);
 
+  // The mounts hooks may add (mount_policy.h); the defaults until set. A
+  // pre-stage adjustment with a refused mount fails the call with
+  // PERMISSION_DENIED naming the hook, whatever the hook's failure policy
+  // (an Ignore hook's refused mount is not quietly dropped: the pod would
+  // run without what it asked for, and nobody would look). Set up before
+  // the first run().
+  void setMountPolicy(MountPolicy policy) { mount_policy_ = std::move(policy); }
+
   // Runs the stage. Blocking (up to the sum of the subscribers' timeouts,
   // never past `deadline`); call it on a worker thread. Thread-safe.
   // Post-phase outcomes are always OK: post-stage failures are logged and
@@ -77,6 +86,7 @@ class HookChain {
 
   std::shared_ptr<spdlog::logger> log_;
   std::vector<Entry> entries_;
+  MountPolicy mount_policy_;
 };
 
 // The chain in force. Reloading (a hook server registered or removed)

@@ -20,6 +20,9 @@ HookManager::HookManager(const Config& config, std::shared_ptr<spdlog::logger> l
 absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log) {
   std::unique_ptr<HookManager> m(new HookManager(config, std::move(log)));
+  auto policy = MountPolicy::fromConfig(config);
+  if (!policy.ok()) return policy.status();
+  m->mount_policy_ = std::move(*policy);
   for (const HookConfig& h : config.hooks) {
     if (!h.enabled) {
       m->log_->info("{}: disabled (enabled = false)", h.origin);
@@ -161,6 +164,7 @@ void HookManager::reload() {
 
 void HookManager::publish() {
   auto chain = std::make_shared<HookChain>(log_);
+  chain->setMountPolicy(mount_policy_);
   for (const Entry& e : configured_) chain->add(e.hook, e.settings);
   for (const auto& [file, entry] : servers_) {
     HookSettings s;
