@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "state_version.h"
 #include "text.h"
 
 namespace crihook {
@@ -31,16 +33,65 @@ bool safeId(const std::string& id) {
   return true;
 }
 
-absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in)
+// A pod's file holds its config and each container's config twice (as
+// kubelet sent it and as the runtime got it) plus their last stage decisions;
+// kubelet's messages are capped at 16 MiB, and a file far beyond a few of
+// them is not one crihookd wrote.
+constexpr size_t kMaxPodFileBytes = 64u << 20;
+
+// The file's bytes: a regular file (no FIFO or device, no symlink followed)
+// of at most kMaxPodFileBytes.
+absl::StatusOr<std::string> readBounded(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return absl::NotFoundError(cat(file.string(), ": cannot be read: ", std::strerror(errno)));
-  std::stringstream text;
-  text << in.rdbuf();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) > kMaxPodFileBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        cat(file.string(), ": not a regular file of at most ", kMaxPodFileBytes, " bytes"));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return text;
+}
+
+// The file's format version goes first in its JSON object, beside
+// PodState's fields (readers ignore members they do not know; the version is
+// checked before the rest is parsed).
+std::string withVersion(const std::string& pod_state_json) {
+  const std::string version = cat("{\"version\":", kPodStateVersion);
+  if (pod_state_json.size() < 2 || pod_state_json.front() != '{') return version + "}";
+  const bool empty = pod_state_json.find_first_not_of(" \n", 1) == pod_state_json.size() - 1;
+  return cat(version, empty ? "" : ",", pod_state_json.substr(1));
+}
+
+// FAILED_PRECONDITION when the file is of a format version this build does
+// not read (the caller leaves it alone); INVALID_ARGUMENT when it is not a
+// pod record.
+absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
+  auto text = readBounded(file);
+  if (!text.ok()) return text.status();
+  // The version first, from the JSON alone: a newer format may not parse as
+  // this build's PodState at all, and must be named as newer, not as broken.
+  const nlohmann::json peek = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (peek.is_discarded())
+    return absl::InvalidArgumentError(cat(file.string(), ": not a pod record: not JSON"));
+  if (auto v = stateVersionOf(peek, kPodStateVersion, cat("pod record ", file.string())); !v.ok())
+    return v.status();
   hv1::PodState state;
   JsonParseOptions options;
-  options.ignore_unknown_fields = true;  // records written by a newer crihookd
-  auto s = google::protobuf::util::JsonStringToMessage(text.str(), &state, options);
+  options.ignore_unknown_fields = true;  // fields added by a newer crihookd, same version
+  auto s = google::protobuf::util::JsonStringToMessage(*text, &state, options);
   if (!s.ok())
     return absl::InvalidArgumentError(
         cat(file.string(), ": not a pod record: ", s.message().ToString()));
@@ -64,11 +115,20 @@ absl::Status StateStore::load() {
   for (const auto& entry : fs::directory_iterator(fs::path(dir_) / "pods", ec)) {
     if (entry.path().extension() != ".json") continue;
     auto state = readPodFile(entry.path());
+    const std::string id = entry.path().stem().string();
+    if (state.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // Another crihookd's format: never overwritten nor removed by this one.
+      refused_.insert(id);
+      if (log_) {
+        log_->error("{}; skipped and left as it is (this pod's changes are kept in memory only)",
+                    sv(state.status().message()));
+      }
+      continue;
+    }
     if (!state.ok()) {
       if (log_) log_->warn("{}; skipped", sv(state.status().message()));
       continue;
     }
-    const std::string id = entry.path().stem().string();
     Pod& pod = pods_[id];
     if (state->has_pod()) pod.record = std::make_shared<const hv1::PodRecord>(state->pod());
     for (const auto& c : state->containers()) {
@@ -148,6 +208,7 @@ void StateStore::markDirtyLocked(const std::string& sandbox_id) {
     if (log_) log_->warn("sandbox id \"{}\" is not a file name; kept in memory only", sandbox_id);
     return;
   }
+  if (refused_.count(sandbox_id)) return;  // its file is of a newer format (load() said so)
   dirty_.insert(sandbox_id);
   if (!writer_.joinable()) writer_ = std::thread([this] { writeLoop(); });
   cv_.notify_one();
@@ -185,8 +246,9 @@ void StateStore::writeLoop() {
         for (const auto& [cid, c] : it->second.containers) *state.add_containers() = *c;
         JsonPrintOptions options;
         options.preserve_proto_field_names = true;
-        json.emplace();
-        (void)google::protobuf::util::MessageToJsonString(state, &*json, options);
+        std::string body;
+        (void)google::protobuf::util::MessageToJsonString(state, &body, options);
+        json = withVersion(body);
       }
       lock.unlock();
       writeFile(id, json);
