@@ -15,6 +15,7 @@
 #include "logging.h"
 #include "registry.h"
 #include "server.h"
+#include "socket_activation.h"
 #include "state_store.h"
 #include "systemd_notify.h"
 #include "text.h"
@@ -114,6 +115,18 @@ int main(int argc, char** argv) {
   crihook::setLogLevel(config.log_level);
   auto log = crihook::logger("crihookd");
 
+  // systemd's socket (crihookd.socket), taken before any thread or child
+  // exists: the LISTEN_* variables are unset and the fd made close-on-exec.
+  auto activated = crihook::takeActivatedSocket(config.listen_path);
+  if (!activated.ok()) {
+    log->critical("cannot start: {}", crihook::sv(activated.status().message()));
+    return 1;
+  }
+  if (*activated && (*activated)->path != config.listen_path) {
+    log->warn("serving the activated socket {}; the configured listen path {} is not used",
+              (*activated)->path, config.listen_path);
+  }
+
   // Signals are taken synchronously by this thread; the event loops never see them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -148,6 +161,7 @@ int main(int argc, char** argv) {
   crihook::HookInterceptor interceptor((*hooks)->chains(), state, crihook::logger("hook"),
                                        static_cast<size_t>(config.hook_workers), &topology);
   crihook::Server server(config, interceptor, crihook::logger("proxy"));
+  if (*activated) server.adoptListener(**activated);
   if (auto s = server.start(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;
