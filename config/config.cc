@@ -270,10 +270,15 @@ absl::Status readStringList(const TableReader& r, std::string_view key,
   return absl::OkStatus();
 }
 
+// [security.mounts]: lists of absolute host paths. At most kMaxMountRules
+// each: a policy is a handful of directories, not a file system listing.
+constexpr size_t kMaxMountRules = 256;
+
 absl::Status readSecurity(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "security.", origin);
   CRIHOOK_RETURN_IF_ERROR(
-      r.checkKnown({"seccomp", "spawner_seccomp", "capabilities", "spawner_capabilities"}));
+      r.checkKnown(
+      {"seccomp", "spawner_seccomp", "capabilities", "spawner_capabilities", "mounts"}));
   for (auto [key, value] :
        {std::pair{"seccomp", &c.seccomp}, std::pair{"spawner_seccomp", &c.spawner_seccomp}}) {
     CRIHOOK_RETURN_IF_ERROR(r.readString(key, *value));
@@ -299,6 +304,25 @@ absl::Status readSecurity(const toml::table& t, std::string_view origin, Config&
                            key == std::string_view("spawner_capabilities") ? " or only \"all\"" : "",
                            ", got \"", name.substr(0, 32), "\""));
     }
+  }
+  auto mounts = r.subtable("mounts");
+  if (!mounts.ok()) return mounts.status();
+  if (!*mounts) return absl::OkStatus();
+  TableReader m(**mounts, "security.mounts.", origin);
+  CRIHOOK_RETURN_IF_ERROR(m.checkKnown({"deny", "deny_rw"}));
+  for (auto [key, out] :
+       {std::pair{"deny", &c.mounts.deny}, std::pair{"deny_rw", &c.mounts.deny_rw}}) {
+    if (!m.get(key)) continue;
+    std::vector<std::string> list;
+    CRIHOOK_RETURN_IF_ERROR(readStringList(m, key, list));
+    if (list.size() > kMaxMountRules)
+      return m.error(key, cat("expected at most ", kMaxMountRules, " paths, got ", list.size()));
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].empty() || list[i][0] != '/')
+        return m.error(cat(key, "[", i, "]"),
+                       cat("expected an absolute path, got \"", list[i].substr(0, 200), "\""));
+    }
+    *out = std::move(list);
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,13 @@ struct HookConfig {
   std::vector<std::string> wins_over;
   std::string settings_json = "{}";  // [hook.settings] as JSON, for the hook to read
   std::string origin;                // "config FILE: hook[NAME]", for messages
+};
+
+// [security.mounts]: the host paths hooks may not mount (hooks/mount_policy.h
+// holds the defaults and the rules). Unset: the defaults; set: replaces them.
+struct MountPolicyConfig {
+  std::optional<std::vector<std::string>> deny;     // in any mode
+  std::optional<std::vector<std::string>> deny_rw;  // read-write
 };
 
 struct Config {
@@ -115,6 +123,8 @@ struct Config {
   // Capabilities the spawner keeps for the commands it runs; ["all"]: every
   // one crihookd started with.
   std::vector<std::string> spawner_capabilities = {"all"};
+  // [security.mounts]
+  MountPolicyConfig mounts;
 };
 
 // Where the metrics endpoint listens, as [metrics] listen says.

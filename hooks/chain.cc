@@ -209,6 +209,12 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
     }
     if (input.phase == Phase::kPost) continue;  // post-stage adjustments change nothing
     if (d.adjustment.empty()) continue;         // nothing to merge
+    if (absl::Status s = mount_policy_.check(name, d.adjustment); !s.ok()) {
+      e.counters->failures.fetch_add(1);
+      out.status = absl::Status(s.code(), cat(stage(), ": ", sv(s.message())));
+      if (log_) log_->error("{}", sv(out.status.message()));
+      return out;
+    }
     if (absl::Status s = out.merged.add(name, d.adjustment); !s.ok()) {
       out.status = absl::FailedPreconditionError(cat(stage(), ": ", sv(s.message())));
       return out;

@@ -19,6 +19,7 @@
 #include "current.h"
 #include "hook.h"
 #include "hook_metrics.h"
+#include "mount_policy.h"
 
 namespace crihook {
 
@@ -60,6 +61,14 @@ class HookChain {
   // called concurrently with run().
   void add(std::shared_ptr<Hook> hook, HookSettings settings);
 
+  // The mounts hooks may add (mount_policy.h); the defaults until set. A
+  // pre-stage adjustment with a refused mount fails the call with
+  // PERMISSION_DENIED naming the hook, whatever the hook's failure policy
+  // (an Ignore hook's refused mount is not quietly dropped: the pod would
+  // run without what it asked for, and nobody would look). Set up before
+  // the first run().
+  void setMountPolicy(MountPolicy policy) { mount_policy_ = std::move(policy); }
+
   // Runs the stage. Blocking (up to the sum of the subscribers' timeouts,
   // never past `deadline`); call it on a worker thread. Thread-safe.
   // Post-phase outcomes are always OK: post-stage failures are logged and
@@ -87,6 +96,7 @@ class HookChain {
   std::shared_ptr<spdlog::logger> log_;
   metrics::HookMetrics* metrics_;
   std::vector<Entry> entries_;
+  MountPolicy mount_policy_;
 };
 
 // The chain in force. Reloading (a hook server registered or removed)

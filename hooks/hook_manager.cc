@@ -22,6 +22,9 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     metrics::Registry* metrics) {
   std::unique_ptr<HookManager> m(new HookManager(config, std::move(log)));
   if (metrics) m->hook_metrics_ = std::make_unique<metrics::HookMetrics>(*metrics);
+  auto policy = MountPolicy::fromConfig(config);
+  if (!policy.ok()) return policy.status();
+  m->mount_policy_ = std::move(*policy);
   for (const HookConfig& h : config.hooks) {
     if (!h.enabled) {
       m->log_->info("{}: disabled (enabled = false)", h.origin);
@@ -163,6 +166,7 @@ void HookManager::reload() {
 
 void HookManager::publish() {
   auto chain = std::make_shared<HookChain>(log_, hook_metrics_.get());
+  chain->setMountPolicy(mount_policy_);
   for (const Entry& e : configured_) chain->add(e.hook, e.settings);
   for (const auto& [file, entry] : servers_) {
     HookSettings s;

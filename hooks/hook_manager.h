@@ -75,6 +75,7 @@ class HookManager {
       servers_;  // by file
   bool published_ = false;
   ChainHolder chains_{std::make_shared<HookChain>(nullptr)};
+  MountPolicy mount_policy_;  // [security.mounts], given to every chain published
   int stop_fd_ = -1;
   std::thread watcher_;
   std::mutex stop_mu_;

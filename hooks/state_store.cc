@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "bounded_json.h"
 #include "quote.h"
 #include "read_file.h"
+#include "state_version.h"
 #include "text.h"
 
 namespace crihook {
@@ -34,6 +36,19 @@ bool safeId(const std::string& id) {
   return true;
 }
 
+// The file's format version goes first in its JSON object, beside
+// PodState's fields (readers ignore members they do not know; the version is
+// checked before the rest is parsed).
+std::string withVersion(const std::string& pod_state_json) {
+  const std::string version = cat("{\"version\":", kPodStateVersion);
+  if (pod_state_json.size() < 2 || pod_state_json.front() != '{') return version + "}";
+  const bool empty = pod_state_json.find_first_not_of(" \n", 1) == pod_state_json.size() - 1;
+  return cat(version, empty ? "" : ",", pod_state_json.substr(1));
+}
+
+// FAILED_PRECONDITION when the file is of a format version this build does
+// not read (the caller leaves it alone); INVALID_ARGUMENT when it is not a
+// pod record.
 absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
   // Written by this daemon: a link, a FIFO or a huge file there is not ours.
   auto text = readRegularFile(file.string(), kMaxStateFileBytes, FileLinks::kRefuse);
@@ -42,9 +57,16 @@ absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
   if (!jsonNestingWithin(*text, kMaxJsonNesting))
     return absl::InvalidArgumentError(
         cat(file.string(), ": not a pod record: nested deeper than ", kMaxJsonNesting));
+  // The version first, from the JSON alone: a newer format may not parse as
+  // this build's PodState at all, and must be named as newer, not as broken.
+  const nlohmann::json peek = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (peek.is_discarded())
+    return absl::InvalidArgumentError(cat(file.string(), ": not a pod record: not JSON"));
+  if (auto v = stateVersionOf(peek, kPodStateVersion, cat("pod record ", file.string())); !v.ok())
+    return v.status();
   hv1::PodState state;
   JsonParseOptions options;
-  options.ignore_unknown_fields = true;  // records written by a newer crihookd
+  options.ignore_unknown_fields = true;  // fields added by a newer crihookd, same version
   auto s = google::protobuf::util::JsonStringToMessage(*text, &state, options);
   if (!s.ok())
     return absl::InvalidArgumentError(
@@ -75,6 +97,16 @@ absl::Status StateStore::load() {
       continue;
     }
     auto state = readPodFile(entry.path());
+    const std::string id = entry.path().stem().string();
+    if (state.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // Another crihookd's format: never overwritten nor removed by this one.
+      refused_.insert(id);
+      if (log_) {
+        log_->error("{}; skipped and left as it is (this pod's changes are kept in memory only)",
+                    sv(state.status().message()));
+      }
+      continue;
+    }
     if (!state.ok()) {
       if (log_) log_->warn("{}; skipped", sv(state.status().message()));
       continue;
@@ -158,6 +190,7 @@ void StateStore::markDirtyLocked(const std::string& sandbox_id) {
     if (log_) log_->warn("sandbox id \"{}\" is not a file name; kept in memory only", sandbox_id);
     return;
   }
+  if (refused_.count(sandbox_id)) return;  // its file is of a newer format (load() said so)
   dirty_.insert(sandbox_id);
   if (!writer_.joinable()) writer_ = std::thread([this] { writeLoop(); });
   cv_.notify_one();
@@ -195,8 +228,9 @@ void StateStore::writeLoop() {
         for (const auto& [cid, c] : it->second.containers) *state.add_containers() = *c;
         JsonPrintOptions options;
         options.preserve_proto_field_names = true;
-        json.emplace();
-        (void)google::protobuf::util::MessageToJsonString(state, &*json, options);
+        std::string body;
+        (void)google::protobuf::util::MessageToJsonString(state, &body, options);
+        json = withVersion(body);
       }
       lock.unlock();
       writeFile(id, json);

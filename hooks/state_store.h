@@ -38,7 +38,11 @@ class StateStore {
 
   // Creates the directory and reads the records in it. A file that cannot be
   // read or parsed is logged (naming it) and skipped; only a directory that
-  // cannot be created is an error.
+  // cannot be created is an error. Files carry a format version
+  // (state_version.h; none = 1): a file of a newer version is logged as an
+  // error naming the file, its version and the versions this build reads,
+  // and is never overwritten nor removed (that pod's changes are kept in
+  // memory only): the pod's record is history, not a debt.
   absl::Status load();
 
   // Snapshots; null when unknown. Thread-safe, non-blocking.
@@ -80,7 +84,8 @@ class StateStore {
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::set<std::string> dirty_;  // sandbox ids whose file is out of date
+  std::set<std::string> dirty_;    // sandbox ids whose file is out of date
+  std::set<std::string> refused_;  // sandbox ids whose file is of a newer format: never written
   bool writing_ = false, stopping_ = false;
   std::thread writer_;                                    // started by the first change
   std::map<std::string, Pod> pods_;                       // by sandbox id

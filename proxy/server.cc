@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <future>
 
 #include "text.h"
 
@@ -71,10 +72,16 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
 
 Server::~Server() {
   if (running_) shutdown(std::chrono::milliseconds(0));
+  if (adopted_ && adopted_->fd >= 0) ::close(adopted_->fd);  // adopted, never served
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
+void Server::adoptListener(ActivatedSocket socket) { adopted_ = std::move(socket); }
+
 absl::Status Server::start() {
+  // An adopted socket is served at the path it is bound to, whatever the
+  // configuration says (main logs both when they differ).
+  if (adopted_) config_.listen_path = adopted_->path;
   const std::string& path = config_.listen_path;
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return absl::InvalidArgumentError(
@@ -94,11 +101,13 @@ absl::Status Server::start() {
   if (lock_fd_ < 0) {
     return absl::FailedPreconditionError(cat("lock file ", lock_path, ": ", std::strerror(errno)));
   }
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0 || socketIsLive(path)) {
+  // An adopted socket accepts connections whoever serves it (systemd holds
+  // it), so only the lock tells whether another crihookd is serving it.
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0 || (!adopted_ && socketIsLive(path))) {
     return absl::FailedPreconditionError(
         cat("another crihookd is serving ", path, "; refusing to start a second one"));
   }
-  if (::unlink(path.c_str()) == 0) ctx_.log->info("removed stale socket {}", path);
+  if (!adopted_ && ::unlink(path.c_str()) == 0) ctx_.log->info("removed stale socket {}", path);
 
   const int workers = std::max(1, config_.workers);
   for (int i = 0; i < workers; ++i) loops_.push_back(std::make_unique<asio::io_context>(1));
@@ -106,20 +115,30 @@ absl::Status Server::start() {
   acceptor_ = std::make_unique<Stream::acceptor>(*loops_[0]);
   accept_timer_ = std::make_unique<asio::steady_timer>(*loops_[0]);
   boost::system::error_code bec;
-  acceptor_->open(Stream(), bec);
-  if (!bec) acceptor_->bind(Stream::endpoint(path), bec);
-  if (!bec) acceptor_->listen(asio::socket_base::max_listen_connections, bec);
-  if (bec) return absl::FailedPreconditionError(cat("listen on ", path, ": ", bec.message()));
-  if (::chmod(path.c_str(), config_.socket_mode) != 0) {
-    return absl::FailedPreconditionError(cat("chmod ", path, ": ", std::strerror(errno)));
-  }
-  if (!config_.socket_group.empty()) {
-    struct group* g = ::getgrnam(config_.socket_group.c_str());
-    if (g == nullptr)
-      return absl::InvalidArgumentError(
-          cat("socket group ", config_.socket_group, ": no such group"));
-    if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-      return absl::FailedPreconditionError(cat("chown ", path, ": ", std::strerror(errno)));
+  if (adopted_) {
+    // Its mode and group are the socket unit's (SocketMode=, SocketGroup=).
+    acceptor_->assign(Stream(), adopted_->fd, bec);
+    if (bec) {
+      return absl::FailedPreconditionError(
+          cat("activated socket ", path, " (fd ", adopted_->fd, "): ", bec.message()));
+    }
+    adopted_->fd = -1;  // the acceptor's now
+  } else {
+    acceptor_->open(Stream(), bec);
+    if (!bec) acceptor_->bind(Stream::endpoint(path), bec);
+    if (!bec) acceptor_->listen(asio::socket_base::max_listen_connections, bec);
+    if (bec) return absl::FailedPreconditionError(cat("listen on ", path, ": ", bec.message()));
+    if (::chmod(path.c_str(), config_.socket_mode) != 0) {
+      return absl::FailedPreconditionError(cat("chmod ", path, ": ", std::strerror(errno)));
+    }
+    if (!config_.socket_group.empty()) {
+      struct group* g = ::getgrnam(config_.socket_group.c_str());
+      if (g == nullptr)
+        return absl::InvalidArgumentError(
+            cat("socket group ", config_.socket_group, ": no such group"));
+      if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+        return absl::FailedPreconditionError(cat("chown ", path, ": ", std::strerror(errno)));
+      }
     }
   }
 
@@ -129,8 +148,9 @@ absl::Status Server::start() {
     threads_.emplace_back([l = loop.get()] { l->run(); });
   }
   running_ = true;
-  ctx_.log->info("listening on {}, relaying to {} ({} event loops)", path, config_.backend_endpoint,
-                 workers);
+  ctx_.log->info("{} {}, relaying to {} ({} event loops)",
+                 adopted_ ? "serving the activated socket" : "listening on", path,
+                 config_.backend_endpoint, workers);
   return absl::OkStatus();
 }
 
@@ -184,11 +204,19 @@ void Server::acceptLater() {
 int64_t Server::shutdown(std::chrono::milliseconds grace) {
   if (!running_) return 0;
   running_ = false;
-  asio::post(*loops_[0], [this] {
+  // Closed before the connections are told to go away, and waited for: a
+  // connection accepted until then gets its GOAWAY below; one made after it
+  // waits in the backlog (an activated socket) for the next crihookd.
+  auto closed = std::make_shared<std::promise<void>>();
+  asio::post(*loops_[0], [this, closed] {
     boost::system::error_code ignored;
     acceptor_->close(ignored);
     accept_timer_->cancel();
+    closed->set_value();
   });
+  closed->get_future().wait_for(std::chrono::seconds(2));
+  ctx_.log->info("no longer accepting on {}; {} calls in flight", config_.listen_path,
+                 ctx_.active_calls.load());
   {
     std::lock_guard lock(connections_mu_);
     for (Connection& c : connections_) c.shutdown();
@@ -220,7 +248,8 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
   accept_timer_.reset();
   acceptor_.reset();
   loops_.clear();
-  ::unlink(config_.listen_path.c_str());
+  // systemd's socket stays: the next crihookd serves what queued meanwhile.
+  if (!adopted_) ::unlink(config_.listen_path.c_str());
   return cut;
 }
 

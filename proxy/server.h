@@ -11,6 +11,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "interceptor.h"
 #include "pod_directory.h"
 #include "relay.h"
+#include "socket_activation.h"
 
 namespace crihook {
 
@@ -29,10 +31,18 @@ class Server {
   Server(const Config& config, Interceptor& interceptor, std::shared_ptr<spdlog::logger> log);
   ~Server();  // shuts down with no grace if still running
 
+  // Serve `socket` (systemd's, from takeActivatedSocket) instead of binding
+  // the configured path; the server owns the fd from here. start() then
+  // neither removes, binds nor chmods the socket, and shutdown() leaves it
+  // in place: connections made while no crihookd runs wait in its backlog
+  // for the next one. Call before start().
+  void adoptListener(ActivatedSocket socket);
+
   // Creates the socket directory, refuses to start while another live
-  // crihookd serves the same path (FAILED_PRECONDITION), removes a stale
-  // socket, binds with the configured mode and group, and starts the
-  // event-loop threads. Does not need the backend to be up.
+  // crihookd serves the same path (FAILED_PRECONDITION; the lock
+  // <path>.lock, also with an adopted socket), removes a stale socket, binds
+  // with the configured mode and group, and starts the event-loop threads.
+  // Does not need the backend to be up.
   absl::Status start();
 
   // Stops accepting, sends GOAWAY on every connection, lets in-flight calls
@@ -71,6 +81,7 @@ class Server {
   LogLimiter accept_log_;
   LogLimiter refused_log_;
   int lock_fd_ = -1;
+  std::optional<ActivatedSocket> adopted_;  // systemd's socket, served as it is
   std::mutex connections_mu_;
   std::list<Connection> connections_;
   bool running_ = false;

@@ -14,6 +14,8 @@ build_pkgs=(
 # The end-to-end tests and the demo run a real containerd and runc and build a
 # busybox image locally; iproute2/iptables are what containerd's CNI-less sandbox needs.
 runtime_pkgs=(containerd runc busybox-static)
+# systemd-socket-activate, which the socket-activation test starts crihookd with.
+runtime_pkgs+=(systemd)
 # gocri, the grpc-go CRI client the tests dial crihookd with as kubelet does
 # (test/e2e/gocri), is built offline from Debian's Go packages.
 go_pkgs=(golang-go golang-google-grpc-dev golang-goprotobuf-dev)

@@ -11,10 +11,12 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "fake_cri_server.h"
@@ -23,7 +25,6 @@ namespace crihook::testing {
 namespace {
 
 namespace hv1 = ::crihook::hook::v1;
-using ::testing::HasSubstr;
 
 hv1::ContainerRecord container(const std::string& id, const std::string& sandbox) {
   hv1::ContainerRecord c;
@@ -80,6 +81,84 @@ TEST(StateStoreTest, UnreadableRecordsAreSkippedAndOddIdsStayInMemory) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
     EXPECT_EQ(entry.path().filename().string().find("escape"), std::string::npos) << entry.path();
   }
+}
+
+// A logger whose lines the test reads.
+struct CapturedLog {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>(
+      "state", std::make_shared<spdlog::sinks::ostream_sink_st>(text));
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(StateStoreTest, FilesCarryTheirVersionAndOnesWithoutAreReadAsVersionOne) {
+  TempDir dir;
+  {
+    StateStore s(dir.path(), nullptr);
+    ASSERT_TRUE(s.load().ok());
+    s.putContainer(container("c1", "sb1"));
+  }
+  nlohmann::json written = nlohmann::json::parse(slurp(dir.file("pods/sb1.json")));
+  EXPECT_EQ(written.at("version"), 1);
+
+  // What crihookd wrote before versions existed.
+  written.erase("version");
+  std::ofstream(dir.file("pods/sb1.json"), std::ios::trunc) << written.dump();
+  StateStore s(dir.path(), nullptr);
+  ASSERT_TRUE(s.load().ok());
+  ASSERT_NE(s.container("c1"), nullptr);
+  EXPECT_EQ(s.container("c1")->resources().cpuset_cpus(), "8-15");
+  s.putContainer(container("c2", "sb1"));
+  s.flush();
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir.file("pods/sb1.json"))).at("version"), 1);
+}
+
+TEST(StateStoreTest, ANewerVersionIsSkippedNamedAndNeverOverwrittenNorRemoved) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("pods"));
+  // A newer crihookd's record, whose fields this build may not even parse.
+  const std::string newer =
+      R"({"version": 2, "pod": {"sandbox_id": ["changed", "type"]}, "containers": []})";
+  std::ofstream(dir.file("pods/sb2.json")) << newer;
+  {
+    StateStore good(dir.path(), nullptr);
+    ASSERT_TRUE(good.load().ok());
+    good.putContainer(container("c1", "sb1"));
+  }
+  CapturedLog log;
+  StateStore s(dir.path(), log.logger);
+  ASSERT_TRUE(s.load().ok());
+  EXPECT_NE(s.container("c1"), nullptr);  // the others are read
+  EXPECT_EQ(s.pod("sb2"), nullptr);
+  EXPECT_THAT(log.text.str(),
+              ::testing::HasSubstr("pod record " + dir.file("pods/sb2.json") +
+                                   ": format version 2; this crihookd reads versions 1 to 1"));
+  EXPECT_THAT(log.text.str(), ::testing::HasSubstr("left as it is"));
+
+  // Calls about that pod change memory only.
+  hv1::PodRecord pod;
+  pod.set_sandbox_id("sb2");
+  s.putPod(pod);
+  s.putContainer(container("c3", "sb2"));
+  s.flush();
+  EXPECT_NE(s.container("c3"), nullptr);
+  EXPECT_EQ(slurp(dir.file("pods/sb2.json")), newer);
+  s.removePod("sb2");
+  s.flush();
+  EXPECT_EQ(slurp(dir.file("pods/sb2.json")), newer);
+
+  // A version that is no version at all is a broken file, not a newer one.
+  std::ofstream(dir.file("pods/sb3.json")) << R"({"version": "two"})";
+  CapturedLog log3;
+  StateStore s3(dir.path(), log3.logger);
+  ASSERT_TRUE(s3.load().ok());
+  EXPECT_THAT(log3.text.str(), ::testing::HasSubstr("version: expected a positive integer"));
 }
 
 // Records are crihookd's own files: a FIFO among them hung the start, a huge

@@ -22,6 +22,7 @@
 #include "seccomp_filter.h"
 #include "server.h"
 #include "spawner.h"
+#include "socket_activation.h"
 #include "state_store.h"
 #include "systemd_notify.h"
 #include "text.h"
@@ -165,7 +166,18 @@ int main(int argc, char** argv) {
   crihook::setLogLevel(config.log_level);
   auto log = crihook::logger("crihookd");
 
-  // The spawner first, while crihookd has one thread: it runs the device
+  // systemd's socket (crihookd.socket), taken before any thread or child
+  // exists: the LISTEN_* variables are unset and the fd made close-on-exec.
+  auto activated = crihook::takeActivatedSocket(config.listen_path);
+  if (!activated.ok()) {
+    log->critical("cannot start: {}", crihook::sv(activated.status().message()));
+    return 1;
+  }
+  if (*activated && (*activated)->path != config.listen_path) {
+    log->warn("serving the activated socket {}; the configured listen path {} is not used",
+              (*activated)->path, config.listen_path);
+  }
+  // The spawner next, while crihookd has one thread: it runs the device
   // actions' commands outside the filter and the capability drop below.
   auto spawner = crihook::confine::SpawnerClient::start(confinement->spawner);
   if (!spawner.ok()) {
@@ -241,6 +253,7 @@ int main(int argc, char** argv) {
       "crihook_intercepted_buffered_bytes",
       "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
       [&server] { return static_cast<double>(server.bufferedBytes()); });
+  if (*activated) server.adoptListener(**activated);
   if (auto s = server.start(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;

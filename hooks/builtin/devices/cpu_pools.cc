@@ -10,6 +10,7 @@
 #include "builtin/files.h"
 #include "quote.h"
 #include "read_file.h"
+#include "state_version.h"
 #include "text.h"
 #include "topology.h"
 
@@ -116,6 +117,19 @@ void CpuPools::load() {
     return;
   }
   const json& j = *parsed;
+  if (auto v = stateVersionOf(j, kCpuPoolsVersion, cat("cpu pools ", file_)); !v.ok()) {
+    if (v.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // A newer crihookd's pins: not ours to overwrite.
+      keep_file_ = true;
+      log_->error(
+          "{}; left as it is, and this crihookd keeps its pins in memory only (its pins "
+          "and those recorded there may overlap until the file is moved away)",
+          sv(v.status().message()));
+    } else {
+      log_->error("{}; starting empty", sv(v.status().message()));
+    }
+    return;
+  }
   std::lock_guard lock(mu_);
   size_t skipped = 0;
   if (auto p = j.find("pinned"); p != j.end() && p->is_object()) {
@@ -152,6 +166,7 @@ void CpuPools::load() {
 }
 
 void CpuPools::write(const std::string& text) {
+  if (keep_file_) return;  // of a newer format (load() said so)
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(file_).parent_path(), ec);
   if (absl::Status s = replaceFileDurably(file_, file_ + ".tmp", text); !s.ok())
@@ -172,7 +187,11 @@ std::string CpuPools::toJsonLocked() const {
     v["applied"] = s.applied;
     shared[id] = std::move(v);
   }
-  return json{{"pinned", std::move(pinned)}, {"shared", std::move(shared)}}.dump(1) + "\n";
+  return json{{"version", kCpuPoolsVersion},
+              {"pinned", std::move(pinned)},
+              {"shared", std::move(shared)}}
+             .dump(1) +
+         "\n";
 }
 
 void CpuPools::changedLocked(bool persist) {

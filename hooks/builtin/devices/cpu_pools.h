@@ -59,6 +59,10 @@ class CpuPools {
   // Reads the file (none: empty pools; unreadable or malformed: logged naming
   // the file and the reason, and the pools start empty) and starts the
   // thread, which then moves every shared container whose CPUs are stale.
+  // The file carries a format version (state_version.h; none = 1); one of a
+  // newer version is logged as an error naming it, the version and the
+  // versions read, and left as it is: the pools start empty and are kept in
+  // memory only (never written over it).
   void start();
 
   // Pins. `key` names a container being created (sandbox/name/attempt): its
@@ -140,6 +144,7 @@ class CpuPools {
   mutable std::mutex mu_;
   std::condition_variable wake_cv_, idle_cv_;
   bool wake_ = false, dirty_ = false, idle_ = false, stopping_ = false;
+  bool keep_file_ = false;  // the file is of a newer format: never written (set before the thread)
   std::map<std::string, Pin> pins_;         // by container id
   std::map<std::string, Pending> pending_;  // by creation key
   std::map<std::string, Shared> shared_;    // by container id

@@ -304,8 +304,19 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   } else if (auto s = records_.open(); !s.ok()) {
     return absl::FailedPreconditionError(cat("hook ", name, ": ", s.message()));
   }
-  std::vector<std::string> errors;
-  for (DeviceRecord& rec : records_.loadAll(errors)) {
+  std::vector<std::string> errors, newer;
+  std::vector<DeviceRecord> loaded = records_.loadAll(errors, /*quarantine=*/true, &newer);
+  if (!newer.empty()) {
+    // Such a record may owe a cleanup this build cannot read: serving without
+    // it could hand uncleaned devices to the next pod. Stop start-up loudly.
+    return absl::FailedPreconditionError(
+        cat("hook ", name, ": ", newer.front(),
+            newer.size() > 1 ? cat(" (and ", newer.size() - 1, " more)") : "",
+            ". Run the crihookd that wrote it, or clean its devices by hand and move the file "
+            "out of ",
+            records_.dir()));
+  }
+  for (DeviceRecord& rec : loaded) {
     auto s = std::make_shared<Slot>();
     s->from_disk = true;
     if (!rec.sandbox_id.empty()) by_sandbox_[rec.sandbox_id] = rec.key;

@@ -14,6 +14,7 @@
 #include "builtin/files.h"
 #include "quote.h"
 #include "read_file.h"
+#include "state_version.h"
 #include "text.h"
 
 namespace crihook {
@@ -65,7 +66,7 @@ json DeviceRecord::toJson() const {
   for (const auto& d : this->devices) devices.push_back(d.toJson());
   json cleaned_list = json::array();
   for (bool c : cleaned) cleaned_list.push_back(c);
-  return {{"version", 1},
+  return {{"version", kDeviceRecordVersion},
           {"pod",
            {{"namespace", pod.namespace_},
             {"name", pod.name},
@@ -85,8 +86,8 @@ json DeviceRecord::toJson() const {
 absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
   DeviceRecord r;
   try {
-    if (j.at("version").get<int>() != 1)
-      return absl::InvalidArgumentError(cat("version ", shownJson(j.at("version")), " is not 1"));
+    // FAILED_PRECONDITION for a newer format: loadAll leaves such a file alone.
+    if (auto v = stateVersionOf(j, kDeviceRecordVersion, ""); !v.ok()) return v.status();
     const json& pod = j.at("pod");
     r.pod.namespace_ = pod.at("namespace").get<std::string>();
     r.pod.name = pod.at("name").get<std::string>();
@@ -132,7 +133,8 @@ std::string DeviceRecordDir::fileOf(const SandboxKey& key) const {
 }
 
 std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& errors,
-                                                   bool quarantine) const {
+                                                   bool quarantine,
+                                                   std::vector<std::string>* newer) const {
   std::vector<DeviceRecord> out;
   if (dir_.empty()) return out;
   std::error_code ec;
@@ -150,6 +152,13 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
       r = DeviceRecord::fromJson(*j);
     }
     if (r.ok() && fileOf(r->key) != path) r = absl::InvalidArgumentError("names another pod");
+    if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // A newer crihookd's record, maybe of a cleanup it owes: kept as it is.
+      std::string why = cat("device record ", path, ": ", r.status().message(), "; left as it is");
+      if (newer) newer->push_back(why);
+      errors.push_back(std::move(why));
+      continue;
+    }
     if (!r.ok()) {
       if (quarantine) ::rename(path.c_str(), (path + ".bad").c_str());
       errors.push_back(cat("device record ", path, ": ", r.status().message(),

@@ -60,7 +60,12 @@ class DeviceRecordDir {
   // Every record; a file that does not parse is reported in `errors` and,
   // with `quarantine`, moved aside to <file>.bad (nothing is lost, nothing
   // half-read). Readers other than the hook (crihookctl) leave it in place.
-  std::vector<DeviceRecord> loadAll(std::vector<std::string>& errors, bool quarantine = true) const;
+  // Records carry a format version (state_version.h; none = 1): a file of a
+  // newer version is never moved nor changed; it is reported in `errors` and
+  // in `newer` ("device record FILE: format version 2; this crihookd reads
+  // versions 1 to 1 ...; left as it is").
+  std::vector<DeviceRecord> loadAll(std::vector<std::string>& errors, bool quarantine = true,
+                                    std::vector<std::string>* newer = nullptr) const;
   // Blocking (fsync); call off the event loops.
   absl::Status save(const DeviceRecord& r) const;
   absl::Status remove(const SandboxKey& key) const;

@@ -17,6 +17,7 @@
 
 #include "builtin/devices/allocation.h"
 #include "builtin/devices/cpu_pools.h"
+#include "child_process.h"
 #include "fake_cri_server.h"
 #include "logging.h"
 #include "registry.h"
@@ -840,6 +841,43 @@ TEST_F(CpuPoolsTest, ADeepOrNonRegularRecordIsRefusedAndThePoolsStartEmpty) {
   p->start();  // returns: the FIFO is not waited on
   ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
   EXPECT_TRUE(p->pinnedCpus().empty());
+}
+
+// The pools' file carries a format version: none is version 1 (crihookd
+// before versions), a newer one is left exactly as it is.
+TEST_F(CpuPoolsTest, TheRecordsVersionIsWrittenAbsentIsOneANewerOneIsNeverOverwritten) {
+  const std::string file = dir_.file("cpuset/pools.json");
+  {
+    auto p = pools();
+    p->start();
+    p->reserve("sb-a/main/0", cpus("2-3"));
+    p->commit("sb-a/main/0", "pinned-a", {"sb-a", "ml/a", "main"});
+    ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  }
+  nlohmann::json record = nlohmann::json::parse(readFile(file));
+  EXPECT_EQ(record.at("version"), 1);
+
+  record.erase("version");
+  std::ofstream(file, std::ios::trunc) << record.dump();
+  {
+    auto p = pools();
+    p->start();
+    ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+    EXPECT_THAT(p->pinnedCpus(), ElementsAre(2, 3));
+  }
+
+  record["version"] = 7;
+  const std::string newer = record.dump();
+  std::ofstream(file, std::ios::trunc) << newer;
+  auto p = pools();
+  p->start();
+  EXPECT_TRUE(p->pinnedCpus().empty());  // not read
+  p->reserve("sb-b/main/0", cpus("4-5"));
+  p->commit("sb-b/main/0", "pinned-b", {"sb-b", "ml/b", "main"});
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(p->pinnedCpus(), ElementsAre(4, 5));  // kept in memory
+  p.reset();
+  EXPECT_EQ(readFile(file), newer);
 }
 
 TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten) {

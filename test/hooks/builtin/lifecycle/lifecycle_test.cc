@@ -525,6 +525,46 @@ TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRunti
   EXPECT_EQ(records(), 0u);
 }
 
+// Records carry a format version: one without (crihookd before versions) is
+// read as version 1 and its cleanup done; a newer one may owe a cleanup this
+// build cannot read, so the hook (and crihookd) refuses to start, naming the
+// file, and leaves it exactly as it was.
+TEST_F(LifecycleTest, RecordsWithoutAVersionAreReadANewerVersionStopsStartUpUntouched) {
+  Sandbox s = sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})");
+  const std::string file = dir_.file("state/devices/uid-train-0_0.json");
+  {
+    auto hook = make();
+    ASSERT_EQ(runPre(*hook, s).kind, HookDecision::Kind::kContinue);
+    runPost(*hook, s);
+  }
+  nlohmann::json record = nlohmann::json::parse(readFile(file));
+  EXPECT_EQ(record.at("version"), 1);
+
+  record["version"] = 2;
+  record["phase"] = "a-phase-of-the-future";
+  const std::string newer = record.dump(2);
+  std::ofstream(file, std::ios::trunc) << newer;
+  auto refused = builtinHooks().create("device-lifecycle", "devices", settings(),
+                                       BuiltinContext{dir_.file("state"), "/"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(cat("hook devices: device record ", file,
+                            ": format version 2; this crihookd reads versions 1 to 1")));
+  EXPECT_THAT(refused.status().message(), HasSubstr("move the file out of"));
+  EXPECT_EQ(readFile(file), newer);
+  EXPECT_FALSE(std::filesystem::exists(file + ".bad"));
+
+  record.erase("version");
+  record["phase"] = "ready";
+  std::ofstream(file, std::ios::trunc) << record.dump();
+  clearLog();
+  auto hook = make();
+  ASSERT_NE(hook, nullptr);
+  stopOrRemove(*hook, s, LifecycleMethod::kStopPodSandbox, /*pod_known=*/false);
+  EXPECT_THAT(log(), ElementsAre(cat("cleanup gpu 0 ", kGpu0, " train-0")));
+}
+
 TEST_F(LifecycleTest, ReconcilingWhileRunningCleansUpOnlyWhatTheListCanSpeakFor) {
   auto hook = make(settings(R"(, "orphan_grace": "300ms")"));
   auto& reconciler = dynamic_cast<Reconciler&>(*hook);
