@@ -97,7 +97,6 @@ absl::Status StateStore::load() {
       continue;
     }
     auto state = readPodFile(entry.path());
-    const std::string id = entry.path().stem().string();
     if (state.status().code() == absl::StatusCode::kFailedPrecondition) {
       // Another crihookd's format: never overwritten nor removed by this one.
       refused_.insert(id);

@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -1821,13 +1822,24 @@ void Downstream::logCall(const Call& call) {
   static const CallIdentity kNobody;  // a call refused before it was decoded
   const CallIdentity& id = call.ic ? call.ic->identity : kNobody;
   // An id crihookd has not seen created (before a restart) has no pod name.
-  const std::string pod = id.pod_name.empty() ? "-" : cat(id.pod_namespace, "/", id.pod_name);
+  // Names and ids come from the request: shown as they are when they are
+  // what Kubernetes and the runtimes make (DNS names, hex ids), else quoted,
+  // so a newline in a pod name cannot forge a log line.
+  auto shown = [](std::string_view text) {
+    const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '/' ||
+             c == '_';
+    });
+    return plain ? std::string(text) : quote(text);
+  };
+  const std::string pod =
+      id.pod_name.empty() ? "-" : shown(cat(id.pod_namespace, "/", id.pod_name));
   ctx_.log->log(level, "{} api={} pod={} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
                 methodName(call.intercepted->method), apiName(call.intercepted->api), pod,
-                id.sandbox_id.empty() ? "-" : shortId(id.sandbox_id),
-                id.container_id.empty() ? "-" : shortId(id.container_id), micros / 1000,
-                micros % 1000, absl::StatusCodeToString(s.code()),
-                s.ok() ? "" : " message=", s.ok() ? "" : std::string(s.message()));
+                id.sandbox_id.empty() ? "-" : shown(shortId(id.sandbox_id)),
+                id.container_id.empty() ? "-" : shown(shortId(id.container_id)), micros / 1000,
+                micros % 1000, absl::StatusCodeToString(s.code()), s.ok() ? "" : " message=",
+                s.ok() ? "" : boundedMessage(sv(s.message())));
 }
 
 // ---------------------------------------------------------------------------

@@ -124,22 +124,38 @@ absl::Status Server::start() {
     }
     adopted_->fd = -1;  // the acceptor's now
   } else {
-    acceptor_->open(Stream(), bec);
-    if (!bec) acceptor_->bind(Stream::endpoint(path), bec);
-    if (!bec) acceptor_->listen(asio::socket_base::max_listen_connections, bec);
-    if (bec) return absl::FailedPreconditionError(cat("listen on ", path, ": ", bec.message()));
-    if (::chmod(path.c_str(), config_.socket_mode) != 0) {
-      return absl::FailedPreconditionError(cat("chmod ", path, ": ", std::strerror(errno)));
+    // Bound, listening and given its mode and group under a temporary name,
+    // then renamed into place: whoever sees the path finds a socket that
+    // accepts, with its final permissions (a client that dials as soon as
+    // the file exists was refused between bind and listen).
+    const std::string tmp = (dir / cat(".", std::filesystem::path(path).filename().string(), ".",
+                                       ::getpid(), ".tmp"))
+                                .string();
+    if (tmp.size() >= sizeof(sockaddr_un::sun_path)) {
+      return absl::InvalidArgumentError(cat("listen path ", path, ": its temporary name ", tmp,
+                                            " is longer than a Unix socket path may be"));
     }
+    ::unlink(tmp.c_str());
+    auto fail = [&](std::string_view what, std::string_view why) {
+      ::unlink(tmp.c_str());
+      return absl::FailedPreconditionError(cat(what, " ", path, ": ", why));
+    };
+    acceptor_->open(Stream(), bec);
+    if (!bec) acceptor_->bind(Stream::endpoint(tmp), bec);
+    if (!bec) acceptor_->listen(asio::socket_base::max_listen_connections, bec);
+    if (bec) return fail("listen on", bec.message());
+    if (::chmod(tmp.c_str(), config_.socket_mode) != 0) return fail("chmod", std::strerror(errno));
     if (!config_.socket_group.empty()) {
       struct group* g = ::getgrnam(config_.socket_group.c_str());
-      if (g == nullptr)
+      if (g == nullptr) {
+        ::unlink(tmp.c_str());
         return absl::InvalidArgumentError(
             cat("socket group ", config_.socket_group, ": no such group"));
-      if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-        return absl::FailedPreconditionError(cat("chown ", path, ": ", std::strerror(errno)));
       }
+      if (::chown(tmp.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0)
+        return fail("chown", std::strerror(errno));
     }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename onto", std::strerror(errno));
   }
 
   accept();

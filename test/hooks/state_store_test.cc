@@ -186,12 +186,12 @@ TEST(StateStoreTest, AFifoALinkAHugeOrADeepRecordIsSkippedNamed) {
   EXPECT_NE(s.container("c1"), nullptr);
   EXPECT_EQ(s.podCount(), 1u);
   const std::string text = log.str();
-  EXPECT_THAT(text, HasSubstr(dir.file("pods/fifo.json") + ": a FIFO, not a regular file"));
-  EXPECT_THAT(text, HasSubstr(dir.file("pods/huge.json") + ": 17825792 bytes, more than the "
+  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/fifo.json") + ": a FIFO, not a regular file"));
+  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/huge.json") + ": 17825792 bytes, more than the "
                                                            "16777216 allowed"));
   EXPECT_THAT(text,
-              HasSubstr(dir.file("pods/deep.json") + ": not a pod record: nested deeper than 32"));
-  EXPECT_THAT(text, HasSubstr(dir.file("pods/link.json") + ": a symlink, not a regular file"));
+              ::testing::HasSubstr(dir.file("pods/deep.json") + ": not a pod record: nested deeper than 32"));
+  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/link.json") + ": a symlink, not a regular file"));
 }
 
 TEST(StateStoreTest, ADirectoryThatCannotBeMadeIsAnError) {

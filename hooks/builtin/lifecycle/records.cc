@@ -145,7 +145,9 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
     absl::StatusOr<DeviceRecord> r = absl::InvalidArgumentError("unread");
     auto text = readRegularFile(path, kMaxStateFileBytes, FileLinks::kRefuse);
     if (!text.ok()) {
-      r = text.status();
+      // Not a record (a FIFO, a link, too large): moved aside as a broken
+      // one; FAILED_PRECONDITION below means a newer format only.
+      r = absl::InvalidArgumentError(text.status().message());
     } else if (auto j = parseJsonBounded(*text, kMaxStateFileBytes, kMaxRecordNesting); !j.ok()) {
       r = j.status();
     } else {
