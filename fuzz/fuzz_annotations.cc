@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "builtin/devices/allocation.h"
+#include "quote.h"
 #include "text.h"
 #include "topology.h"
 
@@ -28,7 +29,7 @@ constexpr std::string_view kPod = "default/fuzz-0";
 constexpr std::string_view kJointAllocate = "scheduling.koordinator.sh/device-joint-allocate";
 
 // What a message may hold of the input (the cut of shownJson and
-// quotedText) plus the fixed wording around it.
+// quote) plus the fixed wording around it.
 constexpr size_t kMaxMessageBytes = 1024;
 
 void checkMessage(const absl::Status& s) {
@@ -90,6 +91,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   cpuList(text);
   if (auto q = crihook::parseQuantity(text)) (void)*q;
-  check(crihook::quotedText(text).size() >= 2, "quotedText without quotes");
+  check(crihook::quote(text).size() >= 2, "quote without quotes");
   return 0;
 }
