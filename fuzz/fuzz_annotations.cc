@@ -86,7 +86,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!json.ok()) {
     checkMessage(json.status());
   } else {
-    check(crihook::shownJson(*json).size() <= 64, "shownJson not cut");
+    // At most kMaxQuotedBytes of the value, each byte at most \xNN, quotes and "...".
+    check(crihook::shownJson(*json).size() <= 4 * crihook::kMaxQuotedBytes + 5,
+          "shownJson not cut");
   }
 
   cpuList(text);
