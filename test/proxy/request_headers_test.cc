@@ -237,7 +237,10 @@ TEST_F(RequestHeadersTest, MalformedHeaderBlocksAreResetLikeGrpcGoResetsThem) {
   EXPECT_TRUE(t.reset);
   EXPECT_EQ(t.reset_code, static_cast<uint32_t>(NGHTTP2_PROTOCOL_ERROR));
   expectUsable(client);
-  EXPECT_EQ(backend_.callCount(kVersion), std::size(cases) + 1) << "only the good calls went on";
+  // The trailers' call was forwarded as it arrived and may have been answered
+  // by the runtime before its reset got there; the malformed ones never left.
+  EXPECT_GE(backend_.callCount(kVersion), std::size(cases) + 1) << "only the good calls went on";
+  EXPECT_LE(backend_.callCount(kVersion), std::size(cases) + 2) << "only the good calls went on";
 }
 
 TEST_F(RequestHeadersTest, OversizedHeaderListIsResetWithFrameSizeErrorAndAdvertised) {
