@@ -20,6 +20,7 @@
 #include "logging.h"
 #include "metric_registry.h"
 #include "status.h"
+#include "unix_socket.h"
 
 namespace crihook::metrics {
 namespace {
@@ -166,17 +167,7 @@ TEST(ExpositionTest, CrihookctlParsesWhatTheRegistryWrites) {
 
 // --- the endpoint ----------------------------------------------------------
 
-int connectUnix(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connectUnix(const std::string& path) { return ::crihook::testing::connectUnixSocket(path); }
 
 // Reads until the peer closes (true) or `timeout` passes (false).
 bool readUntilClosed(int fd, std::string& out, std::chrono::milliseconds timeout) {

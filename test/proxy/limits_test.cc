@@ -24,6 +24,7 @@
 #include "raw_h2_client.h"
 #include "runtime_v1.grpc.pb.h"
 #include "runtime_v1.pb.h"
+#include "unix_socket.h"
 
 namespace crihook::testing {
 namespace {
@@ -41,17 +42,7 @@ constexpr int kInternal = 13;
 
 // A plain socket connected to `path`: a client that never speaks. -1 when
 // the connect fails.
-int connectRaw(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connectRaw(const std::string& path) { return ::crihook::testing::connectUnixSocket(path); }
 
 // True once the peer closed `fd` (EOF or reset) within `timeout`; whatever
 // it sent before (SETTINGS, GOAWAY) is read and dropped.

@@ -23,6 +23,7 @@
 #include "child_process.h"
 #include "fake_cri_server.h"
 #include "runtime_v1.grpc.pb.h"
+#include "unix_socket.h"
 
 namespace crihook::testing {
 namespace {
@@ -45,17 +46,7 @@ int listeningSocket(const std::string& path) {
 }
 
 // A connected client socket, or -1 (ECONNREFUSED when nothing listens).
-int dial(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int dial(const std::string& path) { return ::crihook::testing::connectUnixSocket(path); }
 
 // Polls until `file` holds `text` (10 s at most).
 bool waitForLine(const std::string& file, const std::string& text) {
