@@ -1,5 +1,6 @@
 #include "adjustment.h"
 
+#include "quote.h"
 #include "text.h"
 
 namespace crihook {
@@ -7,9 +8,9 @@ namespace {
 
 constexpr std::string_view kRemoved = "<removed>";
 
-std::string quoted(std::string_view v) {
-  return v == kRemoved ? std::string(v) : cat("\"", v, "\"");
-}
+// A value a hook set (it may come from a pod annotation), shown in a
+// conflict message.
+std::string quoted(std::string_view v) { return v == kRemoved ? std::string(v) : quote(v); }
 
 // "env:NAME" -> "env NAME" for messages.
 std::string label(std::string field) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "quote.h"
 #include "text.h"
 
 namespace crihook {
@@ -188,15 +189,18 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
 
     if (d.kind == HookDecision::Kind::kReject && input.phase == Phase::kPre) {
       if (m) m->rejections.inc();
-      out.status = absl::Status(
-          d.status.code(), cat("hook ", name, " rejected ", stage(), ": ", sv(d.status.message())));
+      out.status = absl::Status(d.status.code(),
+                                boundedMessage(cat("hook ", name, " rejected ", stage(), ": ",
+                                                   sv(d.status.message()))));
       return out;
     }
     if (d.kind != HookDecision::Kind::kContinue) {
       e.counters->failures.fetch_add(1);
       if (m) m->failures.inc();
+      // What a hook answered is its own text: bounded before it reaches the
+      // log and the caller.
       const std::string why =
-          cat("hook ", name, " failed in ", stage(), ": ", sv(d.status.message()));
+          boundedMessage(cat("hook ", name, " failed in ", stage(), ": ", sv(d.status.message())));
       if (input.phase == Phase::kPost || e.settings.failure_policy == FailurePolicy::kIgnore) {
         if (log_) log_->warn("{} (ignored)", why);
         out.ignored.push_back(why);

@@ -74,6 +74,20 @@ TEST(MergedAdjustment, ConflictLeavesTheMergeUntouched) {
   EXPECT_EQ(m.ownerOf("env:B"), "");
 }
 
+// Values a hook set may come from a pod annotation: a conflict message
+// shows them quoted, one line, cut.
+TEST(MergedAdjustment, ConflictMessageQuotesAndCutsTheValues) {
+  MergedAdjustment m;
+  Adjustment a, b;
+  a.env = {{"A", "1\nforged"}};
+  b.env = {{"A", std::string(100000, 'y')}};
+  ASSERT_TRUE(m.add("first", a).ok());
+  const std::string msg = message(m.add("second", b));
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_LT(msg.size(), 400u) << msg;
+  EXPECT_NE(msg.find("\"1\\x0aforged\""), std::string::npos) << msg;
+}
+
 TEST(MergedAdjustment, SameDecisionTwiceIsNoConflict) {
   MergedAdjustment m;
   Adjustment a;

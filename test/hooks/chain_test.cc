@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "logging.h"
+#include "quote.h"
 #include "runtime_v1.pb.h"
 
 namespace crihook {
@@ -125,6 +126,27 @@ TEST_F(ChainTest, FailurePolicyFailStopsIgnoreContinuesAndCounts) {
   EXPECT_EQ(chain_.counters("flaky").failures.load(), 1u);
   EXPECT_EQ(chain_.counters("broken").failures.load(), 1u);
   EXPECT_EQ(chain_.counters("never").calls.load(), 0u);
+}
+
+// What a hook answers is its own text (a module's, a hook server's): a
+// failure or rejection message of 1 MiB with newlines reaches neither the
+// log nor the caller whole.
+TEST_F(ChainTest, AHooksOwnMessageIsCutToOneBoundedLine) {
+  const std::string huge = std::string(1 << 20, 'x') + "\nforged log line";
+  chain_.add(hook("chatty", [&](auto&) { return HookDecision::error(absl::InternalError(huge)); }),
+             {.failure_policy = FailurePolicy::kIgnore});
+  chain_.add(hook("rejecting",
+                  [&](auto&) { return HookDecision::reject(absl::InvalidArgumentError(huge)); }),
+             {});
+  ChainOutcome out = chain_.run(input(), Clock::time_point::max());
+  ASSERT_EQ(out.ignored.size(), 1u);
+  EXPECT_LE(out.ignored[0].size(), kMaxStatusMessageBytes);
+  EXPECT_THAT(out.ignored[0], HasSubstr("hook chatty failed in PreCreateContainer: xxx"));
+  EXPECT_EQ(out.ignored[0].find('\n'), std::string::npos);
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LE(out.status.message().size(), kMaxStatusMessageBytes);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("hook rejecting rejected PreCreateContainer: xxx"));
 }
 
 TEST_F(ChainTest, HangingHookIsCutOffAtItsTimeout) {
