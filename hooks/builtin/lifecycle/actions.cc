@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <fstream>
 
+#include "../devices/allocation.h"
 #include "../settings.h"
 #include "bounded_json.h"
 #include "quote.h"
@@ -80,6 +82,38 @@ json DeviceFacts::toJson() const {
           {"uuid", uuid}, {"pci", pci},     {"name", name},   {"node", node}};
 }
 
+namespace {
+
+// A device fact read back from a record is checked as the allocation parser
+// checked it when it was first written: a PCI address reaches a sysfs path,
+// a node name a /dev path, every field an argv or a message.
+constexpr size_t kMaxFactBytes = 256;
+
+bool isPlainText(std::string_view v) {
+  return v.size() <= kMaxFactBytes &&
+         std::all_of(v.begin(), v.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+// "nvidia0", "infiniband/uverbs3": names under the device root, no "..".
+bool isDeviceNodeName(std::string_view v) {
+  if (v.empty() || v.size() > kMaxFactBytes || v.front() == '/' || v.back() == '/') return false;
+  size_t start = 0;
+  while (start <= v.size()) {
+    const size_t end = std::min(v.find('/', start), v.size());
+    const std::string_view part = v.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+          c != ':')
+        return false;
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<DeviceFacts> DeviceFacts::fromJson(const json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("device: expected an object");
   DeviceFacts d;
@@ -95,6 +129,23 @@ absl::StatusOr<DeviceFacts> DeviceFacts::fromJson(const json& j) {
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(cat("device: ", e.what()));
   }
+  if (d.type != "gpu" && d.type != "rdma" && d.type != "fpga")
+    return absl::InvalidArgumentError(cat("device.type: unknown ", quote(d.type)));
+  if (d.index < 0 || d.minor < -1)
+    return absl::InvalidArgumentError(cat("device: index ", d.index, ", minor ", d.minor));
+  for (const auto& [field, value] : {std::pair<std::string_view, const std::string&>{"id", d.id},
+                                     {"uuid", d.uuid},
+                                     {"name", d.name}}) {
+    if (!value.empty() && !isPlainText(value))
+      return absl::InvalidArgumentError(
+          cat("device.", field, ": not printable text of at most ", kMaxFactBytes, " bytes: ",
+              quote(value)));
+  }
+  if (!d.pci.empty() && !isPciAddress(d.pci))
+    return absl::InvalidArgumentError(cat("device.pci: not a PCI address: ", quote(d.pci)));
+  if (!d.node.empty() && !isDeviceNodeName(d.node))
+    return absl::InvalidArgumentError(
+        cat("device.node: not a device node name: ", quote(d.node)));
   return d;
 }
 
@@ -206,6 +257,8 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
     case Kind::kPciReset: {
       if (d.pci.empty())
         return absl::FailedPreconditionError(cat(d.describe(), " has no PCI address to reset"));
+      if (!isPciAddress(d.pci))  // whatever the facts came from: never a path outside sysfs
+        return absl::InvalidArgumentError(cat("not a PCI address: ", quote(d.pci)));
       const std::string path = cat(roots.sys_root, roots.sys_root.back() == '/' ? "" : "/",
                                    "sys/bus/pci/devices/", d.pci, "/reset");
       std::ofstream f(path);
@@ -215,6 +268,8 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
     case Kind::kCheckNode: {
       if (d.node.empty())
         return absl::FailedPreconditionError(cat(d.describe(), " has no device node"));
+      if (!isDeviceNodeName(d.node))
+        return absl::InvalidArgumentError(cat("not a device node name: ", quote(d.node)));
       const std::string path = cat(roots.device_root, "/", d.node);
       if (::access(path.c_str(), F_OK) == 0) return absl::OkStatus();
       return absl::FailedPreconditionError(cat("no device node ", path));

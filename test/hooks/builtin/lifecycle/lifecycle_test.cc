@@ -131,6 +131,42 @@ TEST(Action, BuiltinsResetThroughSysfsAndCheckTheNode) {
             "no device node " + dir.file("dev") + "/nvidia1");
 }
 
+// Facts that did not come through the allocation parser (a record edited
+// or corrupted on disk) never make a path outside sysfs or the device root.
+TEST(Action, BuiltinsRefuseAPciAddressOrNodeThatIsNotOne) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("sys/bus/pci/devices"));
+  std::filesystem::create_directories(dir.file("escaped"));
+  ActionRoots roots{dir.path(), dir.file("dev")};
+  auto reset = Action::parse(nlohmann::json::parse(R"({"builtin": "pci-reset"})"), "a");
+  auto check = Action::parse(nlohmann::json::parse(R"({"builtin": "check-node"})"), "a");
+  DeviceFacts bad{"gpu", 0, 0, "", kGpu0, "../../../escaped", "", "../sys/bus"};
+  absl::Status s = reset->run(bad, {}, roots, Clock::time_point::max());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("escaped/reset")));
+  s = check->run(bad, {}, roots, Clock::time_point::max());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+TEST(DeviceFacts, ReadBackFactsAreCheckedAsTheAllocationWas) {
+  const DeviceFacts good{"rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6",
+                         "infiniband/uverbs6"};
+  ASSERT_TRUE(DeviceFacts::fromJson(good.toJson()).ok());
+  auto with = [&](const char* field, const std::string& value) {
+    nlohmann::json j = good.toJson();
+    j[field] = value;
+    return DeviceFacts::fromJson(j).status();
+  };
+  EXPECT_EQ(std::string(with("pci", "../../etc").message()),
+            "device.pci: not a PCI address: \"../../etc\"");
+  EXPECT_EQ(std::string(with("node", "infiniband/../../etc/shadow").message()),
+            "device.node: not a device node name: \"infiniband/../../etc/shadow\"");
+  EXPECT_FALSE(with("node", "/dev/nvidia0").ok());
+  EXPECT_FALSE(with("name", "mlx5\n6").ok());
+  EXPECT_FALSE(with("id", std::string(300, 'a')).ok());
+  EXPECT_FALSE(with("type", "disk").ok());
+}
+
 // ---- the runtime's sandboxes ----
 
 TEST(RuntimeSandboxes, AreListedOverV1OrV1alpha2) {
