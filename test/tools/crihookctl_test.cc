@@ -1,5 +1,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -80,6 +81,15 @@ TEST_F(CrihookctlAgainstFake, BadConfigNamesTheFile) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr(dir_.file("pod.json")));
   EXPECT_THAT(r.err, HasSubstr("runtime.v1.PodSandboxConfig"));
+}
+
+// A FIFO or a device is refused at once, not read (a reader never blocks).
+TEST_F(CrihookctlAgainstFake, AConfigThatIsAFifoIsRefusedNotWaitedOn) {
+  backend_.start();
+  ASSERT_EQ(::mkfifo(dir_.file("pod.fifo").c_str(), 0600), 0);
+  Result r = ctl(with({"runp", dir_.file("pod.fifo")}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cannot read " + dir_.file("pod.fifo") + ": a FIFO"));
 }
 
 TEST_F(CrihookctlAgainstFake, ExecExitsWithTheCommandsCodeAndRuntimeErrorsExitOne) {

@@ -17,6 +17,7 @@
 
 #include "builtin/lifecycle/records.h"
 #include "explain.h"
+#include "read_file.h"
 #include "report.h"
 #include "runtime_v1.grpc.pb.h"
 #include "state_store.h"
@@ -108,12 +109,12 @@ std::string toJson(const Message& m) {
 }
 
 void fromJsonFile(const std::string& path, Message& m) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(cat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  // A request is a config-sized file; `-` or a FIFO are not read (a reader
+  // never blocks on one).
+  auto text = readRegularFile(path, kMaxConfigBytes, FileLinks::kFollow);
+  if (!text.ok()) throw UsageError(cat("cannot read ", path, ": ", text.status().message()));
   google::protobuf::util::JsonParseOptions opts;
-  auto s = google::protobuf::util::JsonStringToMessage(text.str(), &m, opts);
+  auto s = google::protobuf::util::JsonStringToMessage(*text, &m, opts);
   if (!s.ok())
     throw UsageError(cat(path, ": not a valid ", m.GetTypeName(), ": ", s.message().ToString()));
 }
