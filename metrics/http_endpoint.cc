@@ -1,6 +1,5 @@
 #include "http_endpoint.h"
 
-#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -22,6 +21,7 @@
 #include <set>
 
 #include "text.h"
+#include "unix_listener.h"
 
 namespace crihook::metrics {
 
@@ -62,16 +62,6 @@ std::string serialise(const HttpResponse& r) {
   return out;
 }
 
-bool socketIsLive(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  const bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return live;
-}
 
 }  // namespace
 
@@ -226,23 +216,23 @@ absl::Status HttpEndpoint::start() {
   std::string where;
   if (!o.unix_path.empty()) {
     where = o.unix_path;
-    if (o.unix_path.size() >= sizeof(sockaddr_un::sun_path))
-      return absl::InvalidArgumentError(
-          cat("metrics listen ", o.unix_path, ": longer than a Unix socket path may be"));
     std::error_code fec;
     const auto dir = std::filesystem::path(o.unix_path).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir, fec);
     if (fec)
       return absl::FailedPreconditionError(
           cat("metrics listen directory ", dir.string(), ": ", fec.message()));
-    if (socketIsLive(o.unix_path))
+    if (unixSocketIsLive(o.unix_path))
       return absl::FailedPreconditionError(
           cat("metrics listen ", o.unix_path, ": another process serves it"));
-    ::unlink(o.unix_path.c_str());
-    const Generic::endpoint ep{asio::local::stream_protocol::endpoint(o.unix_path)};
+    // Listening with its mode and group before the path appears
+    // (config/unix_listener.h).
+    auto fd = listenUnixSocket(o.unix_path,
+                               {.mode = o.unix_mode, .group = o.unix_group, .what = "metrics listen"});
+    if (!fd.ok()) return fd.status();
     i.acceptor = std::make_unique<Acceptor>(i.loop);
-    i.acceptor->open(ep.protocol(), ec);
-    if (!ec) i.acceptor->bind(ep, ec);
+    i.acceptor->assign(asio::generic::stream_protocol(AF_UNIX, 0), *fd, ec);
+    if (ec) ::close(*fd);
   } else {
     auto address = asio::ip::make_address(o.tcp_host, ec);
     if (ec)
@@ -254,21 +244,10 @@ absl::Status HttpEndpoint::start() {
     i.acceptor->open(ep.protocol(), ec);
     if (!ec) i.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) i.acceptor->bind(ep, ec);
+    if (!ec) i.acceptor->listen(asio::socket_base::max_listen_connections, ec);
   }
-  if (!ec) i.acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return absl::FailedPreconditionError(cat("metrics listen ", where, ": ", ec.message()));
-  if (!o.unix_path.empty()) {
-    if (::chmod(o.unix_path.c_str(), o.unix_mode) != 0)
-      return absl::FailedPreconditionError(cat("chmod ", o.unix_path, ": ", std::strerror(errno)));
-    if (!o.unix_group.empty()) {
-      struct group* g = ::getgrnam(o.unix_group.c_str());
-      if (g == nullptr)
-        return absl::InvalidArgumentError(cat("socket group ", o.unix_group, ": no such group"));
-      if (::chown(o.unix_path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0)
-        return absl::FailedPreconditionError(
-            cat("chown ", o.unix_path, ": ", std::strerror(errno)));
-    }
-  } else {
+  if (o.unix_path.empty()) {
     // The bound port, for port 0.
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);

@@ -1,7 +1,6 @@
 #include "server.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -18,6 +17,7 @@
 #include <future>
 
 #include "text.h"
+#include "unix_listener.h"
 
 namespace crihook {
 
@@ -40,17 +40,6 @@ bool outOfResources(const boost::system::error_code& ec) {
          (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM);
 }
 
-// True when something accepts connections on `path` right now.
-bool socketIsLive(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return live;
-}
 
 }  // namespace
 
@@ -103,7 +92,7 @@ absl::Status Server::start() {
   }
   // An adopted socket accepts connections whoever serves it (systemd holds
   // it), so only the lock tells whether another crihookd is serving it.
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0 || (!adopted_ && socketIsLive(path))) {
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0 || (!adopted_ && unixSocketIsLive(path))) {
     return absl::FailedPreconditionError(
         cat("another crihookd is serving ", path, "; refusing to start a second one"));
   }
@@ -124,38 +113,17 @@ absl::Status Server::start() {
     }
     adopted_->fd = -1;  // the acceptor's now
   } else {
-    // Bound, listening and given its mode and group under a temporary name,
-    // then renamed into place: whoever sees the path finds a socket that
-    // accepts, with its final permissions (a client that dials as soon as
-    // the file exists was refused between bind and listen).
-    const std::string tmp = (dir / cat(".", std::filesystem::path(path).filename().string(), ".",
-                                       ::getpid(), ".tmp"))
-                                .string();
-    if (tmp.size() >= sizeof(sockaddr_un::sun_path)) {
-      return absl::InvalidArgumentError(cat("listen path ", path, ": its temporary name ", tmp,
-                                            " is longer than a Unix socket path may be"));
+    // Listening with its mode and group before the path appears
+    // (config/unix_listener.h): a client that dials as soon as the file
+    // exists is never refused.
+    auto fd = listenUnixSocket(
+        path, {.mode = config_.socket_mode, .group = config_.socket_group, .what = "listen on"});
+    if (!fd.ok()) return fd.status();
+    acceptor_->assign(Stream(), *fd, bec);
+    if (bec) {
+      ::close(*fd);
+      return absl::FailedPreconditionError(cat("listen on ", path, ": ", bec.message()));
     }
-    ::unlink(tmp.c_str());
-    auto fail = [&](std::string_view what, std::string_view why) {
-      ::unlink(tmp.c_str());
-      return absl::FailedPreconditionError(cat(what, " ", path, ": ", why));
-    };
-    acceptor_->open(Stream(), bec);
-    if (!bec) acceptor_->bind(Stream::endpoint(tmp), bec);
-    if (!bec) acceptor_->listen(asio::socket_base::max_listen_connections, bec);
-    if (bec) return fail("listen on", bec.message());
-    if (::chmod(tmp.c_str(), config_.socket_mode) != 0) return fail("chmod", std::strerror(errno));
-    if (!config_.socket_group.empty()) {
-      struct group* g = ::getgrnam(config_.socket_group.c_str());
-      if (g == nullptr) {
-        ::unlink(tmp.c_str());
-        return absl::InvalidArgumentError(
-            cat("socket group ", config_.socket_group, ": no such group"));
-      }
-      if (::chown(tmp.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0)
-        return fail("chown", std::strerror(errno));
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename onto", std::strerror(errno));
   }
 
   accept();
