@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "proxy_fixture.h"
+#include "raw_h2_backend.h"
+#include "raw_h2_client.h"
 #include "runtime_v1.grpc.pb.h"
 
 namespace crihook::testing {
@@ -246,22 +248,43 @@ TEST_F(InterceptTest, SlowStageDoesNotHoldUpOtherCalls) {
   EXPECT_TRUE(slow.get().ok());
 }
 
-TEST_F(InterceptTest, DeadlineSpentInThePreStageIsNotGivenToTheRuntime) {
-  serveCreate(backend_, kCreate, "late");
-  backend_.start();
-  hooks_.pre_delay = 500ms;
+TEST_F(InterceptTest, DeadlineSpentInThePreStageIsAnsweredByCrihookdAndNeverForwarded) {
+  // A caller that does not enforce its own deadline (a raw HTTP/2 client
+  // sending grpc-timeout: 300 ms) and a pre-stage that takes 1.5 s: only
+  // crihookd can answer DEADLINE_EXCEEDED here, and it must, instead of
+  // forwarding a call whose time is up. The runtime is a raw HTTP/2 server
+  // that counts every stream it receives, in order.
+  RawH2Backend runtime(dir_.file("backend.sock"));
+  hooks_.pre_delay = 1500ms;
   startProxy(&hooks_);
-  auto stub = v1::RuntimeService::NewStub(proxyChannel());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 200ms);
-  v1::CreateContainerResponse resp;
-  grpc::Status s = stub->CreateContainer(&ctx, createRequest(), &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  std::this_thread::sleep_for(500ms);  // the stage finishes after the caller left
-  EXPECT_EQ(backend_.callCount(kCreate), 0u) << "a call nobody waits for must not be forwarded";
+  RawH2Client kubelet(dir_.file("crihook.sock"));
+  RawHeaders headers = RawH2Client::grpcHeaders(kCreate);
+  headers.emplace_back("grpc-timeout", "300m");
+  const auto t0 = std::chrono::steady_clock::now();
+  RawH2Result r = kubelet.call(headers, grpcFrame(createRequest().SerializeAsString()));
+  ASSERT_TRUE(r.closed);
+  EXPECT_EQ(r.grpc_status, static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED));
+  EXPECT_EQ(r.grpc_message, "crihookd: deadline exceeded in the pre-stage hooks");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1500ms) << "answered before the stage ended";
+  {
+    std::lock_guard lock(hooks_.mu_);
+    EXPECT_EQ(hooks_.pre_calls.size(), 1u);
+    EXPECT_TRUE(hooks_.post_calls.empty()) << "a post stage for a call the runtime never got";
+  }
+  // Had crihookd forwarded the expired call, it would have gone to the
+  // runtime before this one (one thread, one runtime connection, in order):
+  // once this one is answered, the runtime has seen exactly one stream.
+  RawH2Result echo =
+      kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("ping"));
+  ASSERT_TRUE(echo.closed);
+  EXPECT_EQ(echo.grpc_status, 0);
+  EXPECT_EQ(runtime.streams(), 1) << "the expired CreateContainer reached the runtime";
 }
 
 TEST_F(InterceptTest, RemainingDeadlineIsForwarded) {
+  // The pre-stage takes 2 s of a 10 s deadline: the runtime's deadline is
+  // the caller's (within 1 s), not 2 s past it, as it would be were the
+  // caller's whole timeout forwarded after the stage.
   std::promise<std::chrono::system_clock::time_point> runtime_deadline;
   backend_.onUnary(kCreate, [&](FakeCall& call, std::string* out) {
     runtime_deadline.set_value(call.deadline);
@@ -269,17 +292,48 @@ TEST_F(InterceptTest, RemainingDeadlineIsForwarded) {
     return grpc::Status::OK;
   });
   backend_.start();
-  hooks_.pre_delay = 200ms;
+  hooks_.pre_delay = 2000ms;
   startProxy(&hooks_);
   auto stub = v1::RuntimeService::NewStub(proxyChannel());
   grpc::ClientContext ctx;
-  const auto deadline = std::chrono::system_clock::now() + 3s;
+  const auto deadline = std::chrono::system_clock::now() + 10s;
   ctx.set_deadline(deadline);
   v1::CreateContainerResponse resp;
   ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
-  auto d = runtime_deadline.get_future().get();
-  EXPECT_LE(d, deadline + 100ms);
-  EXPECT_GE(d, deadline - 500ms);
+  const auto late = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        runtime_deadline.get_future().get() - deadline)
+                        .count();
+  EXPECT_LE(late, 1000) << "ms: the runtime got more than what was left";
+  EXPECT_GE(late, -1000) << "ms";
+}
+
+TEST_F(InterceptTest, RuntimeDyingMidCallAnswersUnavailableAndThePostStageSeesIt) {
+  // README: a runtime that goes away fails the calls it had with
+  // UNAVAILABLE. It dies (its connection gone, no GOAWAY nor RST_STREAM)
+  // while it holds an intercepted call.
+  std::promise<void> started;
+  backend_.onUnary(kCreate, [&](FakeCall& call, std::string*) {
+    started.set_value();
+    for (int i = 0; i < 1000 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+    return grpc::Status(grpc::StatusCode::INTERNAL, "fake: should have been cut off");
+  });
+  backend_.start();
+  startProxy(&hooks_);
+  auto created = std::async(std::launch::async, [&] {
+    auto stub = v1::RuntimeService::NewStub(proxyChannel());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    v1::CreateContainerResponse resp;
+    return stub->CreateContainer(&ctx, createRequest(), &resp);
+  });
+  ASSERT_EQ(started.get_future().wait_for(10s), std::future_status::ready);
+  ASSERT_GE(backend_.dropConnections(), 1);
+  grpc::Status s = created.get();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("backend connection lost"));
+  std::lock_guard lock(hooks_.mu_);
+  ASSERT_EQ(hooks_.post_calls.size(), 1u);
+  EXPECT_EQ(hooks_.post_calls[0].status.code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(InterceptTest, MalformedRequestIsRejectedNamingTheMethod) {

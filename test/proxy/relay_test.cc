@@ -8,9 +8,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "proxy_fixture.h"
@@ -305,14 +309,19 @@ TEST_F(RelayTest, BackendDownFailsFastWithUnavailableThenRecoversByItself) {
   EXPECT_EQ(resp.runtime_name(), "fake");
 }
 
-TEST_F(RelayTest, BackendRestartMidStreamEndsTheStreamAndLaterCallsWork) {
+TEST_F(RelayTest, RuntimeDyingMidStreamEndsTheStreamWithUnavailableAndLaterCallsWork) {
+  // README: "A runtime that restarts mid-stream ends that stream with
+  // UNAVAILABLE". The runtime dies: its connection is gone without a GOAWAY
+  // or an RST_STREAM (a graceful stop would send those, and the caller would
+  // get the code the runtime chose).
   std::promise<void> streaming;
   backend_.onStream(kEvents,
                     [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
                       write(v1::ContainerEventResponse().SerializeAsString());
                       streaming.set_value();
-                      while (!call.cancelled()) std::this_thread::sleep_for(10ms);
-                      return grpc::Status::CANCELLED;
+                      for (int i = 0; i < 1000 && !call.cancelled(); ++i)
+                        std::this_thread::sleep_for(10ms);
+                      return grpc::Status::OK;
                     });
   serveVersion(backend_);
   backend_.start();
@@ -320,23 +329,84 @@ TEST_F(RelayTest, BackendRestartMidStreamEndsTheStreamAndLaterCallsWork) {
   auto channel = proxyChannel();
   auto stub = v1::RuntimeService::NewStub(channel);
   grpc::ClientContext ctx;
-  ctx.set_deadline(in(10000ms));
+  ctx.set_deadline(in(20000ms));
   auto reader = stub->GetContainerEvents(&ctx, v1::GetEventsRequest());
   v1::ContainerEventResponse ev;
   ASSERT_TRUE(reader->Read(&ev));
-  streaming.get_future().wait();
-  backend_.stop(0ms);  // the runtime goes away with the stream open
+  ASSERT_EQ(streaming.get_future().wait_for(10s), std::future_status::ready);
+  ASSERT_GE(backend_.dropConnections(), 1);  // the runtime dies with the stream open
   while (reader->Read(&ev)) {
   }
   grpc::Status s = reader->Finish();
-  EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-              s.error_code() == grpc::StatusCode::CANCELLED)
-      << s.error_code() << " " << s.error_message();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("backend connection lost"));
 
-  backend_.start();
+  // The runtime is back (it kept listening): the same kubelet connection's
+  // next call gets a fresh runtime connection.
   v1::VersionResponse resp;
   s = callVersion(channel, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+TEST_F(RelayTest, PassThroughRequestOverTheLimitIsRefusedAndItsConnectionServesOn) {
+  // README: "A message over max_message_bytes is refused with
+  // RESOURCE_EXHAUSTED; other calls are unaffected." A method crihookd does
+  // not intercept, so the message is relayed as it arrives, never decoded.
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
+    *out = call.request;
+    return grpc::Status::OK;
+  });
+  std::promise<void> go_on;
+  std::shared_future<void> go_on_seen = go_on.get_future().share();
+  backend_.onStream(
+      kEvents, [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+        v1::ContainerEventResponse ev;
+        ev.set_container_id("before");
+        if (!write(ev.SerializeAsString())) return grpc::Status::CANCELLED;
+        if (go_on_seen.wait_for(20s) != std::future_status::ready)
+          return grpc::Status(grpc::StatusCode::INTERNAL, "fake: never told to go on");
+        ev.set_container_id("after");
+        if (!write(ev.SerializeAsString())) return grpc::Status::CANCELLED;
+        return grpc::Status::OK;
+      });
+  backend_.start();
+  startProxy();
+  // One kubelet connection for everything; the client itself would send
+  // 64 MiB, so the refusal is crihookd's.
+  auto channel = proxyChannel(64 << 20);
+  auto stub = v1::RuntimeService::NewStub(channel);
+  grpc::ClientContext stream_ctx;
+  stream_ctx.set_deadline(in(30000ms));
+  auto reader = stub->GetContainerEvents(&stream_ctx, v1::GetEventsRequest());
+  v1::ContainerEventResponse ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  EXPECT_EQ(ev.container_id(), "before");
+
+  const std::string too_big((16u << 20) + 1, 'x');
+  grpc::ClientContext ctx;
+  ctx.set_deadline(in(20000ms));
+  std::string reply;
+  grpc::Status s = genericUnary(channel, &ctx, echo, too_big, &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("request message of 16777217 bytes is larger than the "
+                                           "limit of 16777216 bytes"));
+  EXPECT_EQ(backend_.callCount(echo), 0u) << "the runtime got the message whole";
+
+  // The next call on the same connection is served ...
+  const std::string small(1000, 'y');
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(in(10000ms));
+  s = genericUnary(channel, &ctx2, echo, small, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(reply, small);
+  // ... and the stream that was open meanwhile still delivers: the
+  // connection was never closed under it.
+  go_on.set_value();
+  ASSERT_TRUE(reader->Read(&ev));
+  EXPECT_EQ(ev.container_id(), "after");
+  EXPECT_FALSE(reader->Read(&ev));
+  s = reader->Finish();
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
@@ -491,7 +561,7 @@ namespace {
 
 TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
   // Many clients at once, some cancelling, some timing out, mixed sizes,
-  // streaming and unary, while the runtime restarts once. Every call must
+  // streaming and unary, while the runtime dies and restarts once. Every call must
   // end (no hang), crihookd must keep serving, and no call may stay counted.
   const std::string echo = "/runtime.v1.RuntimeService/Echo";
   backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
@@ -512,7 +582,17 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
   backend_.start();
   startProxy();
 
-  std::atomic<int> finished{0};
+  // How each call ended, by kind: every one must end with a code the relay
+  // can owe it here, and none that was given 10 s may end at its deadline
+  // (something held it: crihookd lost track of a call).
+  std::mutex mu;
+  std::map<int, std::vector<grpc::StatusCode>> ended;  // kind -> codes
+  int wrong_replies = 0;
+  auto record = [&](int kind, const grpc::Status& s, bool reply_ok) {
+    std::lock_guard lock(mu);
+    ended[kind].push_back(s.error_code());
+    if (s.ok() && !reply_ok) ++wrong_replies;
+  };
   std::vector<std::thread> clients;
   for (int c = 0; c < 8; ++c) {
     clients.emplace_back([&, c] {
@@ -534,35 +614,64 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
           ctx.TryCancel();
           while (reader->Read(&ev)) {
           }
-          reader->Finish();
+          record(kind, reader->Finish(), true);
         } else {
           std::string payload(static_cast<size_t>((c * 7919 + i * 104729) % 300000),
                               static_cast<char>(i));
+          std::string reply;
           if (kind == 2) {
             std::thread canceller([&ctx] {
               std::this_thread::sleep_for(3ms);
               ctx.TryCancel();
             });
-            std::string reply;
-            genericUnary(channel, &ctx, echo, payload, &reply);
-            canceller.join();
-          } else {
-            std::string reply;
             grpc::Status s = genericUnary(channel, &ctx, echo, payload, &reply);
-            if (s.ok()) {
-              EXPECT_EQ(reply.size(), payload.size());
-            }
+            canceller.join();
+            record(kind, s, reply == payload);
+          } else {
+            grpc::Status s = genericUnary(channel, &ctx, echo, payload, &reply);
+            record(kind, s, reply == payload);
           }
         }
-        finished++;
       }
     });
   }
-  std::this_thread::sleep_for(150ms);
+  // The restart lands among the calls: once a fifth of them have ended.
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard lock(mu);
+      size_t n = 0;
+      for (const auto& [kind, codes] : ended) n += codes.size();
+      if (n >= 40) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  // The runtime dies (its connections gone at once), then comes back.
+  backend_.dropConnections();
   backend_.stop(0ms);
   backend_.start();
   for (auto& t : clients) t.join();
-  EXPECT_EQ(finished.load(), 8 * 25);
+
+  using grpc::StatusCode;
+  // OK; the caller's own cancel or deadline; the runtime gone (UNAVAILABLE),
+  // or gone with a reply half relayed (reset: INTERNAL).
+  const std::set<StatusCode> possible = {StatusCode::OK, StatusCode::CANCELLED,
+                                         StatusCode::DEADLINE_EXCEEDED, StatusCode::UNAVAILABLE,
+                                         StatusCode::INTERNAL};
+  size_t calls = 0;
+  for (const auto& [kind, codes] : ended) {
+    calls += codes.size();
+    for (StatusCode code : codes) {
+      EXPECT_TRUE(possible.count(code)) << "kind " << kind << " ended with code " << code;
+      if (kind != 0) {
+        EXPECT_NE(code, StatusCode::DEADLINE_EXCEEDED)
+            << "kind " << kind << ": a call with 10 s to spare ran into its deadline";
+      }
+    }
+  }
+  EXPECT_EQ(calls, 8u * 25u);
+  EXPECT_EQ(wrong_replies, 0) << "an OK reply that is not the request echoed";
+  EXPECT_GT(std::count(ended[1].begin(), ended[1].end(), StatusCode::OK), 0)
+      << "no plain call was served at all";
 
   v1::VersionResponse v;
   grpc::Status s = callVersion(proxyChannel(), &v);

@@ -1,8 +1,14 @@
 #include "fake_cri_server.h"
 
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -183,6 +189,38 @@ void FakeCriServer::stop(std::chrono::milliseconds grace) {
   server_.reset();
   service_.reset();
   ::unlink(path_.c_str());
+}
+
+int FakeCriServer::dropConnections() {
+  // gRPC binds "unix://" + path_ as "//" + path_: the same file.
+  auto withoutLeadingSlashes = [](const std::string& p) {
+    return p.substr(std::min(p.find_first_not_of('/'), p.size()));
+  };
+  // gRPC keeps its sockets to itself: find them among the process's fds. A
+  // socket accepted on a Unix listener carries the listener's address, so
+  // the server's connections are the non-listening sockets bound to path_
+  // (crihookd's own connections to it, in this process too, are unbound).
+  int cut = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_un addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        addr.sun_family != AF_UNIX || len <= offsetof(sockaddr_un, sun_path) ||
+        withoutLeadingSlashes(
+            std::string(addr.sun_path, ::strnlen(addr.sun_path, sizeof(addr.sun_path)))) !=
+            withoutLeadingSlashes(path_))
+      continue;
+    int listening = 0;
+    socklen_t optlen = sizeof(listening);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &optlen) != 0 || listening)
+      continue;
+    if (::shutdown(fd, SHUT_RDWR) == 0) ++cut;
+  }
+  return cut;
 }
 
 std::vector<FakeCall> FakeCriServer::calls() const {

@@ -50,6 +50,13 @@ class FakeCriServer {
   void start();
   // Stops serving: GOAWAY, in-flight calls get `grace`, then are cancelled.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  // Loses every connection it has accepted, at once, as a runtime process
+  // that dies does: shutdown(2) of its end of each socket, so the peer reads
+  // EOF with no GOAWAY or RST_STREAM before it (stop() sends those, however
+  // short its grace). Handlers in flight see their calls cancelled; the
+  // server keeps listening, as a restarted runtime would. Returns how many
+  // connections were cut.
+  int dropConnections();
   bool running() const { return server_ != nullptr; }
 
   // Calls received so far, in order (the requests as the runtime saw them).

@@ -1,16 +1,21 @@
 // crihookd as an operator runs it: flags, config file, readiness, signals.
 
 #include <gmock/gmock.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <map>
-
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <map>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -242,6 +247,251 @@ TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
   EXPECT_EQ(d.wait(5s), 0);
 }
 
+// A group crihookd does not run as, other than root's: a chown to it shows.
+// Root may chown to any group; anyone else only to a group they are in.
+std::optional<std::pair<std::string, gid_t>> otherGroup() {
+  std::optional<std::pair<std::string, gid_t>> found;
+  std::vector<gid_t> mine(256);
+  const int n = ::getgroups(static_cast<int>(mine.size()), mine.data());
+  mine.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  ::setgrent();
+  while (struct group* g = ::getgrent()) {
+    if (g->gr_gid == 0 || g->gr_gid == ::getegid()) continue;
+    if (::geteuid() != 0 && std::find(mine.begin(), mine.end(), g->gr_gid) == mine.end()) continue;
+    found.emplace(g->gr_name, g->gr_gid);
+    break;
+  }
+  ::endgrent();
+  return found;
+}
+
+TEST_F(CrihookdTest, SocketIsCreatedWithTheConfiguredModeAndGroup) {
+  // README Configuration: server.socket_mode, server.socket_group. 0640 is
+  // neither the default (0660) nor what bind(2) leaves under a usual umask.
+  const auto group = otherGroup();
+  if (!group) GTEST_SKIP() << "no group to chown to: not root, and in no group but its own";
+  backend_.start();
+  std::ofstream(dir_.file("c.toml")) << "[server]\nsocket_mode = \"0640\"\nsocket_group = \""
+                                     << group->first << "\"\n[hooks]\nhookserver_dir = \"\"\n";
+  const std::string sock = dir_.file("s.sock");
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", sock, "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(sock)) << slurp(dir_.file("log"));
+  struct stat st {};
+  ASSERT_EQ(::stat(sock.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0640u) << std::oct << (st.st_mode & 07777);
+  EXPECT_EQ(st.st_gid, group->second) << "socket_group = " << group->first;
+  EXPECT_TRUE(version(sock).ok());
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0);
+}
+
+TEST_F(CrihookdTest, SigtermAnswersACallThatEndsWithinTheGraceAndCutsOffOneThatDoesNot) {
+  // README Restarts: on SIGTERM crihookd lets in-flight calls finish for
+  // server.shutdown_grace, then cuts off the rest (UNAVAILABLE, the
+  // runtime's stream cancelled) and exits 0.
+  constexpr auto kGrace = 2s;
+  constexpr auto kExitBound = 3s;  // from the end of the grace to crihookd's exit
+  const std::string quick = "/runtime.v1.RuntimeService/Quick";
+  const std::string slow = "/runtime.v1.RuntimeService/Slow";
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  backend_.onUnary(quick, [&](FakeCall&, std::string* out) {
+    if (released.wait_for(20s) != std::future_status::ready)
+      return grpc::Status(grpc::StatusCode::INTERNAL, "fake: never released");
+    *out = "quick";
+    return grpc::Status::OK;
+  });
+  std::promise<void> slow_cancelled;
+  backend_.onUnary(slow, [&](FakeCall& call, std::string* out) {
+    for (int i = 0; i < 1500 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+    if (call.cancelled()) slow_cancelled.set_value();
+    *out = "slow";
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  std::ofstream(dir_.file("c.toml")) << "[server]\nshutdown_grace = \"2s\"\n"
+                                     << "[hooks]\nhookserver_dir = \"\"\n";
+  const std::string sock = dir_.file("s.sock");
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", sock, "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(sock)) << slurp(dir_.file("log"));
+  auto channel = unixChannel(sock);  // one kubelet connection for both calls
+  auto call = [&](const std::string& method) {
+    return std::async(std::launch::async, [&, method] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+      std::string reply;
+      grpc::Status s = genericUnary(channel, &ctx, method, "x", &reply);
+      return std::make_pair(s, std::chrono::steady_clock::now());
+    });
+  };
+  auto quick_call = call(quick);
+  auto slow_call = call(slow);
+  const auto any = [](const FakeCall&) { return true; };
+  ASSERT_TRUE(backend_.waitForCall(quick, any, 10s));
+  ASSERT_TRUE(backend_.waitForCall(slow, any, 10s));
+
+  const auto sigterm = std::chrono::steady_clock::now();
+  d.signal(SIGTERM);
+  // Draining has begun, with both calls in flight; then the quick one ends.
+  bool draining = false;
+  for (int i = 0; i < 500 && !draining; ++i) {
+    draining = slurp(dir_.file("log"))
+                   .find("no longer accepting on " + sock +
+                         "; 2 calls in "
+                         "flight") != std::string::npos;
+    if (!draining) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(draining) << slurp(dir_.file("log"));
+  release.set_value();
+  auto [quick_status, quick_end] = quick_call.get();
+  EXPECT_TRUE(quick_status.ok()) << quick_status.error_code() << " "
+                                 << quick_status.error_message();
+  EXPECT_LT(quick_end - sigterm, kGrace) << "answered only when the grace ran out";
+
+  auto [slow_status, slow_end] = slow_call.get();
+  EXPECT_EQ(slow_status.error_code(), grpc::StatusCode::UNAVAILABLE) << slow_status.error_message();
+  EXPECT_GE(slow_end - sigterm, kGrace) << "cut off before the grace ran out";
+  EXPECT_EQ(slow_cancelled.get_future().wait_for(5s), std::future_status::ready)
+      << "the runtime kept working on a call crihookd cut off";
+  const int code = d.wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+      kGrace + kExitBound - (std::chrono::steady_clock::now() - sigterm)));
+  EXPECT_EQ(code, 0) << "crihookd did not exit within the grace and " << kExitBound.count() << " s";
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("1 calls were still running when the grace period ended"));
+}
+
+// The part of crihookd's log line for `method` from the method name on
+// (after the time, level and logger), the `nth` such line (0: the first).
+std::string callLine(const std::string& log, const std::string& method, int nth = 0) {
+  std::istringstream in(log);
+  std::string line;
+  const std::string marker = " " + method + " api=";
+  while (std::getline(in, line)) {
+    const size_t at = line.find(marker);
+    if (at != std::string::npos && nth-- == 0) return line.substr(at + 1);
+  }
+  return "";
+}
+
+TEST_F(CrihookdTest, EachInterceptedCallWritesOneWholeLogLine) {
+  // README: "One log line per intercepted call: CreateContainer api=v1
+  // pod=default/train-0 sandbox=7707ee14db15 container=bab486912aa8
+  // duration=8.975ms status=OK"; a pod name that is not a plain DNS name
+  // is quoted, so it cannot forge a line.
+  const std::string sandbox = "7707ee14db15aabbccddeeff00112233";
+  const std::string container = "bab486912aa8ffeeddccbbaa99887766";
+  backend_.onUnary("/runtime.v1.RuntimeService/RunPodSandbox", [&](FakeCall&, std::string* out) {
+    v1::RunPodSandboxResponse r;
+    r.set_pod_sandbox_id(sandbox);
+    *out = r.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.onUnary("/runtime.v1.RuntimeService/CreateContainer", [&](FakeCall&, std::string* out) {
+    std::this_thread::sleep_for(200ms);  // the runtime's own work: the duration shows it
+    v1::CreateContainerResponse r;
+    r.set_container_id(container);
+    *out = r.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.onUnary("/runtime.v1.RuntimeService/StartContainer", [](FakeCall&, std::string*) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "container \"bab4\" not found");
+  });
+  backend_.start();
+  std::ofstream(dir_.file("c.toml")) << "[hooks]\nhookserver_dir = \"\"\n";
+  const std::string sock = dir_.file("s.sock");
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", sock, "--backend",
+            "unix://" + dir_.file("backend.sock"), "--log-level", "info"},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(sock)) << slurp(dir_.file("log"));
+  auto stub = v1::RuntimeService::NewStub(unixChannel(sock));
+  auto deadline = [] { return std::chrono::system_clock::now() + 10s; };
+
+  v1::RunPodSandboxRequest run;
+  run.mutable_config()->mutable_metadata()->set_namespace_("default");
+  run.mutable_config()->mutable_metadata()->set_name("train-0");
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::RunPodSandboxResponse r;
+    ASSERT_TRUE(stub->RunPodSandbox(&ctx, run, &r).ok());
+  }
+  v1::CreateContainerRequest create;
+  create.set_pod_sandbox_id(sandbox);
+  *create.mutable_sandbox_config() = run.config();
+  create.mutable_config()->mutable_metadata()->set_name("trainer");
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::CreateContainerResponse r;
+    ASSERT_TRUE(stub->CreateContainer(&ctx, create, &r).ok());
+  }
+  const auto create_took = std::chrono::steady_clock::now() - t0;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::StartContainerRequest start;
+    start.set_container_id(container);
+    v1::StartContainerResponse r;
+    EXPECT_EQ(stub->StartContainer(&ctx, start, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  // A pod whose name holds a newline and spaces (the API server would refuse
+  // it; a client of the socket need not ask the API server).
+  v1::CreateContainerRequest forged = create;
+  forged.mutable_sandbox_config()->mutable_metadata()->set_name("a b\nforged status=OK");
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::CreateContainerResponse r;
+    ASSERT_TRUE(stub->CreateContainer(&ctx, forged, &r).ok());
+  }
+  // The log is written when each call's stream closes, possibly just after
+  // its answer: wait for the last line.
+  std::string log;
+  for (int i = 0; i < 500; ++i) {
+    log = slurp(dir_.file("log"));
+    if (!callLine(log, "CreateContainer", 1).empty()) break;
+    std::this_thread::sleep_for(10ms);
+  }
+
+  EXPECT_THAT(
+      callLine(log, "RunPodSandbox"),
+      ::testing::MatchesRegex("RunPodSandbox api=v1 pod=default/train-0 sandbox=7707ee14db15 "
+                              "container=- duration=[0-9]+\\.[0-9]{3}ms status=OK"))
+      << log;
+  const std::string created = callLine(log, "CreateContainer");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(
+      created, m,
+      std::regex("CreateContainer api=v1 pod=default/train-0 sandbox=7707ee14db15 "
+                 "container=bab486912aa8 duration=([0-9]+)\\.([0-9]{3})ms status=OK")))
+      << log;
+  const auto logged = std::chrono::milliseconds(std::stoll(m[1].str())) +
+                      std::chrono::microseconds(std::stoll(m[2].str()));
+  EXPECT_GE(logged, 200ms) << "the runtime alone took 200 ms: " << created;
+  EXPECT_LE(logged, create_took) << "longer than the caller waited: " << created;
+  EXPECT_THAT(callLine(log, "StartContainer"),
+              ::testing::MatchesRegex("StartContainer api=v1 pod=default/train-0 "
+                                      "sandbox=7707ee14db15 container=bab486912aa8 "
+                                      "duration=[0-9]+\\.[0-9]{3}ms status=NOT_FOUND "
+                                      "message=container \"bab4\" not found"))
+      << log;
+  EXPECT_THAT(callLine(log, "CreateContainer", 1),
+              ::testing::MatchesRegex("CreateContainer api=v1 pod=\"default/a b\\\\x0aforged "
+                                      "status=OK\" sandbox=7707ee14db15 container=bab486912aa8 "
+                                      "duration=[0-9]+\\.[0-9]{3}ms status=OK"))
+      << log;
+  // Nothing of the name began a line of its own.
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("\nforged"))) << log;
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0);
+}
+
 // Confinement (README "Confinement"): the filter, the capabilities and the
 // spawner, in the real binary.
 
@@ -297,13 +547,12 @@ pid_t spawnerOf(pid_t daemon) {
 class ConfinedDaemonTest : public CrihookdTest {
  protected:
   ConfinedDaemonTest() {
-    backend_.onUnary("/runtime.v1.RuntimeService/CreateContainer",
-                     [](FakeCall&, std::string* out) {
-                       v1::CreateContainerResponse r;
-                       r.set_container_id("c1");
-                       *out = r.SerializeAsString();
-                       return grpc::Status::OK;
-                     });
+    backend_.onUnary("/runtime.v1.RuntimeService/CreateContainer", [](FakeCall&, std::string* out) {
+      v1::CreateContainerResponse r;
+      r.set_container_id("c1");
+      *out = r.SerializeAsString();
+      return grpc::Status::OK;
+    });
     backend_.start();
   }
   // crihookd with the syscall module (test/confine/syscall_module.cc) and
@@ -319,6 +568,15 @@ class ConfinedDaemonTest : public CrihookdTest {
                                  "unix://" + dir_.file("backend.sock")},
         dir_.file(name + ".log"));
     EXPECT_TRUE(waitForSocket(dir_.file(name + ".sock"))) << slurp(dir_.file(name + ".log"));
+    // The socket serves before the filter is installed (READY=1 comes
+    // after it): wait for the line that says it is, or a call made at once
+    // runs the module unconfined.
+    bool confined = false;
+    for (int i = 0; i < 500 && !confined && d->wait(0ms) == -1; ++i) {
+      confined = slurp(dir_.file(name + ".log")).find("confined: ") != std::string::npos;
+      if (!confined) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(confined) << slurp(dir_.file(name + ".log"));
     return d;
   }
   // The env the module's calls put in the CreateContainer the runtime got.
