@@ -68,6 +68,16 @@ Server::~Server() {
 void Server::adoptListener(ActivatedSocket socket) { adopted_ = std::move(socket); }
 
 absl::Status Server::start() {
+  if (absl::Status s = listen(); !s.ok()) return s;
+  serve();
+  return absl::OkStatus();
+}
+
+void Server::serve() {
+  asio::post(*loops_[0], [this] { accept(); });
+}
+
+absl::Status Server::listen() {
   // An adopted socket is served at the path it is bound to, whatever the
   // configuration says (main logs both when they differ).
   if (adopted_) config_.listen_path = adopted_->path;
@@ -126,7 +136,6 @@ absl::Status Server::start() {
     }
   }
 
-  accept();
   for (auto& loop : loops_) {
     guards_.emplace_back(asio::make_work_guard(*loop));
     threads_.emplace_back([l = loop.get()] { l->run(); });

@@ -42,8 +42,14 @@ class Server {
   // crihookd serves the same path (FAILED_PRECONDITION; the lock
   // <path>.lock, also with an adopted socket), removes a stale socket, binds
   // with the configured mode and group, and starts the event-loop threads.
-  // Does not need the backend to be up.
+  // Does not need the backend to be up. start() = listen() + serve().
   absl::Status start();
+  // All of start() but accepting: the socket exists and connections wait in
+  // its backlog until serve(). crihookd installs its seccomp filter in
+  // between, so no call is ever relayed or hooked unconfined.
+  absl::Status listen();
+  // Starts accepting (after a successful listen()).
+  void serve();
 
   // Stops accepting, sends GOAWAY on every connection, lets in-flight calls
   // finish for up to `grace`, then closes everything and joins the threads.

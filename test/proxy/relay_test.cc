@@ -73,6 +73,24 @@ TEST_F(RelayTest, UnaryCallIsAnsweredAsTheRuntimeAnswersIt) {
   EXPECT_EQ(proxied.runtime_name(), "fake");
 }
 
+// listen() makes the socket and leaves connections in its backlog; only
+// serve() accepts (crihookd installs its seccomp filter in between).
+TEST_F(RelayTest, ListeningIsNotServingUntilServe) {
+  serveVersion(backend_);
+  backend_.start();
+  proxy_ = std::make_unique<Server>(proxyConfig(), pass_, logger("proxy"));
+  ASSERT_TRUE(proxy_->listen().ok());
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("crihook.sock")));
+  v1::VersionResponse resp;
+  auto ch = proxyChannel();
+  grpc::Status s = callVersion(ch, &resp, 300ms);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_TRUE(backend_.calls().empty());
+  proxy_->serve();
+  s = callVersion(ch, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
 TEST_F(RelayTest, MethodUnknownToCrihooksProtoPassesThroughByteForByte) {
   const std::string method = "/runtime.v1.RuntimeService/SomethingFromKubernetes2030";
   backend_.onUnary(method, [](FakeCall& call, std::string* out) {

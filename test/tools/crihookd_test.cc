@@ -568,15 +568,10 @@ class ConfinedDaemonTest : public CrihookdTest {
                                  "unix://" + dir_.file("backend.sock")},
         dir_.file(name + ".log"));
     EXPECT_TRUE(waitForSocket(dir_.file(name + ".sock"))) << slurp(dir_.file(name + ".log"));
-    // The socket serves before the filter is installed (READY=1 comes
-    // after it): wait for the line that says it is, or a call made at once
-    // runs the module unconfined.
-    bool confined = false;
-    for (int i = 0; i < 500 && !confined && d->wait(0ms) == -1; ++i) {
-      confined = slurp(dir_.file(name + ".log")).find("confined: ") != std::string::npos;
-      if (!confined) std::this_thread::sleep_for(10ms);
-    }
-    EXPECT_TRUE(confined) << slurp(dir_.file(name + ".log"));
+    // No wait for the "confined:" line: crihookd accepts only once its
+    // filter is on, so even a call made the moment the socket appears runs
+    // confined (when it accepted before the filter, one run in three here
+    // saw the module's calls succeed).
     return d;
   }
   // The env the module's calls put in the CreateContainer the runtime got.

@@ -254,7 +254,9 @@ int main(int argc, char** argv) {
       "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
       [&server] { return static_cast<double>(server.bufferedBytes()); });
   if (*activated) server.adoptListener(**activated);
-  if (auto s = server.start(); !s.ok()) {
+  // Listening, not yet accepting: connections wait in the backlog until the
+  // seccomp filter is on (below).
+  if (auto s = server.listen(); !s.ok()) {
     log->critical("cannot start: {}", crihook::sv(s.message()));
     return 1;
   }
@@ -282,7 +284,6 @@ int main(int argc, char** argv) {
                                    ? crihook::cat(o.tcp_host, ":", endpoint->port())
                                    : metrics_listen->path);
   }
-  readiness.set(true, "serving");
   // Hooks that keep records square them with the runtime (cleanups owed for
   // sandboxes that went away while crihookd was down).
   (*hooks)->reconcileWithRuntime(config.backend_endpoint);
@@ -304,6 +305,8 @@ int main(int argc, char** argv) {
       confinement->spawner.keep_all_capabilities
           ? std::string("all")
           : crihook::confine::capabilityNames(confinement->spawner.capabilities));
+  server.serve();
+  readiness.set(true, "serving");
   crihook::notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
 
   int sig = 0;
