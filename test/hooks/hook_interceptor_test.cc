@@ -49,8 +49,9 @@ class StartWatcher : public Hook {
   std::string name_ = "watcher";
 };
 
-// A GPU-like hook: gives every container a device, a mount, an env var and
-// a cpuset, and refuses pods annotated "deny".
+// A GPU-like hook: gives every container a device, a mount, an env var,
+// a cpuset and every other resource an adjustment can hold (but CPU shares),
+// and refuses pods annotated "deny".
 class DeviceHook : public Hook {
  public:
   explicit DeviceHook(bool inline_) : inline_(inline_) {}
@@ -72,6 +73,14 @@ class DeviceHook : public Hook {
     a.devices = {{"/dev/nvidia0", "/dev/nvidia0", "rw"}};
     a.mounts = {{"/usr/local/nvidia", "/opt/nvidia", true, 0}};
     a.cpuset_cpus = "8-15";
+    a.cpuset_mems = "1";
+    a.cpu_quota = -1;
+    a.cpu_period = 50000;
+    a.memory_limit_bytes = int64_t{8} << 30;
+    a.memory_swap_limit_bytes = int64_t{16} << 30;
+    a.oom_score_adj = -500;
+    a.hugepage_limits = {{"2MB", uint64_t{1} << 30}};
+    a.unified = {{"memory.high", "6G"}};
     return HookDecision::proceed(a);
   }
 
@@ -189,7 +198,70 @@ TEST_P(HookInterceptorTest, AHugeEchoedIdGetsAPromptBoundedOneLineRejection) {
   EXPECT_EQ(s.error_message().find('\n'), std::string::npos);
 }
 
-TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {
+// What kubelet's CPU and memory managers send on UpdateContainerResources:
+// values of their own for every field the hook decided, and some it did not.
+v1::UpdateContainerResourcesRequest kubeletUpdate() {
+  v1::UpdateContainerResourcesRequest update;
+  update.set_container_id("ctr-1");
+  auto* r = update.mutable_linux();
+  r->set_cpuset_cpus("0-63");
+  r->set_cpuset_mems("0-1");
+  r->set_cpu_shares(512);
+  r->set_cpu_quota(200000);
+  r->set_cpu_period(100000);
+  r->set_memory_limit_in_bytes(int64_t{4} << 30);
+  r->set_memory_swap_limit_in_bytes(int64_t{4} << 30);
+  r->set_oom_score_adj(900);
+  for (const char* size : {"2MB", "1GB"}) {
+    auto* h = r->add_hugepage_limits();
+    h->set_page_size(size);
+    h->set_limit(0);
+  }
+  (*r->mutable_unified())["memory.high"] = "max";
+  (*r->mutable_unified())["pids.max"] = "4096";
+  return update;
+}
+
+// Every resource the hook decided at CreateContainer, as the runtime must get
+// it again on each of kubelet's updates; kubelet's own values for the rest.
+void expectTheHooksResources(const v1::LinuxContainerResources& r) {
+  EXPECT_EQ(r.cpuset_cpus(), "8-15");
+  EXPECT_EQ(r.cpuset_mems(), "1");
+  EXPECT_EQ(r.cpu_quota(), -1);
+  EXPECT_EQ(r.cpu_period(), 50000);
+  EXPECT_EQ(r.memory_limit_in_bytes(), int64_t{8} << 30);
+  EXPECT_EQ(r.memory_swap_limit_in_bytes(), int64_t{16} << 30);
+  EXPECT_EQ(r.oom_score_adj(), -500);
+  std::map<std::string, uint64_t> pages;
+  for (const auto& h : r.hugepage_limits()) pages[h.page_size()] = h.limit();
+  EXPECT_EQ(pages, (std::map<std::string, uint64_t>{{"1GB", 0}, {"2MB", uint64_t{1} << 30}}));
+  EXPECT_EQ(r.unified_size(), 2);
+  EXPECT_EQ(r.unified().at("memory.high"), "6G");
+  // Fields the hook has no opinion on stay kubelet's.
+  EXPECT_EQ(r.unified().at("pids.max"), "4096");
+  EXPECT_EQ(r.cpu_shares(), 512);
+}
+
+TEST_P(HookInterceptorTest, KubeletsResourceUpdatesKeepEveryResourceTheHooksDecided) {
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  {
+    grpc::ClientContext ctx;
+    v1::CreateContainerResponse resp;
+    ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  }
+  // Twice: the second update finds what the first stored, not kubelet's values.
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(cat("update ", i));
+    grpc::ClientContext ctx;
+    v1::UpdateContainerResourcesResponse resp;
+    ASSERT_TRUE(stub->UpdateContainerResources(&ctx, kubeletUpdate(), &resp).ok());
+    v1::UpdateContainerResourcesRequest seen;
+    ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
+    expectTheHooksResources(seen.linux());
+  }
+}
+
+TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksResourcesAcrossARestart) {
   auto stub = v1::RuntimeService::NewStub(proxyChannel());
   {
     grpc::ClientContext ctx;
@@ -206,17 +278,12 @@ TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksCpuset) {
   EXPECT_EQ(reread.container("ctr-1")->resources().cpuset_cpus(), "8-15");
   HookInterceptor restarted(chains_, reread, logger("hook"));
   startProxy(&restarted);
-  v1::UpdateContainerResourcesRequest update;  // what kubelet's CPU manager sends
-  update.set_container_id("ctr-1");
-  update.mutable_linux()->set_cpuset_cpus("0-63");
-  update.mutable_linux()->set_cpu_shares(512);
   grpc::ClientContext ctx;
   v1::UpdateContainerResourcesResponse resp;
-  ASSERT_TRUE(stub->UpdateContainerResources(&ctx, update, &resp).ok());
+  ASSERT_TRUE(stub->UpdateContainerResources(&ctx, kubeletUpdate(), &resp).ok());
   v1::UpdateContainerResourcesRequest seen;
   ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
-  EXPECT_EQ(seen.linux().cpuset_cpus(), "8-15");
-  EXPECT_EQ(seen.linux().cpu_shares(), 512);
+  expectTheHooksResources(seen.linux());
   stopProxy();
 }
 

@@ -14,6 +14,12 @@
 #     OUTDIR/intel-rdma   an Intel E810 RoCE NIC (irdma, not mlx5_N), a Mellanox
 #                         mlx5_1, and an AMD GPU whose numa_node is -1 as is its
 #                         bridge's, 2 NUMA nodes
+#     OUTDIR/snc          sub-NUMA clustering: 2 sockets x 2 NUMA nodes each
+#                         (node 1 is socket 0's second, node 2 socket 1's first),
+#                         2 GPUs and 2 Mellanox NICs each on a node of its own:
+#                         GPU 0 on node 1, mlx5_0 on node 0 (socket 0), GPU 1
+#                         on node 2, mlx5_1 on node 3 (socket 1); no device's
+#                         node number is its socket's
 set -euo pipefail
 out=${1:?usage: make-fixtures.sh OUTDIR}
 rm -rf "$out"
@@ -22,37 +28,43 @@ mkdir -p "$out"
 rel() { realpath -m --relative-to="$(dirname "$2")" "$1"; }
 link() { mkdir -p "$(dirname "$2")"; ln -sfn "$(rel "$1" "$2")" "$2"; }
 
-# cpus ROOT SOCKETS CORES_PER_SOCKET THREADS NODES: CPU n is core (n % total
-# cores), thread n / total cores (Linux's usual numbering); node = socket.
+# cpus ROOT SOCKETS CORES_PER_SOCKET THREADS [NODES_PER_SOCKET]: CPU n is
+# core (n % total cores), thread n / total cores (Linux's usual numbering);
+# a socket's cores are split evenly among its NUMA nodes (1 by default: node =
+# socket; more is sub-NUMA clustering, node = socket * NODES_PER_SOCKET + the
+# core's part). Distances: 10 to itself, 12 within the socket, 21 across.
 cpus() {
-  local root=$1 sockets=$2 cores=$3 threads=$4
-  local total=$(($2 * $3)) n=$(($2 * $3 * $4)) c s core t
+  local root=$1 sockets=$2 cores=$3 threads=$4 per=${5:-1}
+  local total=$(($2 * $3)) n=$(($2 * $3 * $4)) c s core t node
+  local nodes=$((sockets * per)) span=$((cores / per))
   local sys=$1/sys/devices/system
   mkdir -p "$sys/cpu" "$sys/node"
   echo "0-$((n - 1))" >"$sys/cpu/online"
-  echo "0-$((sockets - 1))" >"$sys/node/online"
+  echo "0-$((nodes - 1))" >"$sys/node/online"
   for ((c = 0; c < n; c++)); do
-    core=$((c % total)); t=$((c / total)); s=$((core / cores))
+    core=$((c % total)); t=$((c / total)); s=$((core / cores)); node=$((core / span))
     mkdir -p "$sys/cpu/cpu$c/topology"
     echo "$s" >"$sys/cpu/cpu$c/topology/physical_package_id"
     echo "$((core % cores))" >"$sys/cpu/cpu$c/topology/core_id"
     local sib=""
     for ((t2 = 0; t2 < threads; t2++)); do sib+="${sib:+,}$((core + t2 * total))"; done
     echo "$sib" >"$sys/cpu/cpu$c/topology/thread_siblings_list"
-    link "$sys/node/node$s" "$sys/cpu/cpu$c/node$s"
+    link "$sys/node/node$node" "$sys/cpu/cpu$c/node$node"
   done
-  for ((s = 0; s < sockets; s++)); do
+  for ((node = 0; node < nodes; node++)); do
     local list=""
     for ((t = 0; t < threads; t++)); do
-      list+="${list:+,}$((s * cores + t * total))-$((s * cores + t * total + cores - 1))"
+      list+="${list:+,}$((node * span + t * total))-$((node * span + t * total + span - 1))"
     done
-    mkdir -p "$sys/node/node$s"
-    echo "$list" >"$sys/node/node$s/cpulist"
-    printf 'Node %d MemTotal:       %d kB\nNode %d MemFree:        1024 kB\n' "$s" $((256 * 1024 * 1024)) "$s" \
-      >"$sys/node/node$s/meminfo"
+    mkdir -p "$sys/node/node$node"
+    echo "$list" >"$sys/node/node$node/cpulist"
+    printf 'Node %d MemTotal:       %d kB\nNode %d MemFree:        1024 kB\n' "$node" $((256 * 1024 * 1024 / per)) "$node" \
+      >"$sys/node/node$node/meminfo"
     local d=""
-    for ((o = 0; o < sockets; o++)); do d+="${d:+ }$([[ $o == "$s" ]] && echo 10 || echo 21)"; done
-    echo "$d" >"$sys/node/node$s/distance"
+    for ((o = 0; o < nodes; o++)); do
+      d+="${d:+ }$( ((o == node)) && echo 10 || { ((o / per == node / per)) && echo 12 || echo 21; })"
+    done
+    echo "$d" >"$sys/node/node$node/distance"
   done
 }
 
@@ -199,3 +211,20 @@ pci "$r" pci0000:80/0000:80:01.0/0000:83:00.0 0x1002 0x740f 0x030200 -1 amdgpu
 # A ConnectX-6 named mlx5_1 (mlx5_0 gone: renamed or removed) on socket 1.
 bridge "$r" pci0000:c0/0000:c0:01.0 1
 mlx_nic "$r" pci0000:c0/0000:c0:01.0/0000:c1:00.0 1 mlx5_1 1 ibp193s0
+
+# --- (4) snc: 2 sockets x 8 cores x 2 threads, 2 NUMA nodes per socket --------
+# Node 0: CPUs 0-3,16-19; node 1: 4-7,20-23 (socket 0); node 2: 8-11,24-27;
+# node 3: 12-15,28-31 (socket 1). Each GPU and NIC on a root port of its own.
+r=$out/snc
+cpus "$r" 2 8 2 2
+mkdir -p "$r/proc/driver/nvidia"
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024" \
+  >"$r/proc/driver/nvidia/version"
+bridge "$r" pci0000:17/0000:17:01.0 1
+nvidia_gpu "$r" pci0000:17/0000:17:01.0/0000:18:00.0 1 0 GPU-5c000000-1111-2222-3333-444444444444
+bridge "$r" pci0000:30/0000:30:01.0 0
+mlx_nic "$r" pci0000:30/0000:30:01.0/0000:31:00.0 0 mlx5_0 0 ibp49s0
+bridge "$r" pci0000:97/0000:97:01.0 2
+nvidia_gpu "$r" pci0000:97/0000:97:01.0/0000:98:00.0 2 1 GPU-5c000001-1111-2222-3333-444444444444
+bridge "$r" pci0000:b0/0000:b0:01.0 3
+mlx_nic "$r" pci0000:b0/0000:b0:01.0/0000:b1:00.0 3 mlx5_1 1 ibp177s0

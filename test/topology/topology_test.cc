@@ -1,7 +1,8 @@
 // Topology discovery, report and placement on fixture trees built by
 // make-fixtures.sh (a DGX-shaped server with a BMC's VGA controller and a GPU
 // whose numa_node is -1, a workstation, a machine with an Intel RDMA NIC, a
-// Mellanox one and a GPU that no bridge places), on broken trees, and on this
+// Mellanox one and a GPU that no bridge places, a sub-NUMA-clustered server
+// whose node numbers are never its sockets'), on broken trees, and on this
 // machine's own /sys.
 
 #include "topology.h"
@@ -205,6 +206,80 @@ void expectEveryDeviceHasAMinor(const nlohmann::json& device) {
   }
 }
 
+// Sub-NUMA clustering: two NUMA nodes per socket, so a device's NUMA node and
+// its socket are different numbers (on the other fixtures node = socket, and
+// code that confuses them passes there). Each device is on the node its
+// numa_node says; its socket is that node's.
+TEST_F(Fixtures, SncDevicesAreOnTheirNumaNodeWhichIsNotTheirSocketsNumber) {
+  const topo::Snapshot s = load("snc");
+  EXPECT_THAT(s.warnings, ElementsAre(nvmlUnknown(2)));
+  ASSERT_EQ(s.cpus.size(), 32u);
+  ASSERT_EQ(s.nodes.size(), 4u);
+  const char* cpus[4] = {"0-3,16-19", "4-7,20-23", "8-11,24-27", "12-15,28-31"};
+  for (int n = 0; n < 4; ++n) {
+    const topo::NumaNode& node = s.nodes[static_cast<size_t>(n)];
+    EXPECT_EQ(node.id, n);
+    EXPECT_EQ(topo::formatCpuList(node.cpus), cpus[n]);
+    EXPECT_EQ(node.socket, n / 2) << "node " << n;
+    EXPECT_EQ(s.socketOfNode(n), n / 2);
+  }
+  EXPECT_THAT(s.nodes[1].distances, ElementsAre(12, 10, 21, 21));
+  EXPECT_EQ(s.cpu(5)->node, 1);
+  EXPECT_EQ(s.cpu(5)->socket, 0);
+  EXPECT_EQ(s.cpu(25)->node, 2);
+  EXPECT_EQ(s.cpu(25)->socket, 1);
+  EXPECT_THAT(s.cpu(25)->siblings, ElementsAre(9, 25));
+
+  // address -> (NUMA node, socket): no device's node number is its socket's.
+  const std::map<std::string, std::pair<int, int>> expect = {
+      {"0000:18:00.0", {1, 0}},  // GPU 0
+      {"0000:31:00.0", {0, 0}},  // mlx5_0
+      {"0000:98:00.0", {2, 1}},  // GPU 1
+      {"0000:b1:00.0", {3, 1}},  // mlx5_1
+  };
+  ASSERT_EQ(s.gpus.size(), 2u);
+  ASSERT_EQ(s.rdma.size(), 2u);
+  std::map<std::string, std::pair<int, int>> seen;
+  for (const topo::Gpu& g : s.gpus) seen[g.address] = {g.where.numa_node, g.where.socket};
+  for (const topo::RdmaDevice& x : s.rdma) seen[x.address] = {x.where.numa_node, x.where.socket};
+  EXPECT_EQ(seen, expect);
+  EXPECT_EQ(s.gpus[0].minor, 0);
+  EXPECT_EQ(s.rdma[1].name, "mlx5_1");
+
+  // The Device report says the same: nodeID is the node, socketID its socket.
+  const nlohmann::json d = topo::deviceObject(s, {"snc-0"});
+  std::map<std::string, std::pair<int, int>> reported;
+  for (const auto& dev : d["spec"]["devices"]) {
+    reported[dev["topology"]["busID"]] = {dev["topology"]["nodeID"], dev["topology"]["socketID"]};
+  }
+  EXPECT_EQ(reported, expect) << d.dump();
+
+  // The tree nests each node under its own socket.
+  const std::string t = topo::tree(s);
+  EXPECT_THAT(t, HasSubstr("socket 0\n  NUMA node 0: CPUs 0-3,16-19, 128 GiB\n    root port "
+                           "0000:30:01.0\n      RDMA mlx5_0 0000:31:00.0"));
+  EXPECT_THAT(t, HasSubstr("  NUMA node 1: CPUs 4-7,20-23, 128 GiB\n    root port 0000:17:01.0\n"
+                           "      GPU 0000:18:00.0"));
+  EXPECT_THAT(t, HasSubstr("socket 1\n  NUMA node 2: CPUs 8-11,24-27, 128 GiB\n    root port "
+                           "0000:97:01.0\n      GPU 0000:98:00.0"));
+
+  // Placement: GPU 0 and mlx5_0 share socket 0 but no NUMA node; GPU 0 and
+  // node 1's CPUs share node 1; node 0's CPUs with it only the socket.
+  auto gpu0_nic0 = topo::sharedScope(s, {{"0000:18:00.0"}, {"0000:31:00.0"}, {}},
+                                     topo::PcieScope::kRootComplex);
+  ASSERT_TRUE(gpu0_nic0.ok());
+  EXPECT_EQ(gpu0_nic0->scope, topo::Scope::kSameSocket);
+  EXPECT_EQ(gpu0_nic0->why, "GPU 0000:18:00.0, RDMA 0000:31:00.0 share socket 0");
+  auto near = topo::sharedScope(s, {{"0000:18:00.0"}, {}, {4, 5, 20}},
+                                topo::PcieScope::kRootComplex);
+  ASSERT_TRUE(near.ok());
+  EXPECT_EQ(near->scope, topo::Scope::kSameNumaNode);
+  EXPECT_EQ(near->why, "GPU 0000:18:00.0 and CPUs 4-5,20 share NUMA node 1");
+  auto far = topo::sharedScope(s, {{"0000:18:00.0"}, {}, {0, 1}}, topo::PcieScope::kRootComplex);
+  ASSERT_TRUE(far.ok());
+  EXPECT_EQ(far->scope, topo::Scope::kSameSocket);
+}
+
 TEST_F(Fixtures, DeviceObjectAsKoordletWritesIt) {
   const topo::Snapshot s = load("dgx");
   nlohmann::json d = topo::deviceObject(s, {"dgx-1"});  // pcieID: the root complex
@@ -406,7 +481,7 @@ TEST_F(Fixtures, SharedScopes) {
 // have the same pcieID exactly when sharedScope says SamePCIe, in either
 // meaning, on every fixture.
 TEST_F(Fixtures, ReportAndScopeCheckAgreeOnSamePcie) {
-  for (const char* name : {"dgx", "workstation", "intel-rdma"}) {
+  for (const char* name : {"dgx", "workstation", "intel-rdma", "snc"}) {
     const topo::Snapshot s = load(name);
     for (topo::PcieScope pcie : {topo::PcieScope::kRootComplex, topo::PcieScope::kSwitch}) {
       SCOPED_TRACE(cat(name, " ", topo::pcieScopeName(pcie)));

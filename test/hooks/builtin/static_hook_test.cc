@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "registry.h"
 
 namespace crihook::testing {
@@ -59,6 +61,31 @@ TEST(StaticHookTest, SetsItsAdjustmentOnMatchingContainersOnly) {
   EXPECT_EQ(d.adjustment.env[0].name, "B");  // the order written
   EXPECT_EQ(d.adjustment.mounts[0].host_path, "/srv/data");
   EXPECT_EQ(d.adjustment.devices[0].permissions, "rw");
+}
+
+// Every selector must match, by key and value: a label or annotation that is
+// missing or has another value leaves the pod out.
+TEST(StaticHookTest, PodLabelsAndAnnotationsMustMatchByKeyAndValue) {
+  auto h = make("static", R"({
+    "pod_labels": {"team": "ml"}, "pod_annotations": {"crihook.io/models": "on"},
+    "adjustment": {"env": [{"key": "HF_HOME", "value": "/models"}]}})");
+  ASSERT_TRUE(h.ok()) << h.status();
+  Hook& hook = **h;
+  auto pod = [](std::map<std::string, std::string> labels,
+                std::map<std::string, std::string> annotations) {
+    HookInput in = podInput("ml", "trainer");
+    auto p = std::make_shared<hv1::PodRecord>(*in.pod);
+    p->mutable_config()->clear_labels();
+    for (const auto& [k, v] : labels) (*p->mutable_config()->mutable_labels())[k] = v;
+    for (const auto& [k, v] : annotations) (*p->mutable_config()->mutable_annotations())[k] = v;
+    in.pod = p;
+    return in;
+  };
+  EXPECT_TRUE(hook.appliesTo(pod({{"team", "ml"}, {"tier", "gold"}}, {{"crihook.io/models", "on"}})));
+  EXPECT_FALSE(hook.appliesTo(pod({{"team", "web"}}, {{"crihook.io/models", "on"}})));
+  EXPECT_FALSE(hook.appliesTo(pod({}, {{"crihook.io/models", "on"}})));
+  EXPECT_FALSE(hook.appliesTo(pod({{"team", "ml"}}, {{"crihook.io/models", "off"}})));
+  EXPECT_FALSE(hook.appliesTo(pod({{"team", "ml"}}, {})));
 }
 
 TEST(StaticHookTest, BadSettingsAreRefusedNamingTheSetting) {

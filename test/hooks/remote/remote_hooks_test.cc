@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -257,12 +258,21 @@ TEST_F(RemoteHooksTest, RegistrationFilesAddedEditedAndRemovedTakeEffectLive) {
   ASSERT_TRUE(create(createRequest()).ok());
   EXPECT_EQ(koordlet.calls, 1);
 
-  // A broken edit keeps the last good registration.
+  // A broken edit keeps the last good registration. Each reload reads the
+  // whole directory, so the one that shows a file written after the broken
+  // edit has read the broken file too: that is the event to wait for.
   std::ofstream(dir_.file("hookserver.d/k.json")) << "{\"remote-endpoint\": ";
-  std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(manager_->chains().get()->names(), std::vector<std::string>{"hookserver/k"});
+  registerServer("z.json", dir_.file("z.sock"), "Ignore");
+  auto has_z = [&] {
+    const auto names = manager_->chains().get()->names();
+    return std::find(names.begin(), names.end(), "hookserver/z") != names.end();
+  };
+  for (int i = 0; i < 300 && !has_z(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(manager_->chains().get()->names(),
+            (std::vector<std::string>{"hookserver/k", "hookserver/z"}));
 
   std::filesystem::remove(dir_.file("hookserver.d/k.json"));
+  std::filesystem::remove(dir_.file("hookserver.d/z.json"));
   ASSERT_TRUE(waitForChain(0));
 }
 

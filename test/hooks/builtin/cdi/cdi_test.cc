@@ -115,7 +115,7 @@ TEST_F(CdiTest, TheHookAppliesRequestedDevicesAndReportsOciHooks) {
   HookDecision d =
       hook->run(container({"vendor.com/gpu=0"}, {{"cdi.k8s.io/nic", "vendor.com/nic=a"}}));
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
-  EXPECT_EQ(d.adjustment.devices.size(), 3u);
+  ASSERT_EQ(d.adjustment.devices.size(), 3u);
   EXPECT_EQ(d.adjustment.devices[2].container_path, "/dev/vnic0");
   EXPECT_EQ(d.adjustment.annotations.at("crihook.io/cdi-unsupported"),
             "vendor.com/nic=a: hook createContainer /usr/bin/vendor-ctk");

@@ -99,7 +99,9 @@ TEST_F(DeviceHooksTest, GpuHookAddsTheAllocatedGpusAndTheControlNodesPresent) {
   EXPECT_THAT(hostPaths(d.adjustment),
               ElementsAre("/dev/nvidia0<-/nvidia0", "/dev/nvidia1<-/nvidia1",
                           "/dev/nvidiactl<-/nvidiactl", "/dev/nvidia-uvm<-/nvidia-uvm"));
-  EXPECT_EQ(d.adjustment.devices[0].permissions, "rw");
+  // Device nodes with cgroup permissions (read, write; no mknod), so access
+  // survives a systemctl daemon-reload.
+  for (const DeviceSpec& x : d.adjustment.devices) EXPECT_EQ(x.permissions, "rw") << x.container_path;
   ASSERT_EQ(d.adjustment.env.size(), 1u);
   EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NVIDIA_VISIBLE_DEVICES",
                                          "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd,"
@@ -237,6 +239,20 @@ TEST_F(DeviceHooksTest, RdmaHookAddsThePhysicalFunctionOrTheAllocatedVfs) {
   EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
                                                    "/dev/infiniband/uverbs6<-/infiniband/uverbs6"));
   EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_6"}));
+
+  // Several functions: each one's uverbs node with cgroup permissions, and
+  // NCCL_IB_HCA naming all of them, in allocation order.
+  d = rdma->run(allocated(
+      R"({"rdma":[{"minor":2,"id":"0000:9c:00.0"},)"
+      R"({"minor":0,"id":"0000:1c:00.0","extension":{"vfs":[{"busID":"0000:1c:00.3"},{"busID":"0000:1c:00.2"}]}}]})"));
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_THAT(hostPaths(d.adjustment), ElementsAre("/dev/infiniband/rdma_cm<-/infiniband/rdma_cm",
+                                                   "/dev/infiniband/uverbs2<-/infiniband/uverbs2",
+                                                   "/dev/infiniband/uverbs6<-/infiniband/uverbs6",
+                                                   "/dev/infiniband/uverbs5<-/infiniband/uverbs5"));
+  for (const DeviceSpec& x : d.adjustment.devices) EXPECT_EQ(x.permissions, "rw") << x.container_path;
+  ASSERT_EQ(d.adjustment.env.size(), 1u);
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_2,mlx5_6,mlx5_5"}));
 
   const std::string prefix =
       "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: ";
@@ -431,6 +447,74 @@ TEST_F(DeviceHooksTest, CpusetHookSetsCpusAndTheirNumaNodes) {
             "annotation scheduling.koordinator.sh/resource-status of pod ml/train-0: cpuset: "
             "CPU 64 is beyond this node's 64 CPUs");
   EXPECT_TRUE(cpuset->run(input({})).adjustment.empty());
+}
+
+// Sub-NUMA clustering (the snc fixture: two NUMA nodes per socket, GPU 0 on
+// node 1 and mlx5_0 on node 0 of socket 0, GPU 1 on node 2 of socket 1):
+// cpuset_mems is the NUMA node of the CPUs, the device's node for CPUs next to
+// it, never the socket's number (which is what the other fixtures' nodes
+// are); the topology check holds CPUs and devices to a node, not a socket.
+TEST_F(DeviceHooksTest, OnASubNumaClusteredNodeMemsAreTheNumaNodeNotTheSocket) {
+  auto snc = std::make_shared<const topology::Snapshot>(
+      topology::discover(topology::SysRoot(dir_->file("snc"))));
+  const topology::Gpu* gpu0 = snc->gpuByMinor(0);
+  const topology::Gpu* gpu1 = snc->gpuByMinor(1);
+  ASSERT_NE(gpu0, nullptr);
+  ASSERT_NE(gpu1, nullptr);
+  ASSERT_EQ(gpu0->where.numa_node, 1);
+  ASSERT_EQ(gpu0->where.socket, 0);
+  ASSERT_EQ(topology::formatCpuList(snc->nodes.at(1).cpus), "4-7,20-23");
+  auto cpuset = make("cpuset", "{}");
+  auto run = [&](const std::shared_ptr<Hook>& hook, std::map<std::string, std::string> annotations) {
+    HookInput in = input(std::move(annotations));
+    in.topology = snc;
+    return hook->run(in);
+  };
+  auto pinned = [&](const std::string& cpus) {
+    return run(cpuset, {{"scheduling.koordinator.sh/resource-status",
+                         R"({"cpuset":")" + cpus + "\"}"}});
+  };
+  // Pinned next to GPU 0: its node, 1 (its socket is 0).
+  HookDecision d = pinned("4-5,20-21");
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "4-5,20-21");
+  EXPECT_EQ(d.adjustment.cpuset_mems, std::to_string(gpu0->where.numa_node));
+  // Next to GPU 1: node 2 (socket 1).
+  EXPECT_EQ(pinned("8-9").adjustment.cpuset_mems, std::to_string(gpu1->where.numa_node));
+  // Across both nodes of socket 0; the last node of socket 1.
+  EXPECT_EQ(pinned("3-4").adjustment.cpuset_mems, "0-1");
+  EXPECT_EQ(pinned("12,28").adjustment.cpuset_mems, "3");
+  // A NUMA-only pod on node 1: that node's CPUs and memory.
+  d = run(cpuset, {{"scheduling.koordinator.sh/resource-status",
+                    R"({"numaNodeResources":[{"node":1,"resources":{"cpu":"2"}}]})"}});
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.cpuset_cpus, "4-7,20-23");
+  EXPECT_EQ(d.adjustment.cpuset_mems, "1");
+
+  // The topology check: GPU 0 and mlx5_0 share socket 0, not a NUMA node.
+  auto check = make("topology-check", "{}");
+  auto joint = [&](const std::string& scope, const std::string& alloc, const std::string& cpus) {
+    std::map<std::string, std::string> a = {
+        {"scheduling.koordinator.sh/device-joint-allocate",
+         R"({"deviceTypes":["gpu","rdma"],"requiredScope":")" + scope + "\"}"},
+        {"scheduling.koordinator.sh/device-allocated", alloc}};
+    if (!cpus.empty())
+      a["scheduling.koordinator.sh/resource-status"] = R"({"cpuset":")" + cpus + "\"}";
+    return run(check, std::move(a));
+  };
+  const std::string gpu0_nic0 = R"({"gpu":[{"minor":0}],"rdma":[{"minor":0,"id":"0000:31:00.0"}]})";
+  d = joint("SameNUMANode", gpu0_nic0, "");
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(d.adjustment.annotations.at("crihook.io/topology-violation"),
+            "asked for SameNUMANode but GPU 0000:18:00.0, RDMA 0000:31:00.0 share socket 0");
+  d = joint("SameSocket", gpu0_nic0, "");
+  EXPECT_TRUE(d.adjustment.empty()) << d.adjustment.annotations.begin()->second;
+  // CPUs on GPU 0's socket but not its node are off the devices' node.
+  const std::string gpu0_alone = R"({"gpu":[{"minor":0}]})";
+  d = joint("SameNUMANode", gpu0_alone, "0-1");
+  EXPECT_EQ(d.adjustment.annotations.at("crihook.io/topology-violation"),
+            "CPUs 0-1 are not on the devices' NUMA node 1");
+  EXPECT_TRUE(joint("SameNUMANode", gpu0_alone, "4-5").adjustment.empty());
 }
 
 // 60,000 nested `[` once crashed crihookd in the message helper's dump().

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "builtin/lifecycle/actions.h"
@@ -337,6 +338,39 @@ class LifecycleTest : public ::testing::Test {
   void failNext(const std::string& what, int times) {
     std::ofstream(dir_.file("fail-" + what)) << times;
   }
+  // The phase a sandbox's record holds on disk ("ready", "cleanup-pending",
+  // "cleaned", ...); "gone" when there is no record. Only a cleanup-pending
+  // record is ever cleaned up by the retry thread: a record in any other
+  // phase proves no cleanup of it is under way or scheduled.
+  std::string phaseOf(const Sandbox& s) const {
+    const std::string file = dir_.file(cat("state/devices/", s.run.config().metadata().uid(), "_",
+                                           s.run.config().metadata().attempt(), ".json"));
+    if (!std::filesystem::exists(file)) return "gone";
+    return nlohmann::json::parse(readFile(file)).at("phase").get<std::string>();
+  }
+  // The log once every cleanup retry scheduled so far has run, without the
+  // probe's lines. The probe is a sandbox whose cleanup fails three times, so
+  // its last retry waits retry_max (50, 100, then 200 ms): the hook's one
+  // retry thread takes the earliest due first, so every retry scheduled
+  // before the probe (each at most retry_max away) runs before the probe's
+  // last one, which is the event waited for. Empty on timeout.
+  std::optional<std::vector<std::string>> logAfterPendingRetries(Hook& h) {
+    Sandbox probe = sandbox("probe-0", 0, R"({"gpu":[{"minor":7}]})");
+    if (runPre(h, probe).kind != HookDecision::Kind::kContinue) return std::nullopt;
+    runPost(h, probe);
+    failNext("cleanup-gpu-7", 3);
+    stopOrRemove(h, probe, LifecycleMethod::kRemovePodSandbox);
+    const std::string done = "cleanup gpu 7 GPU-00000007-aaaa-bbbb-cccc-dddddddddddd probe-0";
+    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+      std::vector<std::string> l = log();
+      if (std::find(l.begin(), l.end(), done) != l.end()) {
+        std::erase_if(l, [](const std::string& x) { return x.find("probe-0") != std::string::npos; });
+        return l;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::nullopt;
+  }
 
   TempDir dir_;
   static inline TempDir* fixtures_ = nullptr;
@@ -345,6 +379,13 @@ class LifecycleTest : public ::testing::Test {
 
 TEST_F(LifecycleTest, InitBeforeTheSandboxCleanupAfterItStopsEachOnce) {
   auto hook = make();
+  // Init before the runtime makes the sandbox; cleanup only after the runtime
+  // stopped or removed it (never while its containers may still run).
+  EXPECT_TRUE(hook->subscribes(LifecycleMethod::kRunPodSandbox, Phase::kPre));
+  for (LifecycleMethod m : {LifecycleMethod::kStopPodSandbox, LifecycleMethod::kRemovePodSandbox}) {
+    EXPECT_TRUE(hook->subscribes(m, Phase::kPost));
+    EXPECT_FALSE(hook->subscribes(m, Phase::kPre));
+  }
   Sandbox s = sandbox("train-0", 0, kTwoGpusAndAVf);
   HookDecision d = runPre(*hook, s);
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
@@ -499,8 +540,10 @@ TEST_F(LifecycleTest, AFailedCleanupIsRetriedWithBackoffUntilItSucceeds) {
   for (auto until = Clock::now() + std::chrono::seconds(5); records() && Clock::now() < until;)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(records(), 0u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(log().size(), 4u);
+  // Nothing is cleaned up again once it succeeded, and no retry is left.
+  EXPECT_THAT(logAfterPendingRetries(*hook),
+              ::testing::Optional(ElementsAre(gpu1 + " FAILED", cat("cleanup gpu 0 ", kGpu0, " train-0"),
+                                              gpu1 + " FAILED", gpu1)));
 }
 
 TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRuntime) {
@@ -542,8 +585,19 @@ TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRunti
           {running.id, "uid-running-0", "ml", "running-0", 0, /*ready=*/true},
       },
       std::chrono::system_clock::now());
-  ASSERT_TRUE(waitForLog(3));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The running one's record stays ready: no cleanup of it is owed or can run.
+  EXPECT_EQ(phaseOf(running), "ready");
+  // The owed ones are done when the removed ones' records are gone and the
+  // stopped one's says cleaned (kept until its Remove).
+  for (auto until = Clock::now() + std::chrono::seconds(10);
+       Clock::now() < until && (phaseOf(removed) != "gone" || phaseOf(unfinished) != "gone" ||
+                                phaseOf(stopped) != "cleaned");)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(phaseOf(removed), "gone");
+  EXPECT_EQ(phaseOf(unfinished), "gone");
+  EXPECT_EQ(phaseOf(stopped), "cleaned");
+  EXPECT_EQ(phaseOf(running), "ready");
+  // Each owed device once; the untouched GPU 4 of the unfinished init never.
   std::vector<std::string> l = log();
   std::sort(l.begin(), l.end());
   EXPECT_THAT(l, ElementsAre(cat("cleanup gpu 0 ", kGpu0, " gone-0"),
@@ -614,22 +668,32 @@ TEST_F(LifecycleTest, ReconcilingWhileRunningCleansUpOnlyWhatTheListCanSpeakFor)
   // A later hook refused this one's RunPodSandbox: no post stage, no sandbox.
   ASSERT_EQ(runPre(*hook, refused).kind, HookDecision::Kind::kContinue);
   const RuntimeSandbox live{running.id, "uid-running-0", "ml", "running-0", 0, true};
-  // A list asked for before the last changes says nothing about them.
+  // A list asked for before the last changes says nothing about them: reconcile
+  // decides at once, and every record is left as it was (none cleanup-pending,
+  // so none can be cleaned up).
   reconciler.reconcile({live}, std::chrono::system_clock::now() - std::chrono::seconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(log().size(), 3u);
+  EXPECT_EQ(phaseOf(running), "ready");
+  EXPECT_EQ(phaseOf(gone), "ready");
+  EXPECT_EQ(phaseOf(refused), "ready");
   // gone-0 was removed without crihookd seeing it; refused-0 is within its grace.
   clearLog();
   reconciler.reconcile({live}, std::chrono::system_clock::now());
-  ASSERT_TRUE(waitForLog(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(phaseOf(running), "ready");
+  EXPECT_EQ(phaseOf(refused), "ready");
+  for (auto until = Clock::now() + std::chrono::seconds(10);
+       phaseOf(gone) != "gone" && Clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(phaseOf(gone), "gone");
   EXPECT_THAT(log(), ElementsAre("cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd gone-0"));
-  // Past the grace, refused-0 is an orphan.
+  // Past the grace, refused-0 is an orphan (the grace is time that must pass).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   clearLog();
   reconciler.reconcile({live}, std::chrono::system_clock::now());
-  ASSERT_TRUE(waitForLog(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(phaseOf(running), "ready");
+  for (auto until = Clock::now() + std::chrono::seconds(10);
+       phaseOf(refused) != "gone" && Clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(phaseOf(refused), "gone");
   EXPECT_THAT(log(),
               ElementsAre("cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd refused-0"));
   EXPECT_EQ(records(), 1u);  // running-0's
