@@ -5,8 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-# As root the end-to-end suite must run, not skip.
-if [[ $(id -u) -eq 0 ]]; then export CRIHOOK_E2E_REQUIRED=1; fi
+# The end-to-end suite (test/e2e/) must run, not skip, wherever it can: on a
+# machine with what it needs (the list test/support/e2e_env.h checks: root,
+# containerd, runc, ctr, busybox), CRIHOOK_E2E_REQUIRED=1 makes a skip a
+# failure. Elsewhere it is not required (unless the caller set it), and we
+# say why.
+e2e_missing=""
+[[ $(id -u) -eq 0 ]] || e2e_missing+=" root"
+for c in containerd runc ctr busybox; do
+  command -v "$c" >/dev/null 2>&1 || e2e_missing+=" $c"
+done
+if [[ -z $e2e_missing ]]; then
+  export CRIHOOK_E2E_REQUIRED=1
+else
+  echo "crihook: the e2e suite is not required here: this machine lacks$e2e_missing"
+fi
 rc=0
 meson test -C build --num-processes 2 --print-errorlogs "$@" || rc=$?
 # --- fuzzing: CI's short pass (scripts/fuzz.sh, fuzz/) ---

@@ -4,7 +4,8 @@
 //
 // Needs root, containerd, runc and busybox-static (scripts/install-deps.sh
 // installs them). Without them the suite is skipped, unless
-// CRIHOOK_E2E_REQUIRED=1 (set by scripts/test.sh and CI), where it fails.
+// CRIHOOK_E2E_REQUIRED is truthy (set by scripts/test.sh when the machine
+// has them), where it fails.
 
 #include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -21,6 +22,7 @@
 
 #include "child_process.h"
 #include "cli.h"
+#include "e2e_env.h"
 #include "fake_cri_server.h"
 #include "koord_server.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
@@ -37,10 +39,6 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 constexpr const char* kImage = "docker.io/library/busybox:crihook";
-
-bool haveCommand(const std::string& name) {
-  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
-}
 
 std::string run(const std::string& cmd) {
   std::string out;
@@ -112,16 +110,10 @@ Env* env = nullptr;
 class ContainerdE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const bool required = std::getenv("CRIHOOK_E2E_REQUIRED") &&
-                          std::string(std::getenv("CRIHOOK_E2E_REQUIRED")) == "1";
-    std::string missing;
-    if (::geteuid() != 0) missing += " root";
-    for (const char* c : {"containerd", "runc", "ctr", "busybox"}) {
-      if (!haveCommand(c)) missing += std::string(" ") + c;
-    }
+    const std::string missing = e2eMissing();  // e2e_env.h
     if (!missing.empty()) {
       skip_reason_ = "needs" + missing;
-      if (required) fatal_ = "CRIHOOK_E2E_REQUIRED=1 but this machine lacks:" + missing;
+      if (e2eRequired()) fatal_ = "CRIHOOK_E2E_REQUIRED is set but this machine lacks:" + missing;
       return;
     }
     env = new Env;
