@@ -102,6 +102,7 @@ struct Env {
   std::unique_ptr<RefusingHookServer> refuser_service;
   std::unique_ptr<grpc::Server> refuser;
   pid_t containerd = -1;
+  std::unique_ptr<ChildProcess> containerd_guard;  // containerd-private.sh's
   std::unique_ptr<ChildProcess> crihookd;
   std::shared_ptr<grpc::Channel> direct, proxied;
 };
@@ -122,8 +123,10 @@ class ContainerdE2E : public ::testing::Test {
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
     try {
       run(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage + " 2>&1");
-      env->containerd = std::stoi(run(scripts + "containerd-private.sh " + env->dir + "/ctd " +
-                                      kImage + " " + env->dir + "/busybox.tar"));
+      // Guarded: containerd and its shims die with the test (child_process.h).
+      env->containerd = startGuardedDaemon(
+          env->containerd_guard, scripts + "containerd-private.sh",
+          {env->dir + "/ctd", kImage, env->dir + "/busybox.tar"}, env->dir + "/ctd-start.log", 120s);
     } catch (const std::exception& e) {
       fatal_ = e.what();
       return;
@@ -184,6 +187,7 @@ class ContainerdE2E : public ::testing::Test {
       for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i)
         std::this_thread::sleep_for(10ms);
     }
+    env->containerd_guard.reset();  // kills what containerd left (shims)
     std::error_code ec;
     std::filesystem::remove_all(env->dir, ec);
     delete env;

@@ -165,6 +165,7 @@ class Soak : public ::testing::Test {
       crihookd_->wait(10s);
     }
     stopContainerd();
+    containerd_guards_.clear();  // kills what the containerds left (shims)
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -172,8 +173,14 @@ class Soak : public ::testing::Test {
   std::string ctdSocket() const { return dir_ + "/ctd/containerd.sock"; }
 
   void startContainerd() {
-    containerd_ = std::stoi(run(
-        cat(kScripts, "containerd-private.sh ", dir_, "/ctd ", kImage, " ", dir_, "/busybox.tar")));
+    // Under a guard of its own (child_process.h): the containerd and its
+    // shims die with the test, even a killed one. A stopped containerd's
+    // guard stays until the end: the shims it left serve the next one.
+    containerd_guards_.emplace_back();
+    containerd_ = startGuardedDaemon(
+        containerd_guards_.back(), kScripts + "containerd-private.sh",
+        {dir_ + "/ctd", kImage, dir_ + "/busybox.tar"},
+        cat(dir_, "/containerd-start-", containerd_guards_.size(), ".log"), 120s);
   }
   void stopContainerd() {
     if (containerd_ <= 0) return;
@@ -417,6 +424,7 @@ class Soak : public ::testing::Test {
   static inline const std::string kScripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
   std::string dir_;
   pid_t containerd_ = -1;
+  std::vector<std::unique_ptr<ChildProcess>> containerd_guards_;
   std::unique_ptr<ChildProcess> crihookd_;
   std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int> steps_{0}, retries_{0};
