@@ -17,6 +17,7 @@ for c in containerd runc ctr busybox; do
 done
 if [[ -z $e2e_missing ]]; then
   export CRIHOOK_E2E_REQUIRED=1
+  echo "crihook: the e2e suite is required here (root, containerd, runc, ctr, busybox present)"
 else
   echo "crihook: the e2e suite is not required here: this machine lacks$e2e_missing"
 fi
