@@ -4,7 +4,8 @@
 //
 // Needs root, containerd, runc and busybox-static (scripts/install-deps.sh
 // installs them). Without them the suite is skipped, unless
-// CRIHOOK_E2E_REQUIRED=1 (set by scripts/test.sh and CI), where it fails.
+// CRIHOOK_E2E_REQUIRED is truthy (set by scripts/test.sh when the machine
+// has them), where it fails.
 
 #include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -21,6 +22,7 @@
 
 #include "child_process.h"
 #include "cli.h"
+#include "e2e_env.h"
 #include "fake_cri_server.h"
 #include "koord_server.h"
 #include "koordinator_runtime_v1alpha1.grpc.pb.h"
@@ -37,10 +39,6 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 constexpr const char* kImage = "docker.io/library/busybox:crihook";
-
-bool haveCommand(const std::string& name) {
-  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
-}
 
 std::string run(const std::string& cmd) {
   std::string out;
@@ -104,6 +102,7 @@ struct Env {
   std::unique_ptr<RefusingHookServer> refuser_service;
   std::unique_ptr<grpc::Server> refuser;
   pid_t containerd = -1;
+  std::unique_ptr<ChildProcess> containerd_guard;  // containerd-private.sh's
   std::unique_ptr<ChildProcess> crihookd;
   std::shared_ptr<grpc::Channel> direct, proxied;
 };
@@ -112,16 +111,10 @@ Env* env = nullptr;
 class ContainerdE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const bool required = std::getenv("CRIHOOK_E2E_REQUIRED") &&
-                          std::string(std::getenv("CRIHOOK_E2E_REQUIRED")) == "1";
-    std::string missing;
-    if (::geteuid() != 0) missing += " root";
-    for (const char* c : {"containerd", "runc", "ctr", "busybox"}) {
-      if (!haveCommand(c)) missing += std::string(" ") + c;
-    }
+    const std::string missing = e2eMissing();  // e2e_env.h
     if (!missing.empty()) {
       skip_reason_ = "needs" + missing;
-      if (required) fatal_ = "CRIHOOK_E2E_REQUIRED=1 but this machine lacks:" + missing;
+      if (e2eRequired()) fatal_ = "CRIHOOK_E2E_REQUIRED is set but this machine lacks:" + missing;
       return;
     }
     env = new Env;
@@ -130,8 +123,10 @@ class ContainerdE2E : public ::testing::Test {
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
     try {
       run(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage + " 2>&1");
-      env->containerd = std::stoi(run(scripts + "containerd-private.sh " + env->dir + "/ctd " +
-                                      kImage + " " + env->dir + "/busybox.tar"));
+      // Guarded: containerd and its shims die with the test (child_process.h).
+      env->containerd = startGuardedDaemon(
+          env->containerd_guard, scripts + "containerd-private.sh",
+          {env->dir + "/ctd", kImage, env->dir + "/busybox.tar"}, env->dir + "/ctd-start.log", 120s);
     } catch (const std::exception& e) {
       fatal_ = e.what();
       return;
@@ -192,6 +187,7 @@ class ContainerdE2E : public ::testing::Test {
       for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i)
         std::this_thread::sleep_for(10ms);
     }
+    env->containerd_guard.reset();  // kills what containerd left (shims)
     std::error_code ec;
     std::filesystem::remove_all(env->dir, ec);
     delete env;

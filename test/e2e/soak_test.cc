@@ -7,7 +7,8 @@
 // a quiescent point after warm-up and the end.
 //
 // Needs root, containerd, runc and busybox-static, as the containerd suite;
-// skipped without them unless CRIHOOK_E2E_REQUIRED=1.
+// skipped without them unless CRIHOOK_E2E_REQUIRED is truthy (1, true, yes,
+// on), where it fails.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "e2e_env.h"
 #include "fake_cri_server.h"
 #include "runtime_v1.grpc.pb.h"
 #include "text.h"
@@ -67,10 +69,6 @@ constexpr auto kStepBudget = 90s;
 constexpr int kFdSlack = 3;
 constexpr long kRssSlackKiB = 6 * 1024;
 
-bool haveCommand(const std::string& name) {
-  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
-}
-
 std::string run(const std::string& cmd) {
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -103,15 +101,9 @@ int openFds(pid_t pid) {
 class Soak : public ::testing::Test {
  protected:
   void SetUp() override {
-    const bool required = std::getenv("CRIHOOK_E2E_REQUIRED") &&
-                          std::string(std::getenv("CRIHOOK_E2E_REQUIRED")) == "1";
-    std::string missing;
-    if (::geteuid() != 0) missing += " root";
-    for (const char* c : {"containerd", "runc", "ctr", "busybox"}) {
-      if (!haveCommand(c)) missing += std::string(" ") + c;
-    }
+    const std::string missing = e2eMissing();
     if (!missing.empty()) {
-      if (required) FAIL() << "CRIHOOK_E2E_REQUIRED=1 but this machine lacks:" << missing;
+      if (e2eRequired()) FAIL() << "CRIHOOK_E2E_REQUIRED is set but this machine lacks:" << missing;
       GTEST_SKIP() << "needs" << missing;
     }
     char tmpl[] = "/tmp/crihook-soak-XXXXXX";
@@ -173,6 +165,7 @@ class Soak : public ::testing::Test {
       crihookd_->wait(10s);
     }
     stopContainerd();
+    containerd_guards_.clear();  // kills what the containerds left (shims)
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -180,8 +173,14 @@ class Soak : public ::testing::Test {
   std::string ctdSocket() const { return dir_ + "/ctd/containerd.sock"; }
 
   void startContainerd() {
-    containerd_ = std::stoi(run(
-        cat(kScripts, "containerd-private.sh ", dir_, "/ctd ", kImage, " ", dir_, "/busybox.tar")));
+    // Under a guard of its own (child_process.h): the containerd and its
+    // shims die with the test, even a killed one. A stopped containerd's
+    // guard stays until the end: the shims it left serve the next one.
+    containerd_guards_.emplace_back();
+    containerd_ = startGuardedDaemon(
+        containerd_guards_.back(), kScripts + "containerd-private.sh",
+        {dir_ + "/ctd", kImage, dir_ + "/busybox.tar"},
+        cat(dir_, "/containerd-start-", containerd_guards_.size(), ".log"), 120s);
   }
   void stopContainerd() {
     if (containerd_ <= 0) return;
@@ -425,6 +424,7 @@ class Soak : public ::testing::Test {
   static inline const std::string kScripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
   std::string dir_;
   pid_t containerd_ = -1;
+  std::vector<std::unique_ptr<ChildProcess>> containerd_guards_;
   std::unique_ptr<ChildProcess> crihookd_;
   std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int> steps_{0}, retries_{0};

@@ -1,0 +1,47 @@
+#pragma once
+
+// What the end-to-end tests (test/e2e/) need from the machine, and whether
+// they must run: one place for both suites and for scripts/test.sh's
+// decision (which checks the same list; keep them together).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+namespace crihook::testing {
+
+// True when CRIHOOK_E2E_REQUIRED holds a truthy value: 1, true, yes or on,
+// in any case, surrounding blanks ignored. Anything else (unset, empty, 0,
+// false, a typo) is false: a suite then skips when the machine lacks what it
+// needs, and says so.
+inline bool e2eRequired() {
+  const char* raw = std::getenv("CRIHOOK_E2E_REQUIRED");
+  if (raw == nullptr) return false;
+  std::string v(raw);
+  const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+  v.erase(v.begin(), std::find_if_not(v.begin(), v.end(), blank));
+  v.erase(std::find_if_not(v.rbegin(), v.rend(), blank).base(), v.end());
+  std::transform(v.begin(), v.end(), v.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return v == "1" || v == "true" || v == "yes" || v == "on";
+}
+
+// What this machine lacks for the end-to-end suites, each word preceded by
+// a space (" root containerd"), or "" when it has everything: root (a
+// private containerd, mknod, runc), and the containerd, runc, ctr and busybox
+// (busybox-static: the image) commands on PATH. scripts/test.sh checks the
+// same list before it sets CRIHOOK_E2E_REQUIRED.
+inline std::string e2eMissing() {
+  std::string missing;
+  if (::geteuid() != 0) missing += " root";
+  for (const char* c : {"containerd", "runc", "ctr", "busybox"}) {
+    const std::string probe = std::string("command -v ") + c + " >/dev/null 2>&1";
+    if (std::system(probe.c_str()) != 0) missing += std::string(" ") + c;
+  }
+  return missing;
+}
+
+}  // namespace crihook::testing
