@@ -76,42 +76,6 @@ TEST_F(Fixtures, DgxCpusAndNumaNodes) {
   EXPECT_THAT(s.nodes[1].distances, ElementsAre(21, 10));
 }
 
-// Sub-NUMA clustering (two NUMA nodes per socket, as on SNC-enabled Xeons):
-// a CPU's node is the node whose cpulist holds it, never its socket, which
-// the one-node-per-socket fixtures cannot tell apart.
-TEST_F(Fixtures, SubNumaClusteringGivesTwoNodesPerSocket) {
-  TempDir copy;
-  std::filesystem::copy(
-      fixture("dgx"), copy.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
-  const std::string node = copy.path() + "/sys/devices/system/node/";
-  std::ofstream(node + "online") << "0-3\n";
-  const char* const cpulists[] = {"0-7,32-39", "8-15,40-47", "16-23,48-55", "24-31,56-63"};
-  for (int n = 0; n < 4; ++n) {
-    const std::string dir = cat(node, "node", n, "/");
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir + "cpulist") << cpulists[n] << "\n";
-    std::ofstream(dir + "meminfo") << "Node " << n << " MemTotal:       67108864 kB\n";
-    std::ofstream(dir + "distance") << (n / 2 == 0 ? "10 11 21 21" : "21 21 10 11") << "\n";
-  }
-  const topo::Snapshot s = topo::discover(topo::SysRoot(copy.path()));
-  ASSERT_EQ(s.nodes.size(), 4u);
-  struct Expect {
-    int cpu, socket, node;
-  };
-  for (const Expect& e : {Expect{0, 0, 0}, Expect{8, 0, 1}, Expect{40, 0, 1}, Expect{16, 1, 2},
-                          Expect{31, 1, 3}, Expect{63, 1, 3}}) {
-    const topo::Cpu* c = s.cpu(e.cpu);
-    ASSERT_NE(c, nullptr) << "cpu " << e.cpu;
-    EXPECT_EQ(c->socket, e.socket) << "cpu " << e.cpu;
-    EXPECT_EQ(c->node, e.node) << "cpu " << e.cpu;
-  }
-  EXPECT_THAT((std::vector<int>{s.nodes[0].socket, s.nodes[1].socket, s.nodes[2].socket,
-                                s.nodes[3].socket}),
-              ElementsAre(0, 0, 1, 1));
-  EXPECT_EQ(s.nodes[3].memory_bytes, uint64_t{64} << 30);
-}
-
 TEST_F(Fixtures, DgxGpusSitInPairsBehindFourSwitches) {
   const topo::Snapshot s = load("dgx");
   ASSERT_EQ(s.gpus.size(), 8u);
