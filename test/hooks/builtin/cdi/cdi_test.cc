@@ -110,6 +110,26 @@ TEST_F(CdiTest, SpecsResolveWithGlobalEditsAndTheLaterDirectoryWins) {
             absl::StatusCode::kNotFound);
 }
 
+// A spec's own containerEdits (beside its devices) apply with each of its
+// devices: env, device nodes and mounts alike.
+TEST_F(CdiTest, ASpecsGlobalDeviceNodesAndMountsComeWithEachDevice) {
+  std::filesystem::create_directories(dir_.file("global"));
+  std::ofstream(dir_.file("global/ctl.json")) << R"({
+    "cdiVersion": "0.6.0", "kind": "vendor.com/ctl",
+    "containerEdits": {
+      "env": ["CTL_DRIVER=1"],
+      "deviceNodes": [{"path": "/dev/vendorctl", "permissions": "rw"}],
+      "mounts": [{"hostPath": "/opt/ctl", "containerPath": "/usr/lib/ctl", "options": ["ro"]}]},
+    "devices": [{"name": "a", "containerEdits": {"env": ["CTL=a"]}}]})";
+  CdiRegistry r({dir_.file("global")});
+  auto a = r.resolve({"vendor.com/ctl=a"}, nullptr)[0];
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_THAT(a->adjustment.env, ElementsAre(EnvVar{"CTL", "a"}, EnvVar{"CTL_DRIVER", "1"}));
+  EXPECT_THAT(a->adjustment.devices,
+              ElementsAre(DeviceSpec{"/dev/vendorctl", "/dev/vendorctl", "rw"}));
+  EXPECT_THAT(a->adjustment.mounts, ElementsAre(MountSpec{"/usr/lib/ctl", "/opt/ctl", true, 0}));
+}
+
 TEST_F(CdiTest, TheHookAppliesRequestedDevicesAndReportsOciHooks) {
   auto hook = make();
   HookDecision d =
