@@ -3,6 +3,7 @@
 // crihookd runs waits in the backlog and is served by the next one.
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <gmock/gmock.h>
 #include <grpcpp/create_channel_posix.h>
 #include <gtest/gtest.h>
@@ -63,8 +64,13 @@ class ActivatedDaemon {
  public:
   ActivatedDaemon(int fd, const std::vector<std::string>& args, const std::string& log,
                   int pid_offset = 0) {
+    const pid_t test = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Dies with the test, even a test killed outright (forked from the
+      // test's main thread, which lives as long as the test).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != test) ::_exit(127);
       int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(out, 1);
       ::dup2(out, 2);
