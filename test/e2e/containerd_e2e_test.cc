@@ -40,18 +40,6 @@ using ::testing::HasSubstr;
 
 constexpr const char* kImage = "docker.io/library/busybox:crihook";
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int rc = ::pclose(p);
-  if (rc != 0) throw std::runtime_error(cmd + " failed (" + std::to_string(rc) + "): " + out);
-  return out;
-}
-
 // A Koordinator-protocol hook server, as koordlet is one: it refuses
 // containers of pods annotated crihook.test/reject.
 class RefusingHookServer final : public ::runtime::v1alpha1::RuntimeHookService::Service {
@@ -73,7 +61,7 @@ std::string writeHookConfig(const std::string& dir) {
   std::filesystem::create_directories(dir + "/hookserver.d");
   std::filesystem::create_directories(dir + "/dev");
   std::ofstream(dir + "/hostdata/hello") << "hello from the host\n";
-  run("mknod -m 0666 " + dir + "/dev/zero0 c 1 5");  // the major and minor of /dev/zero
+  runShellOrThrow("mknod -m 0666 " + dir + "/dev/zero0 c 1 5");  // the major and minor of /dev/zero
   std::ofstream(dir + "/hookserver.d/refuser.json")
       << R"({"remote-endpoint": ")" << dir << R"(/refuser.sock", "failure-policy": "Fail",
             "runtime-hooks": ["PreCreateContainer"]})";
@@ -122,11 +110,12 @@ class ContainerdE2E : public ::testing::Test {
     env->dir = ::mkdtemp(tmpl);
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
     try {
-      run(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage + " 2>&1");
+      runShellOrThrow(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage +
+                      " 2>&1");
       // Guarded: containerd and its shims die with the test (child_process.h).
-      env->containerd = startGuardedDaemon(
-          env->containerd_guard, scripts + "containerd-private.sh",
-          {env->dir + "/ctd", kImage, env->dir + "/busybox.tar"}, env->dir + "/ctd-start.log", 120s);
+      env->containerd = startGuardedDaemon(env->containerd_guard, scripts + "containerd-private.sh",
+                                           {env->dir + "/ctd", kImage, env->dir + "/busybox.tar"},
+                                           env->dir + "/ctd-start.log", 120s);
     } catch (const std::exception& e) {
       fatal_ = e.what();
       return;
@@ -387,9 +376,9 @@ TEST_F(ContainerdE2E, GrpcGoClientRunsAPodLifecycleThroughCrihookdWithEitherAuth
     const std::string name = "gocri-" + mode;
     std::string out;
     try {
-      out = run(std::string(GOCRI_BINARY) + " -endpoint " + env->dir + "/crihook.sock" +
-                " -authority-mode " + mode + " lifecycle -image " + kImage + " -pod " + name +
-                " -log-dir " + env->dir + "/logs/" + name + " 2>&1");
+      out = runShellOrThrow(std::string(GOCRI_BINARY) + " -endpoint " + env->dir + "/crihook.sock" +
+                            " -authority-mode " + mode + " lifecycle -image " + kImage + " -pod " +
+                            name + " -log-dir " + env->dir + "/logs/" + name + " 2>&1");
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
       continue;
@@ -431,8 +420,8 @@ TEST_F(ContainerdE2E, GrpcGoClientRunsAPodLifecycleThroughCrihookdWithEitherAuth
     for (const auto& p : pods.items()) EXPECT_NE(p.id(), pod);
     // The intercepted calls went through crihookd's hooks, naming the pod.
     const std::string log = readFile(env->dir + "/crihookd.log");
-    EXPECT_THAT(log, HasSubstr("RunPodSandbox api=v1 pod=default/" + name + " sandbox=" +
-                               pod.substr(0, 12)));
+    EXPECT_THAT(log, HasSubstr("RunPodSandbox api=v1 pod=default/" + name +
+                               " sandbox=" + pod.substr(0, 12)));
     EXPECT_THAT(log, HasSubstr("CreateContainer api=v1 pod=default/" + name));
   }
 }
@@ -627,11 +616,12 @@ class DeviceE2E {
   DeviceE2E() : dir_(env->dir + "/devices") {
     std::filesystem::create_directories(dir_ + "/dev/infiniband");
     std::filesystem::create_directories(dir_ + "/hookserver.d");
-    run("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ + "/fixtures");
+    runShellOrThrow("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ +
+                    "/fixtures");
     for (const char* n : {"nvidia0", "nvidia1", "infiniband/uverbs6"})
-      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
+      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
     for (const char* n : {"nvidiactl", "nvidia-uvm", "infiniband/rdma_cm"})
-      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
+      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
     std::ofstream(dir_ + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/actions.log\n";
     std::filesystem::permissions(dir_ + "/act.sh", std::filesystem::perms::owner_all);
     auto actions = [&](const char* type, const char* id) {
@@ -703,8 +693,8 @@ class DeviceE2E {
   // "cleaned"); "gone" without one. device-lifecycle cleans up only what a
   // cleanup-pending record owes.
   std::string phaseOf(const v1::PodSandboxConfig& pod) const {
-    const std::string file = cat(dir_, "/state/devices/", pod.metadata().uid(), "_",
-                                 pod.metadata().attempt(), ".json");
+    const std::string file =
+        cat(dir_, "/state/devices/", pod.metadata().uid(), "_", pod.metadata().attempt(), ".json");
     if (!std::filesystem::exists(file)) return "gone";
     return nlohmann::json::parse(readFile(file)).at("phase").get<std::string>();
   }
@@ -838,11 +828,11 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   for (int i = 0; i < 500 && devices.phaseOf(run_c.config()) != "gone"; ++i)
     std::this_thread::sleep_for(20ms);
   EXPECT_EQ(devices.phaseOf(run_c.config()), "gone") << devices.log();
-  EXPECT_THAT(devices.actions(),
-              ::testing::ElementsAre(
-                  init_a[0], init_a[1], init_a[2],
-                  "init gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd e2e-dev-c",
-                  "cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd e2e-dev-c"))
+  EXPECT_THAT(
+      devices.actions(),
+      ::testing::ElementsAre(init_a[0], init_a[1], init_a[2],
+                             "init gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd e2e-dev-c",
+                             "cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd e2e-dev-c"))
       << devices.log();
   // The restarted crihookd counted the cleanup it owed (its numbers start
   // at 0; the counter moves before the record goes).
@@ -990,11 +980,12 @@ class AllocationE2E {
     std::filesystem::create_directories(dir_ + "/hookserver.d");
     std::filesystem::create_directories(dir_ + "/hami/vgpulock");
     std::ofstream(dir_ + "/hami/libvgpu.so") << "";
-    run("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ + "/fixtures");
+    runShellOrThrow("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ +
+                    "/fixtures");
     for (const char* n : {"nvidia0", "nvidia1", "infiniband/uverbs5", "infiniband/uverbs6"})
-      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
+      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
     for (const char* n : {"nvidiactl", "nvidia-uvm", "infiniband/rdma_cm"})
-      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
+      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
     std::ofstream(dir_ + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/actions.log\n";
     std::filesystem::permissions(dir_ + "/act.sh", std::filesystem::perms::owner_all);
     std::string actions;
@@ -1202,9 +1193,9 @@ TEST_F(ContainerdE2E, KoordletAnswersWithEnvsCpusetAndAnnotationsReachTheContain
       << R"({"remote-endpoint": ")" << dir << R"(/koordlet.sock", "failure-policy": "Fail",
             "runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer", "PreRemoveRunPodSandbox"],
             "koordlet-version": "v1.6"})";
-  std::ofstream(dir + "/crihookd.toml") << "[hooks]\nstate_dir = \"" << dir
-                                        << "/state\"\nhookserver_dir = \"" << dir
-                                        << "/hookserver.d\"\n";
+  std::ofstream(dir + "/crihookd.toml")
+      << "[hooks]\nstate_dir = \"" << dir << "/state\"\nhookserver_dir = \"" << dir
+      << "/hookserver.d\"\n";
   ChildProcess crihookd(CRIHOOKD_BINARY,
                         std::vector<std::string>{"--config", dir + "/crihookd.toml", "--listen",
                                                  dir + "/crihook.sock", "--backend",
@@ -1219,8 +1210,10 @@ TEST_F(ContainerdE2E, KoordletAnswersWithEnvsCpusetAndAnnotationsReachTheContain
   ASSERT_TRUE(call(*stub, &RS::RunPodSandbox, run, &ran).ok()) << readFile(dir + "/crihookd.log");
   v1::CreateContainerRequest create = boxRequest(ran.pod_sandbox_id(), run.config(), "koordlet");
   (*create.mutable_config()->mutable_annotations())["from"] = "kubelet";
-  for (auto [k, v] : {std::pair{"KOORD_FIRST", "1"}, {"KOORD_CHANGED", "old"},
-                      {"KOORD_REMOVED", "x"}, {"KOORD_LAST", "z"}}) {
+  for (auto [k, v] : {std::pair{"KOORD_FIRST", "1"},
+                      {"KOORD_CHANGED", "old"},
+                      {"KOORD_REMOVED", "x"},
+                      {"KOORD_LAST", "z"}}) {
     auto* e = create.mutable_config()->add_envs();
     e->set_key(k);
     e->set_value(v);

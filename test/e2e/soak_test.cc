@@ -69,18 +69,6 @@ constexpr auto kStepBudget = 90s;
 constexpr int kFdSlack = 3;
 constexpr long kRssSlackKiB = 6 * 1024;
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int rc = ::pclose(p);
-  if (rc != 0) throw std::runtime_error(cmd + " failed (" + std::to_string(rc) + "): " + out);
-  return out;
-}
-
 long rssKiB(pid_t pid) {
   std::istringstream in(readFile(cat("/proc/", pid, "/status")));
   for (std::string line; std::getline(in, line);) {
@@ -108,15 +96,18 @@ class Soak : public ::testing::Test {
     }
     char tmpl[] = "/tmp/crihook-soak-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    run(cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kImage, " 2>&1"));
+    runShellOrThrow(
+        cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kImage, " 2>&1"));
     startContainerd();
     // The device tree: GPUs as /dev/zero's numbers, the DGX fixture topology,
     // and an action that appends its arguments to actions.log.
     std::filesystem::create_directories(dir_ + "/dev");
-    run(cat("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh ", dir_, "/fixtures"));
-    for (int i = 0; i < kClients; ++i) run(cat("mknod -m 0666 ", dir_, "/dev/nvidia", i, " c 1 5"));
+    runShellOrThrow(
+        cat("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh ", dir_, "/fixtures"));
+    for (int i = 0; i < kClients; ++i)
+      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/nvidia", i, " c 1 5"));
     for (const char* n : {"nvidiactl", "nvidia-uvm"})
-      run(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));
+      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));
     std::ofstream(dir_ + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/actions.log\n";
     std::filesystem::permissions(dir_ + "/act.sh", std::filesystem::perms::owner_all);
     const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "child_process.h"
 #include "proxy_fixture.h"
 #include "raw_h2_client.h"
 #include "runtime_v1.pb.h"
@@ -326,13 +327,7 @@ TEST_F(RequestHeadersTest, GrpcGoClientCallsThroughCrihookdWithBothAuthorities) 
   for (const char* mode : {"path", "localhost"}) {
     const std::string cmd = std::string(GOCRI_BINARY) + " -endpoint " + sock() +
                             " -authority-mode " + mode + " version 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    const int rc = ::pclose(p);
+    const auto [out, rc] = runShell(cmd);
     EXPECT_EQ(rc, 0) << mode << ": " << out;
     EXPECT_THAT(out, HasSubstr(R"("ok":true)")) << mode;
     EXPECT_THAT(out, HasSubstr(R"("runtime_name":"fake")")) << mode;

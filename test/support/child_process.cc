@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -247,8 +248,9 @@ pid_t startGuardedDaemon(std::unique_ptr<ChildProcess>& guard, const std::string
   const int rc = guard->wait(timeout);
   const std::string out = readFile(log_path);
   if (rc != 0) {
-    throw std::runtime_error(script + (rc < 0 ? " did not finish in time" :
-                                       " failed (" + std::to_string(rc) + ")") + ": " + out);
+    throw std::runtime_error(
+        script + (rc < 0 ? " did not finish in time" : " failed (" + std::to_string(rc) + ")") +
+        ": " + out);
   }
   // The last line is the pid (the script's other output went to its logs).
   std::string last;
@@ -261,6 +263,28 @@ pid_t startGuardedDaemon(std::unique_ptr<ChildProcess>& guard, const std::string
   if (last.empty() || *end != '\0' || pid <= 0 || pid > INT_MAX)
     throw std::runtime_error(script + " printed no pid last: " + out);
   return static_cast<pid_t>(pid);
+}
+
+ShellResult runShell(const std::string& command) {
+  ShellResult r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = status < 0            ? -1
+           : WIFEXITED(status)   ? WEXITSTATUS(status)
+           : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                 : -1;
+  return r;
+}
+
+std::string runShellOrThrow(const std::string& command) {
+  ShellResult r = runShell(command);
+  if (r.code != 0)
+    throw std::runtime_error(command + " failed (exit " + std::to_string(r.code) + "): " + r.out);
+  return std::move(r.out);
 }
 
 std::string readFile(const std::string& path) {

@@ -72,6 +72,19 @@ pid_t startGuardedDaemon(std::unique_ptr<ChildProcess>& guard, const std::string
                          const std::vector<std::string>& args, const std::string& log_path,
                          std::chrono::milliseconds timeout);
 
+// A shell command (`sh -c`) run to its end: what it wrote on stdout (its
+// own redirections apply, e.g. "2>&1") and its exit code (128+signal when
+// killed, -1 when it could not be started).
+struct ShellResult {
+  std::string out;
+  int code = -1;
+};
+ShellResult runShell(const std::string& command);
+
+// runShell's output; throws std::runtime_error naming the command, its exit
+// code and its output unless it exits 0.
+std::string runShellOrThrow(const std::string& command);
+
 std::string readFile(const std::string& path);
 
 // Polls until `path` exists.

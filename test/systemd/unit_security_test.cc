@@ -5,16 +5,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 
+#include "child_process.h"
+
 namespace {
+
+using crihook::testing::readFile;
+using crihook::testing::runShell;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -23,28 +23,13 @@ using ::testing::Not;
 // setting dropped by mistake pushes it over.
 constexpr double kMaxExposure = 4.5;
 
-std::string unitText() {
-  std::ifstream f(CRIHOOKD_UNIT);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// Runs a shell command; its output (stdout and stderr) and exit status.
-std::pair<std::string, int> run(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return {"", -1};
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
+std::string unitText() { return readFile(CRIHOOKD_UNIT); }
 
 TEST(UnitSecurityTest, ExposureStaysBelowTheMeasuredScore) {
-  if (run("command -v systemd-analyze").second != 0)
+  if (runShell("command -v systemd-analyze").code != 0)
     GTEST_SKIP() << "systemd-analyze is not installed (Debian: systemd)";
-  auto [out, rc] = run("systemd-analyze security --offline=true --no-pager " CRIHOOKD_UNIT);
+  auto [out, rc] =
+      runShell("systemd-analyze security --offline=true --no-pager " CRIHOOKD_UNIT " 2>&1");
   if (out.find("unrecognized option") != std::string::npos)
     GTEST_SKIP() << "this systemd-analyze has no --offline (systemd < 250)";
   std::smatch m;
@@ -52,9 +37,10 @@ TEST(UnitSecurityTest, ExposureStaysBelowTheMeasuredScore) {
       << out;
   EXPECT_LE(std::stod(m[1]), kMaxExposure) << out;
   // The hardening the README promises, each seen by systemd as set.
-  for (const char* set : {"NoNewPrivileges=", "SystemCallArchitectures=", "RestrictNamespaces=~user",
-                          "LockPersonality=", "RestrictRealtime=", "ProtectHostname=",
-                          "ProtectSystem=", "ProtectHome=", "ProtectKernelModules="}) {
+  for (const char* set :
+       {"NoNewPrivileges=", "SystemCallArchitectures=", "RestrictNamespaces=~user",
+        "LockPersonality=", "RestrictRealtime=", "ProtectHostname=", "ProtectSystem=",
+        "ProtectHome=", "ProtectKernelModules="}) {
     EXPECT_THAT(out, HasSubstr(std::string("\n✓ ") + set)) << "not seen as set: " << set;
   }
 }
