@@ -67,29 +67,6 @@ absl::Status truncated(std::string_view what) {
   return absl::InvalidArgumentError(cat("spawner ", what, ": malformed or over its bounds"));
 }
 
-// Sends `bytes` with `fd_to_pass` attached (-1: none).
-ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass) {
-  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd_to_pass >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n;
-}
-
 // Waits up to `timeout` for one message on `fd`; "" and OK on EOF is told
 // apart by `eof`.
 absl::StatusOr<std::string> receive(int fd, size_t max, std::chrono::milliseconds timeout,
@@ -127,8 +104,7 @@ void reapWorkers() {
 // One request: validate, fork a worker, which runs it and replies on `reply`.
 void serve(std::string_view bytes, bool truncated_msg, int reply) {
   absl::StatusOr<LaunchRequest> request =
-      truncated_msg ? absl::StatusOr<LaunchRequest>(truncated("request"))
-                    : decodeRequest(bytes);
+      truncated_msg ? absl::StatusOr<LaunchRequest>(truncated("request")) : decodeRequest(bytes);
   if (request.ok()) {
     if (auto s = validateRequest(*request); !s.ok()) request = s;
   }
@@ -154,6 +130,28 @@ void serve(std::string_view bytes, bool truncated_msg, int reply) {
 
 }  // namespace
 
+ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd_to_pass >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
 std::string encodeRequest(const LaunchRequest& r) {
   std::string out;
   put32(out, kVersion);
@@ -169,8 +167,7 @@ absl::StatusOr<LaunchRequest> decodeRequest(std::string_view bytes) {
   Reader in(bytes);
   uint32_t version = 0, timeout = 0, argc = 0, envc = 0;
   if (!in.get32(version) || version != kVersion) return truncated("request version");
-  if (!in.get32(timeout) || !in.get32(argc) || !in.get32(envc) || argc > kMaxArgs ||
-      envc > kMaxEnv)
+  if (!in.get32(timeout) || !in.get32(argc) || !in.get32(envc) || argc > kMaxArgs || envc > kMaxEnv)
     return truncated("request header");
   LaunchRequest r;
   r.timeout = std::chrono::milliseconds(timeout);
@@ -354,15 +351,14 @@ absl::StatusOr<LaunchResult> SpawnerClient::launch(const LaunchRequest& request)
   auto reply = receive(pair[0], kMaxReplyBytes, request.timeout + kReplyGrace, eof);
   ::close(pair[0]);
   if (!reply.ok())
-    return absl::UnavailableError(
-        cat("spawner (pid ", pid_, "): no reply for ", request.argv[0], ": ",
-            sv(reply.status().message())));
+    return absl::UnavailableError(cat("spawner (pid ", pid_, "): no reply for ", request.argv[0],
+                                      ": ", sv(reply.status().message())));
   if (eof) {
     // The spawner closes our end unanswered only when it (or the worker) died.
     // (waitpid, not kill(pid, 0): crihookd's filter has no kill.)
     if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return gone("it exited");
-    return absl::UnavailableError(
-        cat("spawner (pid ", pid_, "): its worker for ", request.argv[0], " ended without a reply"));
+    return absl::UnavailableError(cat("spawner (pid ", pid_, "): its worker for ", request.argv[0],
+                                      " ended without a reply"));
   }
   return decodeReply(*reply);
 }

@@ -80,6 +80,9 @@ std::string encodeRequest(const LaunchRequest& request);
 absl::StatusOr<LaunchRequest> decodeRequest(std::string_view bytes);
 std::string encodeReply(const absl::StatusOr<LaunchResult>& result);
 absl::StatusOr<LaunchResult> decodeReply(std::string_view bytes);
+// One message `bytes` on `sock` with `fd_to_pass` attached (SCM_RIGHTS; -1:
+// none), as client and spawner send them; sendmsg's result.
+ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass);
 [[noreturn]] void spawnerMain(int fd, const SpawnerOptions& options);
 
 }  // namespace crihook::confine

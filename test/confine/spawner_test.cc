@@ -186,19 +186,7 @@ class RawSpawner : public ::testing::Test {
   absl::StatusOr<LaunchResult> ask(const std::string& bytes) {
     int pair[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
-    iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pair[1], sizeof(int));
-    EXPECT_GE(::sendmsg(sock_[0], &msg, 0), 0) << strerror(errno);
+    EXPECT_GE(sendWithFd(sock_[0], bytes, pair[1]), 0) << strerror(errno);
     ::close(pair[1]);
     timeval tv{10, 0};
     ::setsockopt(pair[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
