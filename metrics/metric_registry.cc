@@ -161,27 +161,23 @@ void header(std::string& out, const std::string& name, const std::string& help,
 
 std::string Registry::expose() const {
   std::string out;
+  // A counter or gauge family: one line per series.
+  auto single = [&out](const auto& f, const char* type) {
+    header(out, f.name(), f.help(), type);
+    f.forEach([&](const std::vector<std::string>& values, const auto& metric) {
+      fmt::format_to(std::back_inserter(out), "{}{} {}\n", f.name(),
+                     labelText(f.labelNames(), values), metric.value());
+    });
+  };
   std::lock_guard lock(mu_);
   for (const auto& e : entries_) {
     switch (e->kind) {
-      case Entry::Kind::kCounter: {
-        const auto& f = *e->counter;
-        header(out, f.name(), f.help(), "counter");
-        f.forEach([&](const std::vector<std::string>& values, const Counter& c) {
-          fmt::format_to(std::back_inserter(out), "{}{} {}\n", f.name(),
-                         labelText(f.labelNames(), values), c.value());
-        });
+      case Entry::Kind::kCounter:
+        single(*e->counter, "counter");
         break;
-      }
-      case Entry::Kind::kGauge: {
-        const auto& f = *e->gauge;
-        header(out, f.name(), f.help(), "gauge");
-        f.forEach([&](const std::vector<std::string>& values, const Gauge& g) {
-          fmt::format_to(std::back_inserter(out), "{}{} {}\n", f.name(),
-                         labelText(f.labelNames(), values), g.value());
-        });
+      case Entry::Kind::kGauge:
+        single(*e->gauge, "gauge");
         break;
-      }
       case Entry::Kind::kHistogram: {
         const auto& f = *e->histogram;
         header(out, f.name(), f.help(), "histogram");
