@@ -222,9 +222,17 @@ v1::UpdateContainerResourcesRequest kubeletUpdate() {
   return update;
 }
 
-// Every resource the hook decided at CreateContainer, as the runtime must get
-// it again on each of kubelet's updates; kubelet's own values for the rest.
-void expectTheHooksResources(const v1::LinuxContainerResources& r) {
+// Sends kubelet's update through the proxy and checks what the runtime got:
+// every resource the hook decided at CreateContainer again, kubelet's own
+// values for the rest.
+void updateAsKubeletAndExpectTheHooksResources(v1::RuntimeService::Stub& stub,
+                                               FakeCriServer& backend) {
+  grpc::ClientContext ctx;
+  v1::UpdateContainerResourcesResponse resp;
+  ASSERT_TRUE(stub.UpdateContainerResources(&ctx, kubeletUpdate(), &resp).ok());
+  v1::UpdateContainerResourcesRequest seen;
+  ASSERT_TRUE(seen.ParseFromString(backend.calls().back().request));
+  const v1::LinuxContainerResources& r = seen.linux();
   EXPECT_EQ(r.cpuset_cpus(), "8-15");
   EXPECT_EQ(r.cpuset_mems(), "1");
   EXPECT_EQ(r.cpu_quota(), -1);
@@ -252,12 +260,7 @@ TEST_P(HookInterceptorTest, KubeletsResourceUpdatesKeepEveryResourceTheHooksDeci
   // Twice: the second update finds what the first stored, not kubelet's values.
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(cat("update ", i));
-    grpc::ClientContext ctx;
-    v1::UpdateContainerResourcesResponse resp;
-    ASSERT_TRUE(stub->UpdateContainerResources(&ctx, kubeletUpdate(), &resp).ok());
-    v1::UpdateContainerResourcesRequest seen;
-    ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
-    expectTheHooksResources(seen.linux());
+    updateAsKubeletAndExpectTheHooksResources(*stub, backend_);
   }
 }
 
@@ -278,12 +281,7 @@ TEST_P(HookInterceptorTest, KubeletsResourceUpdateKeepsTheHooksResourcesAcrossAR
   EXPECT_EQ(reread.container("ctr-1")->resources().cpuset_cpus(), "8-15");
   HookInterceptor restarted(chains_, reread, logger("hook"));
   startProxy(&restarted);
-  grpc::ClientContext ctx;
-  v1::UpdateContainerResourcesResponse resp;
-  ASSERT_TRUE(stub->UpdateContainerResources(&ctx, kubeletUpdate(), &resp).ok());
-  v1::UpdateContainerResourcesRequest seen;
-  ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
-  expectTheHooksResources(seen.linux());
+  updateAsKubeletAndExpectTheHooksResources(*stub, backend_);
   stopProxy();
 }
 
