@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
 
 namespace {
 

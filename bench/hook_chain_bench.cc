@@ -23,15 +23,15 @@
 #include <string>
 #include <vector>
 
-#include "apply.h"
-#include "chain.h"
-#include "crihook_hook_v1.grpc.pb.h"
-#include "holder.h"
-#include "hook_interceptor.h"
-#include "registry.h"
-#include "remote/remote_hooks.h"
-#include "runtime_v1.pb.h"
-#include "wire.h"
+#include "cri-api/crihook_hook_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/apply.h"
+#include "hooks/chain.h"
+#include "hooks/hook_interceptor.h"
+#include "hooks/registry.h"
+#include "hooks/remote/remote_hooks.h"
+#include "hooks/wire.h"
+#include "topology/holder.h"
 
 namespace {
 

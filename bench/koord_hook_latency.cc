@@ -34,10 +34,10 @@
 #include <thread>
 #include <vector>
 
-#include "hook.h"
-#include "koordinator_runtime_v1alpha1.grpc.pb.h"
-#include "remote/remote_hooks.h"
-#include "runtime_v1.pb.h"
+#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/hook.h"
+#include "hooks/remote/remote_hooks.h"
 
 namespace {
 
@@ -126,10 +126,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::stoi(argv[i + 1]);
-    if (flag == "--calls") calls = value;
-    else if (flag == "--threads") threads = value;
-    else if (flag == "--hogs") hogs = value;
-    else if (flag == "--files") files = value;
+    if (flag == "--calls")
+      calls = value;
+    else if (flag == "--threads")
+      threads = value;
+    else if (flag == "--hogs")
+      hogs = value;
+    else if (flag == "--files")
+      files = value;
   }
   char tmpl[] = "/tmp/koord-latency-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
@@ -214,10 +218,10 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
 
   std::sort(latencies.begin(), latencies.end());
-  std::printf("%zu PreCreateContainer answers, %d threads, %d CPU hogs on %u cores, %d files "
-              "read per answer, %.1f s\n",
-              latencies.size(), threads, hogs, std::thread::hardware_concurrency(), files,
-              seconds);
+  std::printf(
+      "%zu PreCreateContainer answers, %d threads, %d CPU hogs on %u cores, %d files "
+      "read per answer, %.1f s\n",
+      latencies.size(), threads, hogs, std::thread::hardware_concurrency(), files, seconds);
   std::printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f\n",
               at(latencies, 0.5), at(latencies, 0.9), at(latencies, 0.99), at(latencies, 0.999),
               latencies.back());

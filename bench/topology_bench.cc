@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "placement.h"
-#include "topology.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
 
 namespace {
 

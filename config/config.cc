@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config/config.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "read_file.h"
-#include "text.h"
+#include "base/read_file.h"
+#include "base/text.h"
 
 namespace crihook {
 
@@ -276,8 +276,7 @@ constexpr size_t kMaxMountRules = 256;
 
 absl::Status readSecurity(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "security.", origin);
-  CRIHOOK_RETURN_IF_ERROR(
-      r.checkKnown(
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
       {"seccomp", "spawner_seccomp", "capabilities", "spawner_capabilities", "mounts"}));
   for (auto [key, value] :
        {std::pair{"seccomp", &c.seccomp}, std::pair{"spawner_seccomp", &c.spawner_seccomp}}) {
@@ -297,12 +296,13 @@ absl::Status readSecurity(const toml::table& t, std::string_view origin, Config&
       const std::string& name = (*list)[i];
       bool ok = !name.empty() && name.size() <= 32;
       for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
-      if (!ok || (name == "all" && (key != std::string_view("spawner_capabilities") ||
-                                    list->size() != 1)))
-        return r.error(cat(key, "[", i, "]"),
-                       cat("expected a capability name such as \"CAP_NET_ADMIN\"",
-                           key == std::string_view("spawner_capabilities") ? " or only \"all\"" : "",
-                           ", got \"", name.substr(0, 32), "\""));
+      if (!ok ||
+          (name == "all" && (key != std::string_view("spawner_capabilities") || list->size() != 1)))
+        return r.error(
+            cat(key, "[", i, "]"),
+            cat("expected a capability name such as \"CAP_NET_ADMIN\"",
+                key == std::string_view("spawner_capabilities") ? " or only \"all\"" : "",
+                ", got \"", name.substr(0, 32), "\""));
     }
   }
   auto mounts = r.subtable("mounts");
@@ -518,9 +518,8 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   }
   Config config;
   TableReader top(root, "", origin);
-  CRIHOOK_RETURN_IF_ERROR(
-      top.checkKnown(
-          {"server", "backend", "log", "hooks", "hook", "topology", "metrics", "security"}));
+  CRIHOOK_RETURN_IF_ERROR(top.checkKnown(
+      {"server", "backend", "log", "hooks", "hook", "topology", "metrics", "security"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);

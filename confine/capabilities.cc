@@ -1,4 +1,4 @@
-#include "capabilities.h"
+#include "confine/capabilities.h"
 
 #include <dirent.h>
 #include <linux/capability.h>
@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <fstream>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook::confine {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher.h"
+#include "confine/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "text.h"
+#include "base/text.h"
 
 extern char** environ;
 
@@ -36,7 +36,8 @@ void keepTail(std::string& out) {
 absl::Status validateRequest(const LaunchRequest& r) {
   if (r.argv.empty()) return absl::InvalidArgumentError("argv: empty");
   if (r.argv.size() > kMaxArgs)
-    return absl::InvalidArgumentError(cat("argv: ", r.argv.size(), " arguments, at most ", kMaxArgs));
+    return absl::InvalidArgumentError(
+        cat("argv: ", r.argv.size(), " arguments, at most ", kMaxArgs));
   if (r.env.size() > kMaxEnv)
     return absl::InvalidArgumentError(cat("env: ", r.env.size(), " entries, at most ", kMaxEnv));
   if (r.argv[0].empty()) return absl::InvalidArgumentError("argv[0]: empty program");
@@ -116,9 +117,9 @@ absl::StatusOr<LaunchResult> DirectLauncher::launch(const LaunchRequest& request
     ::setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // crihookd blocks signals it waits for
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);         // crihookd blocks signals it waits for
     for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP})  // ignored by crihookd or the spawner;
-      ::signal(sig, SIG_DFL);                            // an ignored signal survives exec
+      ::signal(sig, SIG_DFL);                           // an ignored signal survives exec
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out[1], 1);
     ::dup2(out[1], 2);

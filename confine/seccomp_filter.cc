@@ -1,4 +1,4 @@
-#include "seccomp_filter.h"
+#include "confine/seccomp_filter.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook::confine {
 namespace {

@@ -1,4 +1,4 @@
-#include "spawner.h"
+#include "confine/spawner.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "capabilities.h"
-#include "text.h"
+#include "base/text.h"
+#include "confine/capabilities.h"
 
 namespace crihook::confine {
 namespace {

@@ -32,8 +32,8 @@
 #include <memory>
 #include <string>
 
-#include "launcher.h"
-#include "seccomp_filter.h"
+#include "confine/launcher.h"
+#include "confine/seccomp_filter.h"
 
 namespace crihook::confine {
 

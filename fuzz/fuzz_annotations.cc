@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "builtin/devices/allocation.h"
-#include "quote.h"
-#include "text.h"
-#include "topology.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "hooks/builtin/devices/allocation.h"
+#include "topology/topology.h"
 
 namespace {
 
@@ -36,7 +36,8 @@ void checkMessage(const absl::Status& s) {
   check(!s.ok(), "checkMessage on OK");
   check(s.code() == absl::StatusCode::kInvalidArgument, "not INVALID_ARGUMENT");
   check(s.message().size() <= kMaxMessageBytes, "an error message not cut short");
-  check(crihook::sv(s.message()).find(kPod) != std::string_view::npos, "an error message not naming the pod");
+  check(crihook::sv(s.message()).find(kPod) != std::string_view::npos,
+        "an error message not naming the pod");
 }
 
 void cpuList(std::string_view text) {
@@ -65,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(list->size() <= crihook::kMaxDevicesPerType, "more devices than kMaxDevicesPerType");
       for (const auto& d : *list) {
         check(d.vfs.size() <= crihook::kMaxVirtualFunctions, "more VFs than kMaxVirtualFunctions");
-        for (const auto& vf : d.vfs) check(crihook::isPciAddress(vf.bus_id), "a VF busID unchecked");
+        for (const auto& vf : d.vfs)
+          check(crihook::isPciAddress(vf.bus_id), "a VF busID unchecked");
         (void)crihook::passthroughName(d);
         (void)crihook::isNvidiaGpu(d, nullptr);
       }

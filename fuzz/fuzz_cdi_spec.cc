@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "builtin/cdi/cdi.h"
+#include "hooks/builtin/cdi/cdi.h"
 
 namespace {
 

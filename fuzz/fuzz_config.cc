@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "config.h"
-#include "text.h"
+#include "base/text.h"
+#include "config/config.h"
 
 namespace {
 

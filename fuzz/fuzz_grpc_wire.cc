@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "grpc_wire.h"
+#include "proxy/grpc_wire.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "remote/hookserver_dir.h"
+#include "hooks/remote/hookserver_dir.h"
 
 namespace {
 
@@ -45,7 +45,8 @@ void checkParsed(const absl::StatusOr<crihook::HookServerRegistration>& r) {
     return;
   }
   check(!r->socket_path.empty() && r->socket_path[0] == '/', "a socket path that is not absolute");
-  for (const std::string& w : r->warnings) check(w.size() <= kMaxMessageBytes, "a warning not cut short");
+  for (const std::string& w : r->warnings)
+    check(w.size() <= kMaxMessageBytes, "a warning not cut short");
 }
 
 }  // namespace

@@ -29,9 +29,9 @@
 #include <string>
 #include <string_view>
 
-#include "interceptor.h"
-#include "pod_directory.h"
-#include "relay.h"
+#include "cri/interceptor.h"
+#include "proxy/pod_directory.h"
+#include "proxy/relay.h"
 
 namespace {
 
@@ -108,8 +108,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t written = 0;
     for (int round = 0; round < kMaxRounds; ++round) {
       if (written < bytes.size()) {
-        const ssize_t n = ::send(fd, bytes.data() + written, bytes.size() - written,
-                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+        const ssize_t n =
+            ::send(fd, bytes.data() + written, bytes.size() - written, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) written += static_cast<size_t>(n);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;  // crihookd hung up
       }

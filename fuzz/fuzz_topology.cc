@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
-#include "report.h"
-#include "sysfs.h"
-#include "topology.h"
+#include "topology/report.h"
+#include "topology/sysfs.h"
+#include "topology/topology.h"
 
 namespace {
 
@@ -112,8 +112,8 @@ const std::string& root() {
     };
     for (const Pci& d : {Pci{kBridge, "0x8086", "0x347a", "0x060400", "0", "pcieport"},
                          Pci{kGpu, "0x10de", "0x2330", "0x030200", "0", "nvidia"},
-                         Pci{"sys/devices/pci0000:00/0000:00:02.0", "0x8086", "0x347b",
-                             "0x060400", "0", "pcieport"},
+                         Pci{"sys/devices/pci0000:00/0000:00:02.0", "0x8086", "0x347b", "0x060400",
+                             "0", "pcieport"},
                          Pci{kNic, "0x15b3", "0x101d", "0x020000", "0", "mlx5_core"},
                          Pci{kVf, "0x15b3", "0x101e", "0x020000", "0", "mlx5_core"}}) {
       writeFile(root / d.dir / "vendor", std::string(d.vendor) + "\n");
@@ -159,12 +159,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  const crihook::topology::Snapshot snap = crihook::topology::discover(crihook::topology::SysRoot(r));
+  const crihook::topology::Snapshot snap =
+      crihook::topology::discover(crihook::topology::SysRoot(r));
   check(snap.root == fs::canonical(r).string(), "the snapshot names another root");
   for (const auto& w : snap.warnings) check(!w.empty(), "an empty warning");
   (void)crihook::topology::tree(snap);
   // As crihookctl prints them.
-  (void)crihook::topology::toJson(snap).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  (void)crihook::topology::toJson(snap).dump(2, ' ', false,
+                                             nlohmann::json::error_handler_t::replace);
   const nlohmann::json device = crihook::topology::deviceObject(snap, {.node_name = "fuzz-node"});
   (void)crihook::topology::toYaml(device);
   (void)crihook::topology::rdmaMinors(snap);

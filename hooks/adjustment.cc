@@ -1,7 +1,7 @@
-#include "adjustment.h"
+#include "hooks/adjustment.h"
 
-#include "quote.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {
@@ -30,9 +30,8 @@ bool Adjustment::empty() const {
   return env.empty() && env_remove.empty() && mounts.empty() && devices.empty() &&
          cdi_devices.empty() && !cpuset_cpus && !cpuset_mems && !cpu_shares && !cpu_quota &&
          !cpu_period && !memory_limit_bytes && !memory_swap_limit_bytes && !oom_score_adj &&
-         hugepage_limits.empty() && unified.empty() &&
-         annotations.empty() && annotations_remove.empty() && labels.empty() &&
-         labels_remove.empty() && !cgroup_parent;
+         hugepage_limits.empty() && unified.empty() && annotations.empty() &&
+         annotations_remove.empty() && labels.empty() && labels_remove.empty() && !cgroup_parent;
 }
 
 Adjustment resourcesOnly(const Adjustment& a) {
@@ -152,16 +151,16 @@ absl::Status MergedAdjustment::add(const std::string& hook, const Adjustment& a)
     if (store) have = want;
     return absl::OkStatus();
   };
-  for (auto s : {scalar("cpuset_cpus", m.cpuset_cpus, a.cpuset_cpus),
-                 scalar("cpuset_mems", m.cpuset_mems, a.cpuset_mems),
-                 scalar("cpu_shares", m.cpu_shares, a.cpu_shares),
-                 scalar("cpu_quota", m.cpu_quota, a.cpu_quota),
-                 scalar("cpu_period", m.cpu_period, a.cpu_period),
-                 scalar("memory_limit_bytes", m.memory_limit_bytes, a.memory_limit_bytes),
-                 scalar("memory_swap_limit_bytes", m.memory_swap_limit_bytes,
-                        a.memory_swap_limit_bytes),
-                 scalar("oom_score_adj", m.oom_score_adj, a.oom_score_adj),
-                 scalar("cgroup_parent", m.cgroup_parent, a.cgroup_parent)}) {
+  for (auto s :
+       {scalar("cpuset_cpus", m.cpuset_cpus, a.cpuset_cpus),
+        scalar("cpuset_mems", m.cpuset_mems, a.cpuset_mems),
+        scalar("cpu_shares", m.cpu_shares, a.cpu_shares),
+        scalar("cpu_quota", m.cpu_quota, a.cpu_quota),
+        scalar("cpu_period", m.cpu_period, a.cpu_period),
+        scalar("memory_limit_bytes", m.memory_limit_bytes, a.memory_limit_bytes),
+        scalar("memory_swap_limit_bytes", m.memory_swap_limit_bytes, a.memory_swap_limit_bytes),
+        scalar("oom_score_adj", m.oom_score_adj, a.oom_score_adj),
+        scalar("cgroup_parent", m.cgroup_parent, a.cgroup_parent)}) {
     if (!s.ok()) return s;
   }
 

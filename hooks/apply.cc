@@ -1,4 +1,4 @@
-#include "apply.h"
+#include "hooks/apply.h"
 
 #include <algorithm>
 

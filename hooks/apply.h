@@ -2,8 +2,8 @@
 
 // The one place a merged adjustment changes a CRI request.
 
-#include "adjustment.h"
-#include "runtime_v1.pb.h"
+#include "hooks/adjustment.h"
+#include "cri-api/runtime_v1.pb.h"
 
 namespace crihook {
 

@@ -1,4 +1,4 @@
-#include "chain.h"
+#include "hooks/chain.h"
 
 #include <condition_variable>
 #include <exception>
@@ -6,16 +6,12 @@
 #include <stdexcept>
 #include <thread>
 
-#include "quote.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
 
 namespace crihook {
 
 using Clock = std::chrono::steady_clock;
-
-std::string stageName(LifecycleMethod method, Phase phase) {
-  return cat(phase == Phase::kPre ? "Pre" : "Post", methodName(method));
-}
 
 HookChain::HookChain(std::shared_ptr<spdlog::logger> log, metrics::HookMetrics* metrics)
     : log_(std::move(log)), metrics_(metrics) {}
@@ -189,9 +185,9 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
 
     if (d.kind == HookDecision::Kind::kReject && input.phase == Phase::kPre) {
       if (m) m->rejections.inc();
-      out.status = absl::Status(d.status.code(),
-                                boundedMessage(cat("hook ", name, " rejected ", stage(), ": ",
-                                                   sv(d.status.message()))));
+      out.status = absl::Status(
+          d.status.code(),
+          boundedMessage(cat("hook ", name, " rejected ", stage(), ": ", sv(d.status.message()))));
       return out;
     }
     if (d.kind != HookDecision::Kind::kContinue) {

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "current.h"
-#include "hook.h"
-#include "hook_metrics.h"
-#include "mount_policy.h"
+#include "base/current.h"
+#include "hooks/hook.h"
+#include "hooks/mount_policy.h"
+#include "metrics/hook_metrics.h"
 
 namespace crihook {
 
@@ -54,8 +54,7 @@ class HookChain {
  public:
   // `metrics` (may be null) outlives the chain; the exported numbers, unlike
   // counters(), carry on across chains.
-  explicit HookChain(std::shared_ptr<spdlog::logger> log,
-                     metrics::HookMetrics* metrics = nullptr);
+  explicit HookChain(std::shared_ptr<spdlog::logger> log, metrics::HookMetrics* metrics = nullptr);
 
   // Appends a hook. Set up the chain before the first run(); not to be
   // called concurrently with run().

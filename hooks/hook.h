@@ -9,17 +9,12 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "adjustment.h"
-#include "crihook_hook_v1.pb.h"
-#include "interceptor.h"
-#include "topology.h"
+#include "cri-api/crihook_hook_v1.pb.h"
+#include "cri/lifecycle.h"
+#include "hooks/adjustment.h"
+#include "topology/topology.h"
 
 namespace crihook {
-
-enum class Phase { kPre, kPost };
-
-// "PreCreateContainer", "PostStopPodSandbox", …
-std::string stageName(LifecycleMethod method, Phase phase);
 
 // What a hook sees. Read-only; valid for the duration of Hook::run.
 struct HookInput {

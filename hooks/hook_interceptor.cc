@@ -1,12 +1,12 @@
-#include "hook_interceptor.h"
+#include "hooks/hook_interceptor.h"
 
 #include <boost/asio/post.hpp>
 
-#include "apply.h"
-#include "quote.h"
-#include "runtime_v1.pb.h"
-#include "text.h"
-#include "wire.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/apply.h"
+#include "hooks/wire.h"
 
 namespace crihook {
 namespace {

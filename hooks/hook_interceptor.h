@@ -21,10 +21,10 @@
 #include <memory>
 #include <string>
 
-#include "chain.h"
-#include "holder.h"
-#include "interceptor.h"
-#include "state_store.h"
+#include "cri/interceptor.h"
+#include "hooks/chain.h"
+#include "hooks/state_store.h"
+#include "topology/holder.h"
 
 namespace crihook {
 

@@ -1,4 +1,4 @@
-#include "hook_manager.h"
+#include "hooks/hook_manager.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -7,10 +7,10 @@
 
 #include <filesystem>
 
-#include "module/module_hook.h"
-#include "remote/remote_hooks.h"
-#include "runtime_sandboxes.h"
-#include "text.h"
+#include "base/text.h"
+#include "hooks/module/module_hook.h"
+#include "hooks/remote/remote_hooks.h"
+#include "hooks/runtime_sandboxes.h"
 
 namespace crihook {
 

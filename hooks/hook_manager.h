@@ -17,10 +17,10 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "chain.h"
-#include "config.h"
-#include "registry.h"
-#include "remote/hookserver_dir.h"
+#include "config/config.h"
+#include "hooks/chain.h"
+#include "hooks/registry.h"
+#include "hooks/remote/hookserver_dir.h"
 
 namespace crihook {
 
@@ -33,9 +33,10 @@ class HookManager {
   // Reads hookserver_dir once.
   // With `metrics` (may be null; outlives the manager), every chain exports
   // per hook and stage numbers there, and built-in hooks get it too.
-  static absl::StatusOr<std::unique_ptr<HookManager>> create(
-      const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log,
-      metrics::Registry* metrics = nullptr);
+  static absl::StatusOr<std::unique_ptr<HookManager>> create(const Config& config,
+                                                             const HookRegistry& registry,
+                                                             std::shared_ptr<spdlog::logger> log,
+                                                             metrics::Registry* metrics = nullptr);
   ~HookManager();  // stops watching
 
   const ChainHolder& chains() const { return chains_; }

@@ -1,6 +1,6 @@
-#include "mount_policy.h"
+#include "hooks/mount_policy.h"
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {

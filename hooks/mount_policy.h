@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "adjustment.h"
-#include "config.h"
+#include "config/config.h"
+#include "hooks/adjustment.h"
 
 namespace crihook {
 

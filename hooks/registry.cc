@@ -1,11 +1,11 @@
-#include "registry.h"
+#include "hooks/registry.h"
 
-#include "builtin/cdi/cdi.h"
-#include "builtin/devices/device_hooks.h"
-#include "builtin/lifecycle/lifecycle_hook.h"
-#include "builtin/noop/noop_hook.h"
-#include "builtin/static/static_hook.h"
-#include "text.h"
+#include "base/text.h"
+#include "hooks/builtin/cdi/cdi.h"
+#include "hooks/builtin/devices/device_hooks.h"
+#include "hooks/builtin/lifecycle/lifecycle_hook.h"
+#include "hooks/builtin/noop/noop_hook.h"
+#include "hooks/builtin/static/static_hook.h"
 
 namespace crihook {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "hook.h"
+#include "hooks/hook.h"
 
 namespace crihook {
 

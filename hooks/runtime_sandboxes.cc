@@ -1,4 +1,4 @@
-#include "runtime_sandboxes.h"
+#include "hooks/runtime_sandboxes.h"
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -6,9 +6,9 @@
 
 #include <future>
 
-#include "config.h"
-#include "runtime_v1.pb.h"
-#include "text.h"
+#include "base/text.h"
+#include "config/config.h"
+#include "cri-api/runtime_v1.pb.h"
 
 namespace crihook {
 namespace {

@@ -1,4 +1,4 @@
-#include "state_store.h"
+#include "hooks/state_store.h"
 
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
@@ -12,11 +12,11 @@
 #include <optional>
 #include <sstream>
 
-#include "bounded_json.h"
-#include "quote.h"
-#include "read_file.h"
-#include "state_version.h"
-#include "text.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "hooks/state_version.h"
 
 namespace crihook {
 namespace {

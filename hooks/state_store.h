@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "crihook_hook_v1.pb.h"
+#include "cri-api/crihook_hook_v1.pb.h"
 
 namespace crihook {
 

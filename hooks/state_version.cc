@@ -1,6 +1,6 @@
-#include "state_version.h"
+#include "hooks/state_version.h"
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook {
 

@@ -1,10 +1,10 @@
-#include "wire.h"
+#include "hooks/wire.h"
 
 #include <chrono>
 #include <cstdint>
 
-#include "quote.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "adjustment.h"
-#include "crihook_hook_v1.pb.h"
-#include "hook.h"
+#include "cri-api/crihook_hook_v1.pb.h"
+#include "hooks/adjustment.h"
+#include "hooks/hook.h"
 
 namespace crihook {
 

@@ -1,8 +1,8 @@
-#include "call_metrics.h"
+#include "metrics/call_metrics.h"
 
 #include <google/protobuf/descriptor.h>
 
-#include "runtime_v1.pb.h"
+#include "cri-api/runtime_v1.pb.h"
 
 namespace crihook::metrics {
 

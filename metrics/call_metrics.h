@@ -20,7 +20,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "metric_registry.h"
+#include "metrics/metric_registry.h"
 
 namespace crihook::metrics {
 

@@ -1,9 +1,9 @@
-#include "health.h"
+#include "metrics/health.h"
 
 #include <grpcpp/grpcpp.h>
 
-#include "runtime_v1.grpc.pb.h"
-#include "text.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
 
 namespace crihook::metrics {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "http_endpoint.h"
-#include "metric_registry.h"
+#include "metrics/http_endpoint.h"
+#include "metrics/metric_registry.h"
 
 namespace crihook::metrics {
 

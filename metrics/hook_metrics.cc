@@ -1,4 +1,4 @@
-#include "hook_metrics.h"
+#include "metrics/hook_metrics.h"
 
 namespace crihook::metrics {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "metric_registry.h"
+#include "metrics/metric_registry.h"
 
 namespace crihook::metrics {
 

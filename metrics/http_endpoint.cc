@@ -1,4 +1,4 @@
-#include "http_endpoint.h"
+#include "metrics/http_endpoint.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,8 +20,8 @@
 #include <filesystem>
 #include <set>
 
-#include "text.h"
-#include "unix_listener.h"
+#include "base/text.h"
+#include "base/unix_listener.h"
 
 namespace crihook::metrics {
 
@@ -61,7 +61,6 @@ std::string serialise(const HttpResponse& r) {
   out += r.body;
   return out;
 }
-
 
 }  // namespace
 
@@ -227,8 +226,8 @@ absl::Status HttpEndpoint::start() {
           cat("metrics listen ", o.unix_path, ": another process serves it"));
     // Listening with its mode and group before the path appears
     // (config/unix_listener.h).
-    auto fd = listenUnixSocket(o.unix_path,
-                               {.mode = o.unix_mode, .group = o.unix_group, .what = "metrics listen"});
+    auto fd = listenUnixSocket(
+        o.unix_path, {.mode = o.unix_mode, .group = o.unix_group, .what = "metrics listen"});
     if (!fd.ok()) return fd.status();
     i.acceptor = std::make_unique<Acceptor>(i.loop);
     i.acceptor->assign(asio::generic::stream_protocol(AF_UNIX, 0), *fd, ec);

@@ -1,4 +1,4 @@
-#include "metric_registry.h"
+#include "metrics/metric_registry.h"
 
 #include <fmt/format.h>
 

@@ -1,9 +1,9 @@
-#include "grpc_wire.h"
+#include "proxy/grpc_wire.h"
 
 #include <cstring>
 
 #include "absl/status/statusor.h"
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook::grpcwire {
 

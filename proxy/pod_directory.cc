@@ -1,4 +1,4 @@
-#include "pod_directory.h"
+#include "proxy/pod_directory.h"
 
 namespace crihook {
 
@@ -49,6 +49,36 @@ void PodDirectory::complete(CallIdentity& id) const {
 size_t PodDirectory::size() const {
   std::lock_guard lock(mu_);
   return sandboxes_.size() + containers_.size();
+}
+
+CallIdentity identityOf(const LifecycleSpec& spec, const google::protobuf::Message& request,
+                        const PodDirectory& pods) {
+  CallIdentity id = identityFromRequest(spec, request);
+  pods.complete(id);
+  return id;
+}
+
+void recordOutcome(const LifecycleSpec& spec, CallIdentity& id,
+                   const google::protobuf::Message& response, PodDirectory& pods) {
+  switch (spec.effect) {
+    case Effect::kCreatesSandbox:
+      id.sandbox_id = spec.createdId(response);
+      if (!id.sandbox_id.empty()) pods.addSandbox(id.sandbox_id, id);
+      return;
+    case Effect::kCreatesContainer:
+      id.container_id = spec.createdId(response);
+      if (!id.container_id.empty())
+        pods.addContainer(id.container_id, id.sandbox_id, id.container_name);
+      return;
+    case Effect::kRemovesSandbox:
+      pods.removeSandbox(id.sandbox_id);
+      return;
+    case Effect::kRemovesContainer:
+      pods.removeContainer(id.container_id);
+      return;
+    case Effect::kNone:
+      return;
+  }
 }
 
 }  // namespace crihook

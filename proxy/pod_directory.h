@@ -6,11 +6,13 @@
 // with its pod named. Thread-safe; in memory only (forgotten on restart: ids
 // seen before then are logged without a pod name).
 
+#include <google/protobuf/message.h>
+
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
-#include "interceptor.h"
+#include "cri/lifecycle.h"
 
 namespace crihook {
 
@@ -37,5 +39,15 @@ class PodDirectory {
   std::unordered_map<std::string, CallIdentity> sandboxes_;
   std::unordered_map<std::string, Container> containers_;
 };
+
+// Who a call is about: what its request says (ids, pod metadata), completed
+// with what `pods` knows about those ids.
+CallIdentity identityOf(const LifecycleSpec& spec, const google::protobuf::Message& request,
+                        const PodDirectory& pods);
+
+// After a successful call: copies a new sandbox/container id from `response`
+// into `id`, records it in `pods`, and forgets removed ones.
+void recordOutcome(const LifecycleSpec& spec, CallIdentity& id,
+                   const google::protobuf::Message& response, PodDirectory& pods);
 
 }  // namespace crihook

@@ -1,4 +1,4 @@
-#include "relay.h"
+#include "proxy/relay.h"
 
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "grpc_wire.h"
-#include "intercepted_methods.h"
-#include "quote.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "cri/lifecycle.h"
+#include "proxy/grpc_wire.h"
 
 namespace crihook {
 
@@ -399,7 +399,7 @@ struct Call {
   Clock::time_point start = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();
   std::string path;
-  const InterceptedMethod* intercepted = nullptr;
+  std::optional<InterceptedMethod> intercepted;
 
   // Request: kubelet -> runtime.
   Headers req_headers;
@@ -440,7 +440,7 @@ struct Call {
   std::string forward_body;
 
   explicit Call(uint64_t max_bytes) : req_frames(max_bytes), resp_frames(max_bytes) {}
-  bool passThrough() const { return intercepted == nullptr; }
+  bool passThrough() const { return !intercepted; }
 };
 
 // Makes the reply crihookd sends a trailers-only one carrying `status`, in
@@ -1562,16 +1562,16 @@ void Downstream::startPreStage(Call& call) {
     return;
   }
   auto ic = std::make_shared<InterceptedCall>();
-  ic->method = call.intercepted->method;
+  ic->method = call.intercepted->spec->method;
   ic->api = call.intercepted->api;
   ic->deadline = call.deadline;
-  ic->request = call.intercepted->newRequest();
+  ic->request = call.intercepted->spec->newRequest();
   if (!ic->request->ParseFromArray(message->data(), static_cast<int>(message->size()))) {
     answer(call, absl::InvalidArgumentError(
                      cat("crihookd: ", call.path, ": cannot decode ", ic->request->GetTypeName())));
     return;
   }
-  ic->identity = identityOf(ic->method, *ic->request, *ctx_.pods);
+  ic->identity = identityOf(*call.intercepted->spec, *ic->request, *ctx_.pods);
   call.ic = ic;
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   const int32_t id = call.down_id;
@@ -1626,11 +1626,11 @@ void Downstream::startPostStage(Call& call) {
   if (ic.backend_status.ok()) {
     auto message = grpcwire::singleMessage(call.resp_body.view());
     if (message.ok()) {
-      ic.response = call.intercepted->newResponse();
+      ic.response = call.intercepted->spec->newResponse();
       if (!ic.response->ParseFromArray(message->data(), static_cast<int>(message->size())))
         ic.response.reset();
     }
-    if (ic.response) recordOutcome(ic.method, ic.identity, *ic.response, *ctx_.pods);
+    if (ic.response) recordOutcome(*call.intercepted->spec, ic.identity, *ic.response, *ctx_.pods);
   }
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   const int32_t id = call.down_id;
@@ -1813,7 +1813,7 @@ void Downstream::resetBoth(Call& call, uint32_t down_error) {
 }
 
 void Downstream::logCall(const Call& call) {
-  if (call.intercepted == nullptr) return;
+  if (!call.intercepted) return;
   const absl::Status& s = call.final_status;
   const auto level = s.ok() ? spdlog::level::info : spdlog::level::warn;
   if (!ctx_.log->should_log(level)) return;
@@ -1835,11 +1835,11 @@ void Downstream::logCall(const Call& call) {
   const std::string pod =
       id.pod_name.empty() ? "-" : shown(cat(id.pod_namespace, "/", id.pod_name));
   ctx_.log->log(level, "{} api={} pod={} sandbox={} container={} duration={}.{:03}ms status={}{}{}",
-                methodName(call.intercepted->method), apiName(call.intercepted->api), pod,
+                call.intercepted->spec->name, apiName(call.intercepted->api), pod,
                 id.sandbox_id.empty() ? "-" : shown(shortId(id.sandbox_id)),
                 id.container_id.empty() ? "-" : shown(shortId(id.container_id)), micros / 1000,
-                micros % 1000, absl::StatusCodeToString(s.code()), s.ok() ? "" : " message=",
-                s.ok() ? "" : boundedMessage(sv(s.message())));
+                micros % 1000, absl::StatusCodeToString(s.code()),
+                s.ok() ? "" : " message=", s.ok() ? "" : boundedMessage(sv(s.message())));
 }
 
 // ---------------------------------------------------------------------------

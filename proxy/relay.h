@@ -23,9 +23,9 @@
 #include <mutex>
 #include <string>
 
-#include "call_metrics.h"
-#include "interceptor.h"
-#include "pod_directory.h"
+#include "cri/interceptor.h"
+#include "metrics/call_metrics.h"
+#include "proxy/pod_directory.h"
 
 namespace crihook {
 
@@ -69,11 +69,11 @@ struct RelayContext {
   std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
   RelayLimits limits;
   // Process-wide tallies, for the limits, the metrics endpoint and tests.
-  std::atomic<int64_t> open_connections{0};  // Connections not yet destroyed
-  std::atomic<int64_t> buffered_bytes{0};    // intercepted calls' messages held
-  std::atomic<int64_t> header_bytes{0};      // decoded header fields held, both directions
-  LogLimiter timeout_log;                    // connections cut by a timeout
-  LogLimiter refusal_log;                    // request header blocks refused
+  std::atomic<int64_t> open_connections{0};      // Connections not yet destroyed
+  std::atomic<int64_t> buffered_bytes{0};        // intercepted calls' messages held
+  std::atomic<int64_t> header_bytes{0};          // decoded header fields held, both directions
+  LogLimiter timeout_log;                        // connections cut by a timeout
+  LogLimiter refusal_log;                        // request header blocks refused
   metrics::CallMetrics* call_metrics = nullptr;  // every call, when it ends; null: none
 };
 

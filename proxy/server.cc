@@ -1,4 +1,4 @@
-#include "server.h"
+#include "proxy/server.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -16,8 +16,8 @@
 #include <filesystem>
 #include <future>
 
-#include "text.h"
-#include "unix_listener.h"
+#include "base/text.h"
+#include "base/unix_listener.h"
 
 namespace crihook {
 
@@ -39,7 +39,6 @@ bool outOfResources(const boost::system::error_code& ec) {
   return ec.category() == boost::system::system_category() &&
          (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM);
 }
-
 
 }  // namespace
 

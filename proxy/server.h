@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "config.h"
-#include "interceptor.h"
-#include "pod_directory.h"
-#include "relay.h"
-#include "socket_activation.h"
+#include "config/config.h"
+#include "cri/interceptor.h"
+#include "proxy/pod_directory.h"
+#include "proxy/relay.h"
+#include "proxy/socket_activation.h"
 
 namespace crihook {
 

@@ -1,4 +1,4 @@
-#include "socket_activation.h"
+#include "proxy/socket_activation.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {

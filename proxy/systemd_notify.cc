@@ -1,4 +1,4 @@
-#include "systemd_notify.h"
+#include "proxy/systemd_notify.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

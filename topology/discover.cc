@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
-#include "quote.h"
-#include "text.h"
-#include "topology.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "topology/topology.h"
 
 namespace crihook::topology {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "current.h"
-#include "topology.h"
+#include "base/current.h"
+#include "topology/topology.h"
 
 namespace crihook::topology {
 

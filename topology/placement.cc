@@ -1,9 +1,9 @@
-#include "placement.h"
+#include "topology/placement.h"
 
 #include <algorithm>
 #include <map>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook::topology {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "topology.h"
+#include "topology/topology.h"
 
 namespace crihook::topology {
 

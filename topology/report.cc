@@ -1,4 +1,4 @@
-#include "report.h"
+#include "topology/report.h"
 
 #include <algorithm>
 #include <iterator>
@@ -6,8 +6,8 @@
 #include <optional>
 #include <set>
 
-#include "holder.h"
-#include "text.h"
+#include "base/text.h"
+#include "topology/holder.h"
 
 namespace crihook::topology {
 namespace {

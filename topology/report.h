@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "topology.h"
+#include "topology/topology.h"
 
 namespace crihook::topology {
 

@@ -1,4 +1,4 @@
-#include "sysfs.h"
+#include "topology/sysfs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "read_file.h"
+#include "base/read_file.h"
 
 namespace crihook::topology {
 

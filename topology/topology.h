@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sysfs.h"
+#include "topology/sysfs.h"
 
 namespace crihook::topology {
 

@@ -1,4 +1,4 @@
-#include "builtin/files.h"
+#include "hooks/builtin/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {

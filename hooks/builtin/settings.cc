@@ -1,10 +1,10 @@
-#include "settings.h"
+#include "hooks/builtin/settings.h"
 
-#include "bounded_json.h"
-#include "config.h"
-#include "quote.h"
-#include "read_file.h"
-#include "text.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "config/config.h"
 
 namespace crihook {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "wire.h"
+#include "hooks/wire.h"
 
 namespace crihook {
 

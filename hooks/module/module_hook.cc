@@ -1,4 +1,4 @@
-#include "module_hook.h"
+#include "hooks/module/module_hook.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -7,11 +7,11 @@
 #include <cstring>
 #include <fstream>
 
-#include "bounded_json.h"
-#include "quote.h"
-#include "read_file.h"
-#include "text.h"
-#include "wire.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "hooks/wire.h"
 
 namespace crihook {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "crihook_module.h"
-#include "hook.h"
+#include "hooks/hook.h"
+#include "hooks/module/crihook_module.h"
 
 namespace crihook {
 

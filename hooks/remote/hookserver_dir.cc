@@ -1,16 +1,16 @@
-#include "hookserver_dir.h"
+#include "hooks/remote/hookserver_dir.h"
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "bounded_json.h"
-#include "config.h"
-#include "quote.h"
-#include "read_file.h"
-#include "remote_hooks.h"
-#include "text.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "config/config.h"
+#include "hooks/remote/remote_hooks.h"
 
 namespace crihook {
 namespace {
@@ -112,7 +112,8 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
                               r.uncallable.size() == 1 ? "this stage" : "these stages",
                               " (koordlet serves it through NRI); crihook does not call it"));
   }
-  if (r.stages.empty()) warn("runtime-hooks", "no hook crihook can call; the server is never called");
+  if (r.stages.empty())
+    warn("runtime-hooks", "no hook crihook can call; the server is never called");
   return r;
 }
 

@@ -1,14 +1,14 @@
-#include "remote_hooks.h"
+#include "hooks/remote/remote_hooks.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <map>
 #include <set>
 
-#include "crihook_hook_v1.grpc.pb.h"
-#include "koordinator_runtime_v1alpha1.grpc.pb.h"
-#include "quote.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "cri-api/crihook_hook_v1.grpc.pb.h"
+#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
 
 namespace crihook {
 namespace {

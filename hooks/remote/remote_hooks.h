@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "hook.h"
-#include "wire.h"
+#include "hooks/hook.h"
+#include "hooks/wire.h"
 
 namespace crihook {
 

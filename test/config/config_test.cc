@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 
 #include <fstream>
 
-#include "fake_cri_server.h"
-#include "text.h"
+#include "base/text.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook {
 namespace {

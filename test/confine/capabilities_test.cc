@@ -1,7 +1,7 @@
 // Capability sets by name and the drop (confine/capabilities.h), in a forked
 // child (a drop cannot be undone).
 
-#include "capabilities.h"
+#include "confine/capabilities.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,11 +2,11 @@
 // child each time (it cannot be removed): what it refuses, what it lets
 // through, and each mode's action.
 
-#include "seccomp_filter.h"
+#include "confine/seccomp_filter.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>

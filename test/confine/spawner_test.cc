@@ -1,7 +1,7 @@
 // The spawner (confine/spawner.h) as crihookd uses it: a real forked spawner
 // process, commands through it, its bounds, its death and its parent's.
 
-#include "spawner.h"
+#include "confine/spawner.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <fstream>
 #include <thread>
 
-#include "capabilities.h"
+#include "confine/capabilities.h"
 
 namespace crihook::confine {
 namespace {

@@ -14,7 +14,7 @@
 #include <set>
 #include <string>
 
-#include "koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
 
 namespace crihook::testing {
 namespace {

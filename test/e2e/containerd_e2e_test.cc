@@ -20,15 +20,15 @@
 #include <sstream>
 #include <thread>
 
-#include "child_process.h"
-#include "cli.h"
-#include "e2e_env.h"
-#include "fake_cri_server.h"
-#include "koord_server.h"
-#include "koordinator_runtime_v1alpha1.grpc.pb.h"
-#include "runtime_v1.grpc.pb.h"
-#include "status.h"
-#include "text.h"
+#include "base/text.h"
+#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/child_process.h"
+#include "test/support/e2e_env.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/koord_server.h"
+#include "tools/crihookctl/cli.h"
+#include "tools/crihookctl/status.h"
 
 namespace crihook::testing {
 namespace {

@@ -28,11 +28,11 @@
 #include <sstream>
 #include <thread>
 
-#include "child_process.h"
-#include "e2e_env.h"
-#include "fake_cri_server.h"
-#include "runtime_v1.grpc.pb.h"
-#include "text.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/child_process.h"
+#include "test/support/e2e_env.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
 namespace {

@@ -1,11 +1,11 @@
-#include "adjustment.h"
+#include "hooks/adjustment.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "apply.h"
+#include "hooks/apply.h"
 
 namespace crihook {
 namespace {

@@ -1,4 +1,4 @@
-#include "chain.h"
+#include "hooks/chain.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <mutex>
 #include <thread>
 
-#include "logging.h"
-#include "quote.h"
-#include "runtime_v1.pb.h"
+#include "base/logging.h"
+#include "base/quote.h"
+#include "cri-api/runtime_v1.pb.h"
 
 namespace crihook {
 namespace {

@@ -1,17 +1,17 @@
 // The hook chain driving crihookd's interception seam, end to end through
 // the proxy against the fake runtime.
 
-#include "hook_interceptor.h"
+#include "hooks/hook_interceptor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "proxy_fixture.h"
-#include "quote.h"
-#include "runtime_v1.grpc.pb.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/proxy_fixture.h"
 
 namespace crihook::testing {
 namespace {

@@ -1,14 +1,14 @@
 // The mount policy: what hooks may mount from the host, and the chain
 // refusing a call whose hook adds a denied mount, naming the hook.
 
-#include "mount_policy.h"
+#include "hooks/mount_policy.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "chain.h"
-#include "logging.h"
-#include "runtime_v1.pb.h"
+#include "base/logging.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/chain.h"
 
 namespace crihook {
 namespace {

@@ -4,14 +4,13 @@
 // (a known false positive, GCC PR 105329).
 #pragma GCC diagnostic ignored "-Wrestrict"
 
-#include "state_store.h"
+#include "hooks/state_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,7 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "fake_cri_server.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
 namespace {
@@ -186,12 +185,15 @@ TEST(StateStoreTest, AFifoALinkAHugeOrADeepRecordIsSkippedNamed) {
   EXPECT_NE(s.container("c1"), nullptr);
   EXPECT_EQ(s.podCount(), 1u);
   const std::string text = log.str();
-  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/fifo.json") + ": a FIFO, not a regular file"));
-  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/huge.json") + ": 17825792 bytes, more than the "
-                                                           "16777216 allowed"));
   EXPECT_THAT(text,
-              ::testing::HasSubstr(dir.file("pods/deep.json") + ": not a pod record: nested deeper than 32"));
-  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/link.json") + ": a symlink, not a regular file"));
+              ::testing::HasSubstr(dir.file("pods/fifo.json") + ": a FIFO, not a regular file"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr(dir.file("pods/huge.json") + ": 17825792 bytes, more than the "
+                                                                "16777216 allowed"));
+  EXPECT_THAT(text, ::testing::HasSubstr(dir.file("pods/deep.json") +
+                                         ": not a pod record: nested deeper than 32"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr(dir.file("pods/link.json") + ": a symlink, not a regular file"));
 }
 
 TEST(StateStoreTest, ADirectoryThatCannotBeMadeIsAnError) {

@@ -1,12 +1,12 @@
 // crihook's hook protocol <-> the framework's types: what comes from outside
 // crihookd is checked, and an error names the field.
 
-#include "wire.h"
+#include "hooks/wire.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "quote.h"
+#include "base/quote.h"
 
 namespace crihook::testing {
 namespace {

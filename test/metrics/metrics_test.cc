@@ -12,15 +12,15 @@
 #include <future>
 #include <thread>
 
-#include "call_metrics.h"
-#include "fake_cri_server.h"
-#include "health.h"
-#include "hook_metrics.h"
-#include "http_endpoint.h"
-#include "logging.h"
-#include "metric_registry.h"
-#include "status.h"
-#include "unix_socket.h"
+#include "base/logging.h"
+#include "metrics/call_metrics.h"
+#include "metrics/health.h"
+#include "metrics/hook_metrics.h"
+#include "metrics/http_endpoint.h"
+#include "metrics/metric_registry.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/unix_socket.h"
+#include "tools/crihookctl/status.h"
 
 namespace crihook::metrics {
 namespace {

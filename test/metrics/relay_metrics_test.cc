@@ -8,15 +8,15 @@
 #include <future>
 #include <thread>
 
-#include "call_metrics.h"
-#include "health.h"
-#include "hook_interceptor.h"
-#include "hook_metrics.h"
-#include "http_endpoint.h"
-#include "metric_registry.h"
-#include "proxy_fixture.h"
-#include "runtime_v1.grpc.pb.h"
-#include "status.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "hooks/hook_interceptor.h"
+#include "metrics/call_metrics.h"
+#include "metrics/health.h"
+#include "metrics/hook_metrics.h"
+#include "metrics/http_endpoint.h"
+#include "metrics/metric_registry.h"
+#include "test/support/proxy_fixture.h"
+#include "tools/crihookctl/status.h"
 
 namespace crihook::testing {
 namespace {

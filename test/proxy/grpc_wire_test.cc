@@ -1,4 +1,4 @@
-#include "grpc_wire.h"
+#include "proxy/grpc_wire.h"
 
 #include <gtest/gtest.h>
 

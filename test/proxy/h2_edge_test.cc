@@ -4,9 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "proxy_fixture.h"
-#include "raw_h2_backend.h"
-#include "runtime_v1.pb.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "test/support/proxy_fixture.h"
+#include "test/support/raw_h2_backend.h"
 
 namespace crihook::testing {
 namespace {

@@ -8,10 +8,10 @@
 #include <future>
 #include <thread>
 
-#include "proxy_fixture.h"
-#include "raw_h2_backend.h"
-#include "raw_h2_client.h"
-#include "runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/proxy_fixture.h"
+#include "test/support/raw_h2_backend.h"
+#include "test/support/raw_h2_client.h"
 
 namespace crihook::testing {
 namespace {

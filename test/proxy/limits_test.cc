@@ -18,13 +18,13 @@
 #include <sstream>
 #include <thread>
 
-#include "child_process.h"
-#include "proxy_fixture.h"
-#include "raw_h2_backend.h"
-#include "raw_h2_client.h"
-#include "runtime_v1.grpc.pb.h"
-#include "runtime_v1.pb.h"
-#include "unix_socket.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "test/support/child_process.h"
+#include "test/support/proxy_fixture.h"
+#include "test/support/raw_h2_backend.h"
+#include "test/support/raw_h2_client.h"
+#include "test/support/unix_socket.h"
 
 namespace crihook::testing {
 namespace {

@@ -17,8 +17,8 @@
 #include <set>
 #include <thread>
 
-#include "proxy_fixture.h"
-#include "runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/proxy_fixture.h"
 
 namespace crihook::testing {
 namespace {

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "child_process.h"
-#include "proxy_fixture.h"
-#include "raw_h2_client.h"
-#include "runtime_v1.pb.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "test/support/child_process.h"
+#include "test/support/proxy_fixture.h"
+#include "test/support/raw_h2_client.h"
 
 namespace crihook::testing {
 namespace {

@@ -3,11 +3,11 @@
 // crihookd runs waits in the backlog and is served by the next one.
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <gmock/gmock.h>
 #include <grpcpp/create_channel_posix.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -21,10 +21,10 @@
 #include <mutex>
 #include <thread>
 
-#include "child_process.h"
-#include "fake_cri_server.h"
-#include "runtime_v1.grpc.pb.h"
-#include "unix_socket.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/child_process.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/unix_socket.h"
 
 namespace crihook::testing {
 namespace {

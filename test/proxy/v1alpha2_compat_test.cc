@@ -9,9 +9,9 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
-#include "intercepted_methods.h"
-#include "runtime_v1.pb.h"
-#include "runtime_v1alpha2.pb.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "cri-api/runtime_v1alpha2.pb.h"
+#include "cri/lifecycle.h"
 
 namespace crihook {
 namespace {
@@ -84,8 +84,8 @@ class V1alpha2Compat : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(V1alpha2Compat, BytesDecodeAsV1AndReencodeUnchanged) {
   const std::string method = GetParam();
-  const InterceptedMethod* m = findInterceptedMethod("/runtime.v1alpha2.RuntimeService/" + method);
-  ASSERT_NE(m, nullptr);
+  auto m = findInterceptedMethod("/runtime.v1alpha2.RuntimeService/" + method);
+  ASSERT_TRUE(m.has_value());
   // The old kubelet's message, every field set.
   const auto* old_type = google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
       "runtime.v1alpha2." + method + "Request");
@@ -96,7 +96,7 @@ TEST_P(V1alpha2Compat, BytesDecodeAsV1AndReencodeUnchanged) {
   const std::string wire = deterministic(*old_msg);
   ASSERT_GT(wire.size(), 10u);
 
-  std::unique_ptr<Message> as_v1 = m->newRequest();
+  std::unique_ptr<Message> as_v1 = m->spec->newRequest();
   ASSERT_TRUE(as_v1->ParseFromString(wire));
   EXPECT_EQ(as_v1->GetReflection()->GetUnknownFields(*as_v1).field_count(), 0)
       << "every v1alpha2 field has a v1 twin";

@@ -2,7 +2,7 @@
 // outlives it — not the child, not what the child left in the background,
 // whether the ChildProcess is destroyed or the test itself is SIGKILLed.
 
-#include "child_process.h"
+#include "test/support/child_process.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -90,9 +90,10 @@ TEST(ChildProcessTest, OutputAndEnvironmentReachTheChild) {
 TEST(ChildProcessTest, ChildOutlivesTheThreadThatStartedIt) {
   TempDir dir;
   std::unique_ptr<ChildProcess> child;
-  std::thread([&] { child = std::make_unique<ChildProcess>("sleep", std::vector<std::string>{"1000"},
-                                                          dir.file("log")); })
-      .join();
+  std::thread([&] {
+    child =
+        std::make_unique<ChildProcess>("sleep", std::vector<std::string>{"1000"}, dir.file("log"));
+  }).join();
   ASSERT_GT(child->pid(), 0);
   EXPECT_EQ(child->wait(0ms), -1);
   child->signal(SIGTERM);
@@ -131,8 +132,7 @@ TEST(ChildProcessTest, AKilledTestLeavesNothingBehind) {
   ASSERT_GE(test, 0);
   if (test == 0) {
     ::close(pids[0]);
-    auto* sh = new ChildProcess("sh", {"-c", inDir(dir.path(), kOrphanThenSleep)},
-                                dir.file("log"));
+    auto* sh = new ChildProcess("sh", {"-c", inDir(dir.path(), kOrphanThenSleep)}, dir.file("log"));
     const pid_t both[2] = {sh->pid(), sh->guardPid()};
     (void)!::write(pids[1], both, sizeof(both));
     for (;;) ::pause();  // until SIGKILLed

@@ -1,7 +1,7 @@
 // e2e_env.h: which values of CRIHOOK_E2E_REQUIRED make the e2e suites
 // mandatory, and what the machine is checked for.
 
-#include "e2e_env.h"
+#include "test/support/e2e_env.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "fake_cri_server.h"
+#include "test/support/fake_cri_server.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
 
 namespace crihook::testing {
 

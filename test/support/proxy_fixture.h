@@ -7,11 +7,11 @@
 
 #include <memory>
 
-#include "config.h"
-#include "fake_cri_server.h"
-#include "interceptor.h"
-#include "logging.h"
-#include "server.h"
+#include "base/logging.h"
+#include "config/config.h"
+#include "cri/interceptor.h"
+#include "proxy/server.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
 

@@ -1,4 +1,4 @@
-#include "raw_h2_backend.h"
+#include "test/support/raw_h2_backend.h"
 
 #include <nghttp2/nghttp2.h>
 #include <poll.h>

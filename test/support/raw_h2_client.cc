@@ -1,4 +1,4 @@
-#include "raw_h2_client.h"
+#include "test/support/raw_h2_client.h"
 
 #include <nghttp2/nghttp2.h>
 #include <poll.h>

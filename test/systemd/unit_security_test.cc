@@ -9,7 +9,7 @@
 #include <regex>
 #include <string>
 
-#include "child_process.h"
+#include "test/support/child_process.h"
 
 namespace {
 

@@ -7,16 +7,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "builtin/lifecycle/records.h"
-#include "cli.h"
-#include "fake_cri_server.h"
-#include "health.h"
-#include "http_endpoint.h"
-#include "logging.h"
-#include "metric_registry.h"
-#include "runtime_v1.pb.h"
-#include "state_store.h"
-#include "wire.h"
+#include "base/logging.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/builtin/lifecycle/records.h"
+#include "hooks/state_store.h"
+#include "hooks/wire.h"
+#include "metrics/health.h"
+#include "metrics/http_endpoint.h"
+#include "metrics/metric_registry.h"
+#include "test/support/fake_cri_server.h"
+#include "tools/crihookctl/cli.h"
 
 namespace crihook::testing {
 namespace {

@@ -19,10 +19,10 @@
 #include <sstream>
 #include <thread>
 
-#include "child_process.h"
-#include "fake_cri_server.h"
-#include "koord_server.h"
-#include "runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/child_process.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/koord_server.h"
 
 namespace crihook::testing {
 namespace {

@@ -5,7 +5,7 @@
 // whose node numbers are never its sockets'), on broken trees, and on this
 // machine's own /sys.
 
-#include "topology.h"
+#include "topology/topology.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,10 +18,10 @@
 #include <set>
 #include <sstream>
 
-#include "fake_cri_server.h"
-#include "placement.h"
-#include "report.h"
-#include "text.h"
+#include "base/text.h"
+#include "test/support/fake_cri_server.h"
+#include "topology/placement.h"
+#include "topology/report.h"
 
 namespace crihook::testing {
 namespace {
@@ -265,13 +265,13 @@ TEST_F(Fixtures, SncDevicesAreOnTheirNumaNodeWhichIsNotTheirSocketsNumber) {
 
   // Placement: GPU 0 and mlx5_0 share socket 0 but no NUMA node; GPU 0 and
   // node 1's CPUs share node 1; node 0's CPUs with it only the socket.
-  auto gpu0_nic0 = topo::sharedScope(s, {{"0000:18:00.0"}, {"0000:31:00.0"}, {}},
-                                     topo::PcieScope::kRootComplex);
+  auto gpu0_nic0 =
+      topo::sharedScope(s, {{"0000:18:00.0"}, {"0000:31:00.0"}, {}}, topo::PcieScope::kRootComplex);
   ASSERT_TRUE(gpu0_nic0.ok());
   EXPECT_EQ(gpu0_nic0->scope, topo::Scope::kSameSocket);
   EXPECT_EQ(gpu0_nic0->why, "GPU 0000:18:00.0, RDMA 0000:31:00.0 share socket 0");
-  auto near = topo::sharedScope(s, {{"0000:18:00.0"}, {}, {4, 5, 20}},
-                                topo::PcieScope::kRootComplex);
+  auto near =
+      topo::sharedScope(s, {{"0000:18:00.0"}, {}, {4, 5, 20}}, topo::PcieScope::kRootComplex);
   ASSERT_TRUE(near.ok());
   EXPECT_EQ(near->scope, topo::Scope::kSameNumaNode);
   EXPECT_EQ(near->why, "GPU 0000:18:00.0 and CPUs 4-5,20 share NUMA node 1");
@@ -647,8 +647,8 @@ TEST_F(Fixtures, AVirtualFunctionKeepsItsNumberWhenAnEarlierLinkDangles) {
   std::filesystem::copy(
       fixture("dgx"), broken.path(),
       std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
-  const std::string pf_dir = std::filesystem::canonical(
-      broken.path() + "/sys/bus/pci/devices/0000:1c:00.0");
+  const std::string pf_dir =
+      std::filesystem::canonical(broken.path() + "/sys/bus/pci/devices/0000:1c:00.0");
   std::filesystem::remove(pf_dir + "/virtfn0");
   std::filesystem::create_symlink("../0000:1c:00.7", pf_dir + "/virtfn0");
   const topo::Snapshot s = topo::discover(topo::SysRoot(broken.path()));

@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "tools/crihookctl/cli.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -15,14 +15,14 @@
 #include <map>
 #include <sstream>
 
-#include "builtin/lifecycle/records.h"
-#include "explain.h"
-#include "read_file.h"
-#include "report.h"
-#include "runtime_v1.grpc.pb.h"
-#include "state_store.h"
-#include "status.h"
-#include "text.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "hooks/builtin/lifecycle/records.h"
+#include "hooks/state_store.h"
+#include "tools/crihookctl/explain.h"
+#include "tools/crihookctl/status.h"
+#include "topology/report.h"
 
 namespace crihook::ctl {
 namespace {

@@ -1,11 +1,11 @@
-#include "explain.h"
+#include "tools/crihookctl/explain.h"
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <map>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook::ctl {
 namespace {
@@ -94,8 +94,7 @@ void changes(const hv1::StageDecision& d, std::ostream& out) {
   if (a.has_memory_limit_bytes())
     line(cat("memory_limit_bytes ", a.memory_limit_bytes()), "memory_limit_bytes");
   if (a.has_memory_swap_limit_bytes()) {
-    line(cat("memory_swap_limit_bytes ", a.memory_swap_limit_bytes()),
-         "memory_swap_limit_bytes");
+    line(cat("memory_swap_limit_bytes ", a.memory_swap_limit_bytes()), "memory_swap_limit_bytes");
   }
   if (a.has_oom_score_adj()) line(cat("oom_score_adj ", a.oom_score_adj()), "oom_score_adj");
   for (const auto& [k, v] : a.hugepage_limits())

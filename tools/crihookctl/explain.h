@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "crihook_hook_v1.pb.h"
+#include "cri-api/crihook_hook_v1.pb.h"
 
 namespace crihook::ctl {
 

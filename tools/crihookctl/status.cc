@@ -1,4 +1,4 @@
-#include "status.h"
+#include "tools/crihookctl/status.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook::ctl {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "config.h"
+#include "config/config.h"
 
 namespace crihook::ctl {
 

@@ -8,24 +8,24 @@
 #include <optional>
 #include <string>
 
-#include "call_metrics.h"
-#include "capabilities.h"
-#include "config.h"
-#include "health.h"
-#include "holder.h"
-#include "hook_interceptor.h"
-#include "hook_manager.h"
-#include "http_endpoint.h"
-#include "logging.h"
-#include "metric_registry.h"
-#include "registry.h"
-#include "seccomp_filter.h"
-#include "server.h"
-#include "spawner.h"
-#include "socket_activation.h"
-#include "state_store.h"
-#include "systemd_notify.h"
-#include "text.h"
+#include "base/logging.h"
+#include "base/text.h"
+#include "config/config.h"
+#include "confine/capabilities.h"
+#include "confine/seccomp_filter.h"
+#include "confine/spawner.h"
+#include "hooks/hook_interceptor.h"
+#include "hooks/hook_manager.h"
+#include "hooks/registry.h"
+#include "hooks/state_store.h"
+#include "metrics/call_metrics.h"
+#include "metrics/health.h"
+#include "metrics/http_endpoint.h"
+#include "metrics/metric_registry.h"
+#include "proxy/server.h"
+#include "proxy/socket_activation.h"
+#include "proxy/systemd_notify.h"
+#include "topology/holder.h"
 
 namespace {
 
@@ -69,8 +69,8 @@ absl::StatusOr<Confinement> resolveConfinement(const crihook::Config& config,
                                                std::string_view origin) {
   namespace confine = crihook::confine;
   auto bad = [&](std::string_view key, const absl::Status& s) {
-    return absl::InvalidArgumentError(crihook::cat("config ", origin, ": ", key, ": ",
-                                                   crihook::sv(s.message())));
+    return absl::InvalidArgumentError(
+        crihook::cat("config ", origin, ": ", key, ": ", crihook::sv(s.message())));
   };
   Confinement c;
   auto mode = confine::parseSeccompMode(config.seccomp);
@@ -289,8 +289,8 @@ int main(int argc, char** argv) {
   (*hooks)->reconcileWithRuntime(config.backend_endpoint);
   // Started: from here on crihookd makes only the calls on the allow-list
   // (every thread; those that exist and those to come).
-  auto filtered = crihook::confine::installFilter(confinement->seccomp,
-                                                  crihook::confine::FilterFor::kDaemon);
+  auto filtered =
+      crihook::confine::installFilter(confinement->seccomp, crihook::confine::FilterFor::kDaemon);
   if (!filtered.ok()) {
     log->critical("cannot start: {} (security.seccomp = \"off\" runs without a filter)",
                   crihook::sv(filtered.status().message()));

@@ -1,4 +1,4 @@
-#include "cdi.h"
+#include "hooks/builtin/cdi/cdi.h"
 
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "../settings.h"
-#include "bounded_json.h"
-#include "logging.h"
-#include "quote.h"
-#include "read_file.h"
-#include "text.h"
+#include "base/bounded_json.h"
+#include "base/logging.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "hooks/builtin/settings.h"
 
 namespace crihook {
 namespace {

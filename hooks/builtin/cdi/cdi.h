@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "adjustment.h"
-#include "hook.h"
+#include "hooks/adjustment.h"
+#include "hooks/hook.h"
 
 namespace crihook {
 

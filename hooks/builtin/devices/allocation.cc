@@ -1,14 +1,14 @@
-#include "allocation.h"
+#include "hooks/builtin/devices/allocation.h"
 
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "bounded_json.h"
-#include "quote.h"
-#include "report.h"
-#include "text.h"
-#include "topology.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "topology/report.h"
+#include "topology/topology.h"
 
 namespace crihook {
 namespace {

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bounded_json.h"  // shownJson, for messages about annotation values
-#include "quote.h"
+#include "base/bounded_json.h"  // shownJson, for messages about annotation values
+#include "base/quote.h"
 
 namespace crihook {
 

@@ -1,4 +1,4 @@
-#include "cpu_pools.h"
+#include "hooks/builtin/devices/cpu_pools.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "bounded_json.h"
-#include "builtin/files.h"
-#include "quote.h"
-#include "read_file.h"
-#include "state_version.h"
-#include "text.h"
-#include "topology.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "hooks/builtin/files.h"
+#include "hooks/state_version.h"
+#include "topology/topology.h"
 
 namespace crihook {
 namespace {
@@ -76,7 +76,6 @@ CpuOwner ownerOf(const json& v, std::chrono::system_clock::time_point* since) {
       std::chrono::seconds(s != v.end() && s->is_number_integer() ? s->get<int64_t>() : 0));
   return {text(v, "sandbox"), text(v, "pod"), text(v, "container")};
 }
-
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-#include "device_hooks.h"
+#include "hooks/builtin/devices/device_hooks.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -11,15 +11,15 @@
 #include <mutex>
 #include <set>
 
-#include "../settings.h"
-#include "allocation.h"
-#include "cpu_pools.h"
-#include "logging.h"
-#include "placement.h"
-#include "runtime_sandboxes.h"
-#include "runtime_v1.pb.h"
-#include "text.h"
-#include "topology.h"
+#include "base/logging.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/builtin/devices/allocation.h"
+#include "hooks/builtin/devices/cpu_pools.h"
+#include "hooks/builtin/settings.h"
+#include "hooks/runtime_sandboxes.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
 
 namespace crihook {
 namespace {

@@ -81,8 +81,8 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "hook.h"
-#include "registry.h"
+#include "hooks/hook.h"
+#include "hooks/registry.h"
 
 namespace crihook {
 

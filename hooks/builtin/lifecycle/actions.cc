@@ -1,4 +1,4 @@
-#include "actions.h"
+#include "hooks/builtin/lifecycle/actions.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <fstream>
 
-#include "../devices/allocation.h"
-#include "../settings.h"
-#include "bounded_json.h"
-#include "quote.h"
-#include "launcher.h"
-#include "text.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/text.h"
+#include "confine/launcher.h"
+#include "hooks/builtin/devices/allocation.h"
+#include "hooks/builtin/settings.h"
 
 namespace crihook {
 namespace {
@@ -137,15 +137,13 @@ absl::StatusOr<DeviceFacts> DeviceFacts::fromJson(const json& j) {
                                      {"uuid", d.uuid},
                                      {"name", d.name}}) {
     if (!value.empty() && !isPlainText(value))
-      return absl::InvalidArgumentError(
-          cat("device.", field, ": not printable text of at most ", kMaxFactBytes, " bytes: ",
-              quote(value)));
+      return absl::InvalidArgumentError(cat("device.", field, ": not printable text of at most ",
+                                            kMaxFactBytes, " bytes: ", quote(value)));
   }
   if (!d.pci.empty() && !isPciAddress(d.pci))
     return absl::InvalidArgumentError(cat("device.pci: not a PCI address: ", quote(d.pci)));
   if (!d.node.empty() && !isDeviceNodeName(d.node))
-    return absl::InvalidArgumentError(
-        cat("device.node: not a device node name: ", quote(d.node)));
+    return absl::InvalidArgumentError(cat("device.node: not a device node name: ", quote(d.node)));
   return d;
 }
 

@@ -1,4 +1,4 @@
-#include "lifecycle_hook.h"
+#include "hooks/builtin/lifecycle/lifecycle_hook.h"
 
 #include <condition_variable>
 #include <map>
@@ -7,15 +7,15 @@
 #include <set>
 #include <thread>
 
-#include "../devices/allocation.h"
-#include "../settings.h"
-#include "actions.h"
-#include "hook_metrics.h"
-#include "logging.h"
-#include "records.h"
-#include "runtime_sandboxes.h"
-#include "runtime_v1.pb.h"
-#include "text.h"
+#include "base/logging.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/builtin/devices/allocation.h"
+#include "hooks/builtin/lifecycle/actions.h"
+#include "hooks/builtin/lifecycle/records.h"
+#include "hooks/builtin/settings.h"
+#include "hooks/runtime_sandboxes.h"
+#include "metrics/hook_metrics.h"
 
 namespace crihook {
 namespace {

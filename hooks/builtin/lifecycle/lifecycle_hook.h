@@ -63,8 +63,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "hook.h"
-#include "registry.h"
+#include "hooks/hook.h"
+#include "hooks/registry.h"
 
 namespace crihook {
 

@@ -1,4 +1,4 @@
-#include "records.h"
+#include "hooks/builtin/lifecycle/records.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -10,12 +10,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "bounded_json.h"
-#include "builtin/files.h"
-#include "quote.h"
-#include "read_file.h"
-#include "state_version.h"
-#include "text.h"
+#include "base/bounded_json.h"
+#include "base/quote.h"
+#include "base/read_file.h"
+#include "base/text.h"
+#include "hooks/builtin/files.h"
+#include "hooks/state_version.h"
 
 namespace crihook {
 namespace {
@@ -50,7 +50,6 @@ std::string safeName(std::string_view uid) {
   }
   return out;
 }
-
 
 }  // namespace
 

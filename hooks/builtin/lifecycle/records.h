@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actions.h"
+#include "hooks/builtin/lifecycle/actions.h"
 
 namespace crihook {
 

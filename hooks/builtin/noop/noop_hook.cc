@@ -1,6 +1,6 @@
-#include "noop_hook.h"
+#include "hooks/builtin/noop/noop_hook.h"
 
-#include "../settings.h"
+#include "hooks/builtin/settings.h"
 
 namespace crihook {
 

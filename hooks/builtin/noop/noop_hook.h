@@ -7,7 +7,7 @@
 // settings: stages = ["PreCreateContainer", ...] (default PreCreateContainer)
 
 #include "absl/status/statusor.h"
-#include "hook.h"
+#include "hooks/hook.h"
 
 namespace crihook {
 

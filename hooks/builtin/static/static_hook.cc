@@ -1,11 +1,11 @@
-#include "static_hook.h"
+#include "hooks/builtin/static/static_hook.h"
 
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 
-#include "../settings.h"
-#include "text.h"
+#include "base/text.h"
+#include "hooks/builtin/settings.h"
 
 namespace crihook {
 namespace {

@@ -16,7 +16,7 @@
 // Every setting is checked when crihookd starts; an error names it.
 
 #include "absl/status/statusor.h"
-#include "hook.h"
+#include "hooks/hook.h"
 
 namespace crihook {
 

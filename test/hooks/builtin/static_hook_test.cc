@@ -1,14 +1,14 @@
 // builtin = "static" and builtin = "noop", made through the registry as
 // crihookd makes them from its config.
 
-#include "builtin/static/static_hook.h"
+#include "hooks/builtin/static/static_hook.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "registry.h"
+#include "hooks/registry.h"
 
 namespace crihook::testing {
 namespace {
@@ -81,7 +81,8 @@ TEST(StaticHookTest, PodLabelsAndAnnotationsMustMatchByKeyAndValue) {
     in.pod = p;
     return in;
   };
-  EXPECT_TRUE(hook.appliesTo(pod({{"team", "ml"}, {"tier", "gold"}}, {{"crihook.io/models", "on"}})));
+  EXPECT_TRUE(
+      hook.appliesTo(pod({{"team", "ml"}, {"tier", "gold"}}, {{"crihook.io/models", "on"}})));
   EXPECT_FALSE(hook.appliesTo(pod({{"team", "web"}}, {{"crihook.io/models", "on"}})));
   EXPECT_FALSE(hook.appliesTo(pod({}, {{"crihook.io/models", "on"}})));
   EXPECT_FALSE(hook.appliesTo(pod({{"team", "ml"}}, {{"crihook.io/models", "off"}})));

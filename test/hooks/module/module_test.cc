@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "chain.h"
-#include "fake_cri_server.h"
-#include "hook_manager.h"
-#include "logging.h"
-#include "module_hook.h"
+#include "base/logging.h"
+#include "hooks/chain.h"
+#include "hooks/hook_manager.h"
+#include "hooks/module/module_hook.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
 namespace {

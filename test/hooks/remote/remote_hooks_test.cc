@@ -2,7 +2,7 @@
 // protocol (a runtime.v1alpha1 server written here, registered by files in a
 // hookserver.d directory) and crihook's own.
 
-#include "remote/remote_hooks.h"
+#include "hooks/remote/remote_hooks.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,15 +15,15 @@
 #include <fstream>
 #include <thread>
 
-#include "crihook_hook_v1.grpc.pb.h"
-#include "hook_interceptor.h"
-#include "hook_manager.h"
-#include "koord_server.h"
-#include "koordinator_runtime_v1alpha1.grpc.pb.h"
-#include "proxy_fixture.h"
-#include "remote/hookserver_dir.h"
-#include "runtime_v1.grpc.pb.h"
-#include "text.h"
+#include "base/text.h"
+#include "cri-api/crihook_hook_v1.grpc.pb.h"
+#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "hooks/hook_interceptor.h"
+#include "hooks/hook_manager.h"
+#include "hooks/remote/hookserver_dir.h"
+#include "test/support/koord_server.h"
+#include "test/support/proxy_fixture.h"
 
 namespace crihook::testing {
 namespace {
@@ -321,10 +321,10 @@ TEST_F(RemoteHooksTest, KoordinatorEnvAnswerKeepsTheOrderSettingRemovingAndAppen
   koordlet.on_container = [](const koord::ContainerResourceHookRequest&,
                              koord::ContainerResourceHookResponse& resp) {
     auto& env = *resp.mutable_container_envs();
-    env["B"] = "20";       // changed
-    env.erase("C");        // removed
-    env["ZNEW"] = "z";     // added
-    env["ANEW"] = "a";     // added
+    env["B"] = "20";    // changed
+    env.erase("C");     // removed
+    env["ZNEW"] = "z";  // added
+    env["ANEW"] = "a";  // added
   };
   koordlet.start();
   registerServer("k.json", dir_.file("k.sock"), "Fail");
@@ -339,7 +339,8 @@ TEST_F(RemoteHooksTest, KoordinatorEnvAnswerKeepsTheOrderSettingRemovingAndAppen
   const v1::CreateContainerRequest seen = lastCreateSeenByRuntime();
   std::vector<std::string> env;
   for (const auto& e : seen.config().envs()) env.push_back(e.key() + "=" + e.value());
-  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "B=20", "A=1", "B=20", "ANEW=a", "ZNEW=z"}));
+  EXPECT_EQ(env,
+            (std::vector<std::string>{"PATH=/bin", "B=20", "A=1", "B=20", "ANEW=a", "ZNEW=z"}));
   std::lock_guard lock(koordlet.mu);
   ASSERT_EQ(koordlet.container_requests.size(), 1u);
   const auto& sent = koordlet.container_requests[0].container_envs();
@@ -379,15 +380,15 @@ TEST_F(RemoteHooksTest, KoordinatorResourceAnswersAreTakenAsKoordRuntimeProxyTak
                                    koord::ContainerResourceHookResponse& resp) {
     auto* r = resp.mutable_container_resources();
     if (round == 0) {
-      r->set_cpu_quota(0);                  // zero: not specified
-      r->set_memory_limit_in_bytes(-5);     // not positive: not taken
+      r->set_cpu_quota(0);               // zero: not specified
+      r->set_memory_limit_in_bytes(-5);  // not positive: not taken
       r->set_memory_swap_limit_in_bytes(0);
-      r->set_oom_score_adj(-1001);          // outside -1000..1000: not taken
-      r->clear_hugepage_limits();           // hugepages: never taken
+      r->set_oom_score_adj(-1001);  // outside -1000..1000: not taken
+      r->clear_hugepage_limits();   // hugepages: never taken
       r->add_hugepage_limits()->set_page_size("1GB");
       r->mutable_hugepage_limits(0)->set_limit(1 << 30);
       (*r->mutable_unified())["memory.low"] = "1048576";  // merged into what was sent
-      r->clear_cpuset_cpus();               // koord-runtime-proxy would clear it
+      r->clear_cpuset_cpus();                             // koord-runtime-proxy would clear it
       r->set_cpuset_mems("0");
     } else {
       r->set_cpu_quota(-1);
@@ -498,8 +499,9 @@ TEST_F(RemoteHooksTest, EchoedValuesNeverConflictButTwoDifferentChangesDo) {
   manager_->reload();
   grpc::Status s = create(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), HasSubstr("hook hookserver/20-changer and hook hookserver/30-other "
-                                           "both set cpuset_cpus: \"4-5\" vs \"6-7\""));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("hook hookserver/20-changer and hook hookserver/30-other "
+                        "both set cpuset_cpus: \"4-5\" vs \"6-7\""));
 }
 
 TEST(HookServerFileTest, BadRegistrationsNameFileKeyAndReason) {
@@ -518,8 +520,9 @@ TEST(HookServerFileTest, BadRegistrationsNameFileKeyAndReason) {
               HasSubstr("k.json: failure-policy: expected a string"));
   EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "runtime-hooks": "PreCreateContainer"})"),
               HasSubstr("k.json: runtime-hooks: expected an array of hook names"));
-  EXPECT_THAT(error(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreCreateContainer", 7]})"),
-              HasSubstr("k.json: runtime-hooks[1]: expected a string"));
+  EXPECT_THAT(
+      error(R"({"remote-endpoint": "/k.sock", "runtime-hooks": ["PreCreateContainer", 7]})"),
+      HasSubstr("k.json: runtime-hooks[1]: expected a string"));
   auto ok = parseHookServerFile("koordlet.json",
                                 R"({"remote-endpoint": "unix:///var/run/koordlet/koordlet.sock",
        "runtime-hooks": ["PreRunPodSandbox", "PostStopPodSandbox", "PreCreateContainer",

@@ -2,7 +2,7 @@
 // container gets, and the refusals (unknown device, a broken spec, OCI hooks
 // under on_unsupported = "reject").
 
-#include "builtin/cdi/cdi.h"
+#include "hooks/builtin/cdi/cdi.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -15,9 +15,9 @@
 #include <fstream>
 #include <future>
 
-#include "fake_cri_server.h"
-#include "registry.h"
-#include "text.h"
+#include "base/text.h"
+#include "hooks/registry.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
 namespace {

@@ -1,14 +1,14 @@
 // The scheduler's allocation annotations: valid ones read whole, each kind of
 // invalid one refused naming the pod, the annotation, the field and why.
 
-#include "builtin/devices/allocation.h"
+#include "hooks/builtin/devices/allocation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "report.h"
-#include "text.h"
-#include "topology.h"
+#include "base/text.h"
+#include "topology/report.h"
+#include "topology/topology.h"
 
 namespace crihook::testing {
 namespace {

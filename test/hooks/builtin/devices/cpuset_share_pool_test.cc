@@ -11,10 +11,10 @@
 #include <set>
 #include <thread>
 
-#include "builtin/devices/device_hooks.h"
-#include "hook_interceptor.h"
-#include "proxy_fixture.h"
-#include "runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
+#include "hooks/builtin/devices/device_hooks.h"
+#include "hooks/hook_interceptor.h"
+#include "test/support/proxy_fixture.h"
 
 namespace crihook::testing {
 namespace {

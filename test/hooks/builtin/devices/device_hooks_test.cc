@@ -2,7 +2,7 @@
 // fixture device root: what they add for an allocation, and how they refuse
 // one that does not fit this node.
 
-#include "builtin/devices/device_hooks.h"
+#include "hooks/builtin/devices/device_hooks.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,16 +15,16 @@
 #include <sstream>
 #include <thread>
 
-#include "builtin/devices/allocation.h"
-#include "builtin/devices/cpu_pools.h"
-#include "child_process.h"
-#include "fake_cri_server.h"
-#include "logging.h"
-#include "registry.h"
-#include "report.h"
-#include "runtime_sandboxes.h"
-#include "runtime_v1.pb.h"
-#include "topology.h"
+#include "base/logging.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/builtin/devices/allocation.h"
+#include "hooks/builtin/devices/cpu_pools.h"
+#include "hooks/registry.h"
+#include "hooks/runtime_sandboxes.h"
+#include "test/support/child_process.h"
+#include "test/support/fake_cri_server.h"
+#include "topology/report.h"
+#include "topology/topology.h"
 
 namespace crihook::testing {
 namespace {
@@ -101,7 +101,8 @@ TEST_F(DeviceHooksTest, GpuHookAddsTheAllocatedGpusAndTheControlNodesPresent) {
                           "/dev/nvidiactl<-/nvidiactl", "/dev/nvidia-uvm<-/nvidia-uvm"));
   // Device nodes with cgroup permissions (read, write; no mknod), so access
   // survives a systemctl daemon-reload.
-  for (const DeviceSpec& x : d.adjustment.devices) EXPECT_EQ(x.permissions, "rw") << x.container_path;
+  for (const DeviceSpec& x : d.adjustment.devices)
+    EXPECT_EQ(x.permissions, "rw") << x.container_path;
   ASSERT_EQ(d.adjustment.env.size(), 1u);
   EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NVIDIA_VISIBLE_DEVICES",
                                          "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd,"
@@ -250,7 +251,8 @@ TEST_F(DeviceHooksTest, RdmaHookAddsThePhysicalFunctionOrTheAllocatedVfs) {
                                                    "/dev/infiniband/uverbs2<-/infiniband/uverbs2",
                                                    "/dev/infiniband/uverbs6<-/infiniband/uverbs6",
                                                    "/dev/infiniband/uverbs5<-/infiniband/uverbs5"));
-  for (const DeviceSpec& x : d.adjustment.devices) EXPECT_EQ(x.permissions, "rw") << x.container_path;
+  for (const DeviceSpec& x : d.adjustment.devices)
+    EXPECT_EQ(x.permissions, "rw") << x.container_path;
   ASSERT_EQ(d.adjustment.env.size(), 1u);
   EXPECT_EQ(d.adjustment.env[0], (EnvVar{"NCCL_IB_HCA", "mlx5_2,mlx5_6,mlx5_5"}));
 
@@ -338,9 +340,9 @@ TEST_F(DeviceHooksTest, RdmaHookFindsVfsByBusIdWhateverTheirMinor) {
 // report gave it: a Mellanox one by mlx5_N, another (irdma) by the minor the
 // report gave it after them. Resolving and reporting never disagree.
 TEST_F(DeviceHooksTest, AnIdlessRdmaAllocationFindsWhatTheDeviceReportNumbered) {
-  const topology::Snapshot snap =
-      topology::discover(topology::SysRoot(dir_->file("intel-rdma")));
-  const nlohmann::json device = topology::deviceObject(snap, {"n", topology::PcieScope::kRootComplex});
+  const topology::Snapshot snap = topology::discover(topology::SysRoot(dir_->file("intel-rdma")));
+  const nlohmann::json device =
+      topology::deviceObject(snap, {"n", topology::PcieScope::kRootComplex});
   int checked = 0;
   for (const auto& d : device["spec"]["devices"]) {
     if (d["type"] != "rdma") continue;
@@ -465,14 +467,15 @@ TEST_F(DeviceHooksTest, OnASubNumaClusteredNodeMemsAreTheNumaNodeNotTheSocket) {
   ASSERT_EQ(gpu0->where.socket, 0);
   ASSERT_EQ(topology::formatCpuList(snc->nodes.at(1).cpus), "4-7,20-23");
   auto cpuset = make("cpuset", "{}");
-  auto run = [&](const std::shared_ptr<Hook>& hook, std::map<std::string, std::string> annotations) {
+  auto run = [&](const std::shared_ptr<Hook>& hook,
+                 std::map<std::string, std::string> annotations) {
     HookInput in = input(std::move(annotations));
     in.topology = snc;
     return hook->run(in);
   };
   auto pinned = [&](const std::string& cpus) {
-    return run(cpuset, {{"scheduling.koordinator.sh/resource-status",
-                         R"({"cpuset":")" + cpus + "\"}"}});
+    return run(cpuset,
+               {{"scheduling.koordinator.sh/resource-status", R"({"cpuset":")" + cpus + "\"}"}});
   };
   // Pinned next to GPU 0: its node, 1 (its socket is 0).
   HookDecision d = pinned("4-5,20-21");

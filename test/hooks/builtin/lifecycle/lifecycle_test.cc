@@ -14,16 +14,16 @@
 #include <optional>
 #include <thread>
 
-#include "builtin/lifecycle/actions.h"
-#include "builtin/lifecycle/lifecycle_hook.h"
-#include "builtin/lifecycle/records.h"
-#include "child_process.h"
-#include "fake_cri_server.h"
-#include "registry.h"
-#include "runtime_sandboxes.h"
-#include "runtime_v1.pb.h"
-#include "text.h"
-#include "topology.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "hooks/builtin/lifecycle/actions.h"
+#include "hooks/builtin/lifecycle/lifecycle_hook.h"
+#include "hooks/builtin/lifecycle/records.h"
+#include "hooks/registry.h"
+#include "hooks/runtime_sandboxes.h"
+#include "test/support/child_process.h"
+#include "test/support/fake_cri_server.h"
+#include "topology/topology.h"
 
 namespace crihook::testing {
 namespace {
@@ -150,8 +150,8 @@ TEST(Action, BuiltinsRefuseAPciAddressOrNodeThatIsNotOne) {
 }
 
 TEST(DeviceFacts, ReadBackFactsAreCheckedAsTheAllocationWas) {
-  const DeviceFacts good{"rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6",
-                         "infiniband/uverbs6"};
+  const DeviceFacts good{
+      "rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6", "infiniband/uverbs6"};
   ASSERT_TRUE(DeviceFacts::fromJson(good.toJson()).ok());
   auto with = [&](const char* field, const std::string& value) {
     nlohmann::json j = good.toJson();
@@ -364,7 +364,8 @@ class LifecycleTest : public ::testing::Test {
     for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
       std::vector<std::string> l = log();
       if (std::find(l.begin(), l.end(), done) != l.end()) {
-        std::erase_if(l, [](const std::string& x) { return x.find("probe-0") != std::string::npos; });
+        std::erase_if(l,
+                      [](const std::string& x) { return x.find("probe-0") != std::string::npos; });
         return l;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -541,9 +542,10 @@ TEST_F(LifecycleTest, AFailedCleanupIsRetriedWithBackoffUntilItSucceeds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(records(), 0u);
   // Nothing is cleaned up again once it succeeded, and no retry is left.
-  EXPECT_THAT(logAfterPendingRetries(*hook),
-              ::testing::Optional(ElementsAre(gpu1 + " FAILED", cat("cleanup gpu 0 ", kGpu0, " train-0"),
-                                              gpu1 + " FAILED", gpu1)));
+  EXPECT_THAT(
+      logAfterPendingRetries(*hook),
+      ::testing::Optional(ElementsAre(gpu1 + " FAILED", cat("cleanup gpu 0 ", kGpu0, " train-0"),
+                                      gpu1 + " FAILED", gpu1)));
 }
 
 TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRuntime) {

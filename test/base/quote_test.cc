@@ -1,7 +1,7 @@
 // quote() and boundedMessage(): untrusted text in a log line or a status
 // message is one line of printable ASCII, and short.
 
-#include "quote.h"
+#include "base/quote.h"
 
 #include <gtest/gtest.h>
 

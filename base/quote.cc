@@ -1,4 +1,4 @@
-#include "quote.h"
+#include "base/quote.h"
 
 #include <fmt/format.h>
 

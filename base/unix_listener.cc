@@ -1,4 +1,4 @@
-#include "unix_listener.h"
+#include "base/unix_listener.h"
 
 #include <grp.h>
 #include <sys/socket.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {
@@ -51,8 +51,8 @@ absl::StatusOr<int> listenUnixSocket(const std::string& path, const UnixListener
 
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return absl::FailedPreconditionError(cat(options.what, " ", path, ": socket: ",
-                                             std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        cat(options.what, " ", path, ": socket: ", std::strerror(errno)));
   ::unlink(tmp.c_str());
   auto fail = [&](std::string_view step) {
     const int e = errno;

@@ -1,7 +1,7 @@
 // readRegularFile: what other software writes is read as a regular file of
 // bounded size, or refused without blocking and without being read.
 
-#include "read_file.h"
+#include "base/read_file.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <future>
 
-#include "fake_cri_server.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook {
 namespace {

@@ -1,4 +1,4 @@
-#include "read_file.h"
+#include "base/read_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "text.h"
+#include "base/text.h"
 
 namespace crihook {
 namespace {

@@ -1,7 +1,8 @@
 #pragma once
 
-// The seam between the proxy and the hook framework: what an intercepted CRI
-// call looks like to the stages that run before and after it is forwarded.
+// The seam a front (the proxy) calls and the hook framework implements: what
+// an intercepted CRI call looks like to the stages that run before and after
+// it is forwarded. Only tools/crihookd knows both sides.
 
 #include <google/protobuf/message.h>
 
@@ -13,37 +14,9 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "cri/lifecycle.h"
 
 namespace crihook {
-
-// The pod and container lifecycle calls crihookd intercepts.
-enum class LifecycleMethod {
-  kRunPodSandbox,
-  kStopPodSandbox,
-  kRemovePodSandbox,
-  kCreateContainer,
-  kStartContainer,
-  kStopContainer,
-  kRemoveContainer,
-  kUpdateContainerResources,
-};
-std::string_view methodName(LifecycleMethod method);
-
-// Which CRI package the caller spoke. v1alpha2 messages of these calls are
-// wire-identical to v1 for every field v1alpha2 has, so both decode into the
-// runtime.v1 types (test/proxy/v1alpha2_compat_test.cc shows it).
-enum class CriApi { kV1, kV1alpha2 };
-std::string_view apiName(CriApi api);
-
-// Who a call is about, for log lines and for the hooks.
-struct CallIdentity {
-  std::string pod_namespace;
-  std::string pod_name;
-  std::string pod_uid;
-  std::string sandbox_id;
-  std::string container_id;
-  std::string container_name;
-};
 
 // One intercepted call. Created by the proxy, handed to the pre-stage, then
 // (once the runtime answered) to the post-stage. Owned through shared_ptr so a

@@ -1,11 +1,11 @@
 // parseJsonBounded and shownJson: JSON from outside is parsed within bytes
 // and nesting, and shown in messages cut short, never serialised whole.
 
-#include "bounded_json.h"
+#include "base/bounded_json.h"
 
 #include <gtest/gtest.h>
 
-#include "quote.h"
+#include "base/quote.h"
 
 namespace crihook {
 namespace {

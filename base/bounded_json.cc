@@ -1,7 +1,7 @@
-#include "bounded_json.h"
+#include "base/bounded_json.h"
 
-#include "quote.h"
-#include "text.h"
+#include "base/quote.h"
+#include "base/text.h"
 
 namespace crihook {
 

@@ -1,6 +1,6 @@
 // config/unix_listener.h: the CRI and metrics sockets appear listening, with
 // their mode and group, or not at all.
-#include "unix_listener.h"
+#include "base/unix_listener.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include <filesystem>
 
-#include "fake_cri_server.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook {
 namespace {
