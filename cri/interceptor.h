@@ -28,6 +28,10 @@ struct InterceptedCall {
   // The caller's deadline (time_point::max() when it set none). A stage must
   // finish well before it: the runtime still needs its share.
   std::chrono::steady_clock::time_point deadline;
+  // What the request says of who the call is about (identityFromRequest).
+  // The pre-stage may complete it (the pod's name for a call that carries
+  // only a container id); the proxy's log line shows it as it is then. On
+  // success the proxy adds the id of the object the call created.
   CallIdentity identity;
 
   // The decoded runtime.v1 request. A pre-stage may edit it and must then set

@@ -17,91 +17,79 @@ std::unique_ptr<Message> make() {
 
 // Accessors made from a message type and its generated getter, so a row
 // names fields instead of repeating casts.
-template <typename Req, auto Field>
-std::string_view id(const Message& m) {
-  return (static_cast<const Req&>(m).*Field)();
+template <typename Msg, auto Field>
+std::string_view text(const Message& m) {
+  return (static_cast<const Msg&>(m).*Field)();
 }
-std::string_view noId(const Message&) { return {}; }
-
-template <typename Req, auto Field>
-const v1::PodSandboxConfig* podConfig(const Message& m) {
-  return &(static_cast<const Req&>(m).*Field)();
+template <typename Msg, auto Field>
+auto part(const Message& m) {
+  return &(static_cast<const Msg&>(m).*Field)();
 }
-const v1::PodSandboxConfig* noPodConfig(const Message&) { return nullptr; }
-
-template <typename Req, auto Field>
-const v1::ContainerConfig* containerConfig(const Message& m) {
-  return &(static_cast<const Req&>(m).*Field)();
+template <typename Msg, auto Field>
+auto mutablePart(Message& m) {
+  return (static_cast<Msg&>(m).*Field)();
 }
-const v1::ContainerConfig* noContainerConfig(const Message&) { return nullptr; }
-
-template <typename Req, auto Field>
-v1::PodSandboxConfig* mutableSandbox(Message& m) {
-  return (static_cast<Req&>(m).*Field)();
-}
-v1::PodSandboxConfig* noMutableSandbox(Message&) { return nullptr; }
-
-template <typename Req, auto Field>
-v1::ContainerConfig* mutableContainer(Message& m) {
-  return (static_cast<Req&>(m).*Field)();
-}
-v1::ContainerConfig* noMutableContainer(Message&) { return nullptr; }
-
-template <typename Req, auto Field>
-v1::LinuxContainerResources* mutableResources(Message& m) {
-  return (static_cast<Req&>(m).*Field)();
-}
-v1::LinuxContainerResources* noMutableResources(Message&) { return nullptr; }
 
 using M = LifecycleMethod;
+using Run = v1::RunPodSandboxRequest;
+using Create = v1::CreateContainerRequest;
+using Update = v1::UpdateContainerResourcesRequest;
 
-// One row per method, in LifecycleMethod order (checked below).
+// One row per method, in LifecycleMethod order (lifecycle_test checks it).
 const std::array<LifecycleSpec, kLifecycleMethods> kSpecs = {{
-    {M::kRunPodSandbox, "RunPodSandbox", Effect::kCreatesSandbox, make<v1::RunPodSandboxRequest>,
-     make<v1::RunPodSandboxResponse>, noId, noId,
-     podConfig<v1::RunPodSandboxRequest, &v1::RunPodSandboxRequest::config>, noContainerConfig,
-     id<v1::RunPodSandboxResponse, &v1::RunPodSandboxResponse::pod_sandbox_id>,
-     mutableSandbox<v1::RunPodSandboxRequest, &v1::RunPodSandboxRequest::mutable_config>,
-     noMutableContainer, noMutableResources},
-    {M::kStopPodSandbox, "StopPodSandbox", Effect::kNone, make<v1::StopPodSandboxRequest>,
-     make<v1::StopPodSandboxResponse>,
-     id<v1::StopPodSandboxRequest, &v1::StopPodSandboxRequest::pod_sandbox_id>, noId, noPodConfig,
-     noContainerConfig, noId, noMutableSandbox, noMutableContainer, noMutableResources},
-    {M::kRemovePodSandbox, "RemovePodSandbox", Effect::kRemovesSandbox,
-     make<v1::RemovePodSandboxRequest>, make<v1::RemovePodSandboxResponse>,
-     id<v1::RemovePodSandboxRequest, &v1::RemovePodSandboxRequest::pod_sandbox_id>, noId,
-     noPodConfig, noContainerConfig, noId, noMutableSandbox, noMutableContainer,
-     noMutableResources},
-    {M::kCreateContainer, "CreateContainer", Effect::kCreatesContainer,
-     make<v1::CreateContainerRequest>, make<v1::CreateContainerResponse>,
-     id<v1::CreateContainerRequest, &v1::CreateContainerRequest::pod_sandbox_id>, noId,
-     podConfig<v1::CreateContainerRequest, &v1::CreateContainerRequest::sandbox_config>,
-     containerConfig<v1::CreateContainerRequest, &v1::CreateContainerRequest::config>,
-     id<v1::CreateContainerResponse, &v1::CreateContainerResponse::container_id>,
-     // The runtime places the container under the cgroup parent this
-     // request's sandbox config names.
-     mutableSandbox<v1::CreateContainerRequest,
-                    &v1::CreateContainerRequest::mutable_sandbox_config>,
-     mutableContainer<v1::CreateContainerRequest, &v1::CreateContainerRequest::mutable_config>,
-     noMutableResources},
-    {M::kStartContainer, "StartContainer", Effect::kNone, make<v1::StartContainerRequest>,
-     make<v1::StartContainerResponse>, noId,
-     id<v1::StartContainerRequest, &v1::StartContainerRequest::container_id>, noPodConfig,
-     noContainerConfig, noId, noMutableSandbox, noMutableContainer, noMutableResources},
-    {M::kStopContainer, "StopContainer", Effect::kNone, make<v1::StopContainerRequest>,
-     make<v1::StopContainerResponse>, noId,
-     id<v1::StopContainerRequest, &v1::StopContainerRequest::container_id>, noPodConfig,
-     noContainerConfig, noId, noMutableSandbox, noMutableContainer, noMutableResources},
-    {M::kRemoveContainer, "RemoveContainer", Effect::kRemovesContainer,
-     make<v1::RemoveContainerRequest>, make<v1::RemoveContainerResponse>, noId,
-     id<v1::RemoveContainerRequest, &v1::RemoveContainerRequest::container_id>, noPodConfig,
-     noContainerConfig, noId, noMutableSandbox, noMutableContainer, noMutableResources},
-    {M::kUpdateContainerResources, "UpdateContainerResources", Effect::kNone,
-     make<v1::UpdateContainerResourcesRequest>, make<v1::UpdateContainerResourcesResponse>, noId,
-     id<v1::UpdateContainerResourcesRequest, &v1::UpdateContainerResourcesRequest::container_id>,
-     noPodConfig, noContainerConfig, noId, noMutableSandbox, noMutableContainer,
-     mutableResources<v1::UpdateContainerResourcesRequest,
-                      &v1::UpdateContainerResourcesRequest::mutable_linux>},
+    {.method = M::kRunPodSandbox,
+     .name = "RunPodSandbox",
+     .effect = Effect::kCreatesSandbox,
+     .newRequest = make<Run>,
+     .newResponse = make<v1::RunPodSandboxResponse>,
+     .runtimeHandler = text<Run, &Run::runtime_handler>,
+     .createdId = text<v1::RunPodSandboxResponse, &v1::RunPodSandboxResponse::pod_sandbox_id>,
+     .podConfig = part<Run, &Run::config>,
+     .mutableSandboxConfig = mutablePart<Run, &Run::mutable_config>},
+    {.method = M::kStopPodSandbox,
+     .name = "StopPodSandbox",
+     .newRequest = make<v1::StopPodSandboxRequest>,
+     .newResponse = make<v1::StopPodSandboxResponse>,
+     .sandboxId = text<v1::StopPodSandboxRequest, &v1::StopPodSandboxRequest::pod_sandbox_id>},
+    {.method = M::kRemovePodSandbox,
+     .name = "RemovePodSandbox",
+     .effect = Effect::kRemovesSandbox,
+     .newRequest = make<v1::RemovePodSandboxRequest>,
+     .newResponse = make<v1::RemovePodSandboxResponse>,
+     .sandboxId = text<v1::RemovePodSandboxRequest, &v1::RemovePodSandboxRequest::pod_sandbox_id>},
+    {.method = M::kCreateContainer,
+     .name = "CreateContainer",
+     .effect = Effect::kCreatesContainer,
+     .newRequest = make<Create>,
+     .newResponse = make<v1::CreateContainerResponse>,
+     .sandboxId = text<Create, &Create::pod_sandbox_id>,
+     .createdId = text<v1::CreateContainerResponse, &v1::CreateContainerResponse::container_id>,
+     .podConfig = part<Create, &Create::sandbox_config>,
+     .containerConfig = part<Create, &Create::config>,
+     .mutableSandboxConfig = mutablePart<Create, &Create::mutable_sandbox_config>,
+     .mutableContainerConfig = mutablePart<Create, &Create::mutable_config>},
+    {.method = M::kStartContainer,
+     .name = "StartContainer",
+     .newRequest = make<v1::StartContainerRequest>,
+     .newResponse = make<v1::StartContainerResponse>,
+     .containerId = text<v1::StartContainerRequest, &v1::StartContainerRequest::container_id>},
+    {.method = M::kStopContainer,
+     .name = "StopContainer",
+     .newRequest = make<v1::StopContainerRequest>,
+     .newResponse = make<v1::StopContainerResponse>,
+     .containerId = text<v1::StopContainerRequest, &v1::StopContainerRequest::container_id>},
+    {.method = M::kRemoveContainer,
+     .name = "RemoveContainer",
+     .effect = Effect::kRemovesContainer,
+     .newRequest = make<v1::RemoveContainerRequest>,
+     .newResponse = make<v1::RemoveContainerResponse>,
+     .containerId = text<v1::RemoveContainerRequest, &v1::RemoveContainerRequest::container_id>},
+    {.method = M::kUpdateContainerResources,
+     .name = "UpdateContainerResources",
+     .newRequest = make<Update>,
+     .newResponse = make<v1::UpdateContainerResourcesResponse>,
+     .containerId = text<Update, &Update::container_id>,
+     .mutableResources = mutablePart<Update, &Update::mutable_linux>},
 }};
 
 constexpr std::string_view kV1Prefix = "/runtime.v1.RuntimeService/";
@@ -143,15 +131,21 @@ CallIdentity identityFromRequest(const LifecycleSpec& spec, const Message& reque
   CallIdentity id;
   id.sandbox_id = spec.sandboxId(request);
   id.container_id = spec.containerId(request);
-  if (const v1::PodSandboxConfig* pod = spec.podConfig(request)) {
+  if (const v1::PodSandboxConfig* pod = spec.podConfig ? spec.podConfig(request) : nullptr) {
     id.pod_namespace = pod->metadata().namespace_();
     id.pod_name = pod->metadata().name();
     id.pod_uid = pod->metadata().uid();
   }
-  if (const v1::ContainerConfig* c = spec.containerConfig(request)) {
+  if (const v1::ContainerConfig* c =
+          spec.containerConfig ? spec.containerConfig(request) : nullptr) {
     id.container_name = c->metadata().name();
   }
   return id;
+}
+
+void noteCreatedId(const LifecycleSpec& spec, const Message& response, CallIdentity& id) {
+  if (spec.effect == Effect::kCreatesSandbox) id.sandbox_id = spec.createdId(response);
+  if (spec.effect == Effect::kCreatesContainer) id.container_id = spec.createdId(response);
 }
 
 }  // namespace crihook

@@ -61,33 +61,44 @@ struct CallIdentity {
   std::string container_name;
 };
 
-// One intercepted method. Every accessor takes the runtime.v1 message of
-// this method (request or response as named) and returns null or "" when
-// the method does not carry that part. Lock-free; safe from any thread.
+namespace lifecycle_detail {
+inline std::string_view none(const google::protobuf::Message&) { return {}; }
+}  // namespace lifecycle_detail
+
+// One intercepted method: a row of the table in lifecycle.cc, written with
+// designated initializers so a row names what it sets. Each accessor takes
+// the runtime.v1 message of this method (request or response as named).
+// Lock-free; safe from any thread.
 struct LifecycleSpec {
+  using Message = google::protobuf::Message;
+
   LifecycleMethod method;
   std::string_view name;  // "CreateContainer": the RPC's name in RuntimeService
-  Effect effect;
+  Effect effect = Effect::kNone;
 
-  std::unique_ptr<google::protobuf::Message> (*newRequest)();
-  std::unique_ptr<google::protobuf::Message> (*newResponse)();
+  std::unique_ptr<Message> (*newRequest)() = nullptr;
+  std::unique_ptr<Message> (*newResponse)() = nullptr;
 
-  // Ids the request names.
-  std::string_view (*sandboxId)(const google::protobuf::Message& request);
-  std::string_view (*containerId)(const google::protobuf::Message& request);
+  // Ids the request names; "" when it names none.
+  std::string_view (*sandboxId)(const Message& request) = lifecycle_detail::none;
+  std::string_view (*containerId)(const Message& request) = lifecycle_detail::none;
+  // The runtime handler a new sandbox asks for (RunPodSandbox); "" otherwise.
+  std::string_view (*runtimeHandler)(const Message& request) = lifecycle_detail::none;
+  // The id of the object the call created (Effect kCreates*); "" otherwise.
+  std::string_view (*createdId)(const Message& response) = lifecycle_detail::none;
+
+  // The parts below are null when the method's request has no such part.
   // The pod's configuration the request carries (RunPodSandbox: the one
-  // being created; CreateContainer: kubelet's copy of the sandbox's).
-  const runtime::v1::PodSandboxConfig* (*podConfig)(const google::protobuf::Message& request);
-  const runtime::v1::ContainerConfig* (*containerConfig)(const google::protobuf::Message& request);
-  // The id of the object the call created (Effect kCreates*).
-  std::string_view (*createdId)(const google::protobuf::Message& response);
-
-  // Where an adjustment lands in the request: the sandbox being created,
-  // the container being created, or the resources being set. Null when the
-  // request has no such part.
-  runtime::v1::PodSandboxConfig* (*mutableSandboxConfig)(google::protobuf::Message& request);
-  runtime::v1::ContainerConfig* (*mutableContainerConfig)(google::protobuf::Message& request);
-  runtime::v1::LinuxContainerResources* (*mutableResources)(google::protobuf::Message& request);
+  // being created; CreateContainer: kubelet's copy of the sandbox's), and
+  // the container's (CreateContainer).
+  const runtime::v1::PodSandboxConfig* (*podConfig)(const Message& request) = nullptr;
+  const runtime::v1::ContainerConfig* (*containerConfig)(const Message& request) = nullptr;
+  // Where an adjustment lands in the request: the sandbox configuration
+  // (RunPodSandbox's; CreateContainer's copy, whose cgroup parent places the
+  // container), the container being created, or the resources being set.
+  runtime::v1::PodSandboxConfig* (*mutableSandboxConfig)(Message& request) = nullptr;
+  runtime::v1::ContainerConfig* (*mutableContainerConfig)(Message& request) = nullptr;
+  runtime::v1::LinuxContainerResources* (*mutableResources)(Message& request) = nullptr;
 };
 
 // Every row, in LifecycleMethod order.
@@ -111,5 +122,10 @@ std::optional<InterceptedMethod> findInterceptedMethod(std::string_view path);
 // container name. (The proxy completes the rest from what it saw before.)
 CallIdentity identityFromRequest(const LifecycleSpec& spec,
                                  const google::protobuf::Message& request);
+
+// After the runtime answered OK: the id of the object the call created
+// (RunPodSandbox, CreateContainer) copied into `id`; other calls leave it.
+void noteCreatedId(const LifecycleSpec& spec, const google::protobuf::Message& response,
+                   CallIdentity& id);
 
 }  // namespace crihook

@@ -30,7 +30,6 @@
 #include <string_view>
 
 #include "cri/interceptor.h"
-#include "proxy/pod_directory.h"
 #include "proxy/relay.h"
 
 namespace {
@@ -65,14 +64,12 @@ class RefusingInterceptor final : public crihook::Interceptor {
 crihook::RelayContext& context(bool refuse) {
   static crihook::PassThroughInterceptor pass;
   static RefusingInterceptor refusing;
-  static crihook::PodDirectory pods;
   static crihook::RelayContext ctx;  // holds an atomic: set up in place, once
   static const bool ready = [] {
     ctx.backend_path =
         (std::filesystem::temp_directory_path() / "fuzz-relay-no-backend.sock").string();
     ctx.backend_endpoint = "unix://" + ctx.backend_path;
     ctx.max_message_bytes = 64u << 10;  // within reach of the input
-    ctx.pods = &pods;
     auto sink = std::make_shared<spdlog::sinks::null_sink_mt>();
     ctx.log = std::make_shared<spdlog::logger>("proxy", sink);
     ctx.log->set_level(spdlog::level::debug);  // the log lines' formatting runs too

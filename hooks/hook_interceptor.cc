@@ -11,7 +11,6 @@
 namespace crihook {
 namespace {
 
-namespace v1 = ::runtime::v1;
 namespace hv1 = ::crihook::hook::v1;
 
 // A container keeps the decisions of this many stages (the first, the
@@ -39,32 +38,20 @@ void addDecision(hv1::ContainerRecord& r, hv1::StageDecision d) {
   if (r.decisions_size() > kKeptDecisions) r.mutable_decisions()->DeleteSubrange(1, 1);
 }
 
-// The ids a call names, read from its request.
-std::string sandboxIdOf(const InterceptedCall& call) {
-  switch (call.method) {
-    case LifecycleMethod::kStopPodSandbox:
-      return static_cast<const v1::StopPodSandboxRequest&>(*call.request).pod_sandbox_id();
-    case LifecycleMethod::kRemovePodSandbox:
-      return static_cast<const v1::RemovePodSandboxRequest&>(*call.request).pod_sandbox_id();
-    case LifecycleMethod::kCreateContainer:
-      return static_cast<const v1::CreateContainerRequest&>(*call.request).pod_sandbox_id();
-    default:
-      return "";
+// Fills what the request did not say of who the call is about (the pod of
+// a call that names only a container) from the records.
+void completeIdentity(CallIdentity& id, const hv1::PodRecord* pod,
+                      const hv1::ContainerRecord* container) {
+  if (container) {
+    if (id.sandbox_id.empty()) id.sandbox_id = container->sandbox_id();
+    if (id.container_name.empty()) id.container_name = container->requested().metadata().name();
   }
-}
-
-std::string containerIdOf(const InterceptedCall& call) {
-  switch (call.method) {
-    case LifecycleMethod::kStartContainer:
-      return static_cast<const v1::StartContainerRequest&>(*call.request).container_id();
-    case LifecycleMethod::kStopContainer:
-      return static_cast<const v1::StopContainerRequest&>(*call.request).container_id();
-    case LifecycleMethod::kRemoveContainer:
-      return static_cast<const v1::RemoveContainerRequest&>(*call.request).container_id();
-    case LifecycleMethod::kUpdateContainerResources:
-      return static_cast<const v1::UpdateContainerResourcesRequest&>(*call.request).container_id();
-    default:
-      return "";
+  if (pod && id.pod_name.empty()) {
+    const auto& meta = pod->config().metadata();
+    id.pod_namespace = meta.namespace_();
+    id.pod_name = meta.name();
+    id.pod_uid = meta.uid();
+    if (id.sandbox_id.empty()) id.sandbox_id = pod->sandbox_id();
   }
 }
 
@@ -88,37 +75,38 @@ HookInterceptor::HookInterceptor(const ChainHolder& chains, StateStore& state,
 HookInterceptor::~HookInterceptor() { pool_.join(); }
 
 void HookInterceptor::assembleContext(const InterceptedCall& call, CallState& cs) const {
-  switch (call.method) {
-    case LifecycleMethod::kRunPodSandbox: {
-      const auto& req = static_cast<const v1::RunPodSandboxRequest&>(*call.request);
+  const LifecycleSpec& spec = specOf(call.method);
+  const auto& req = *call.request;
+  switch (spec.effect) {
+    case Effect::kCreatesSandbox: {
       auto pod = std::make_shared<hv1::PodRecord>();
-      *pod->mutable_config() = req.config();
-      pod->set_runtime_handler(req.runtime_handler());
+      *pod->mutable_config() = *spec.podConfig(req);
+      pod->set_runtime_handler(std::string(spec.runtimeHandler(req)));
       cs.pod = std::move(pod);
       return;
     }
-    case LifecycleMethod::kCreateContainer: {
-      const auto& req = static_cast<const v1::CreateContainerRequest&>(*call.request);
-      cs.pod = state_.pod(req.pod_sandbox_id());
+    case Effect::kCreatesContainer: {
+      const std::string sandbox_id(spec.sandboxId(req));
+      cs.pod = state_.pod(sandbox_id);
       if (!cs.pod) {  // a pod from before crihookd ran: what kubelet tells us of it
         auto pod = std::make_shared<hv1::PodRecord>();
-        pod->set_sandbox_id(req.pod_sandbox_id());
-        *pod->mutable_config() = req.sandbox_config();
+        pod->set_sandbox_id(sandbox_id);
+        *pod->mutable_config() = *spec.podConfig(req);
         cs.pod = std::move(pod);
       }
       auto c = std::make_shared<hv1::ContainerRecord>();
-      c->set_sandbox_id(req.pod_sandbox_id());
-      *c->mutable_requested() = req.config();
+      c->set_sandbox_id(sandbox_id);
+      *c->mutable_requested() = *spec.containerConfig(req);
       cs.container = std::move(c);
       return;
     }
-    case LifecycleMethod::kStopPodSandbox:
-    case LifecycleMethod::kRemovePodSandbox:
-      cs.pod = state_.pod(sandboxIdOf(call));
-      return;
     default:
-      cs.container = state_.container(containerIdOf(call));
-      if (cs.container) cs.pod = state_.pod(cs.container->sandbox_id());
+      if (const auto sandbox_id = spec.sandboxId(req); !sandbox_id.empty()) {
+        cs.pod = state_.pod(std::string(sandbox_id));
+      } else if (const auto container_id = spec.containerId(req); !container_id.empty()) {
+        cs.container = state_.container(std::string(container_id));
+        if (cs.container) cs.pod = state_.pod(cs.container->sandbox_id());
+      }
       return;
   }
 }
@@ -130,8 +118,9 @@ void HookInterceptor::pre(std::shared_ptr<InterceptedCall> call,
   if (topology_) cs->topology = topology_->get();
   call->interceptor_data = cs;
   assembleContext(*call, *cs);
-  const bool stored_resources = call->method == LifecycleMethod::kUpdateContainerResources &&
-                                cs->container && cs->container->has_resources();
+  completeIdentity(call->identity, cs->pod.get(), cs->container.get());
+  const bool stored_resources = specOf(call->method).mutableResources != nullptr && cs->container &&
+                                cs->container->has_resources();
   if (!stored_resources && cs->chain->subscribers(call->method, Phase::kPre) == 0) {
     done(absl::OkStatus());
     return;
@@ -170,47 +159,41 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
     cs.decision = stageDecision(stageName(call.method, Phase::kPre), out.ran, out.merged);
   }
   const Adjustment& a = out.merged.result();
-  switch (call.method) {
-    case LifecycleMethod::kCreateContainer:
-      if (!a.empty()) {
-        auto& req = static_cast<v1::CreateContainerRequest&>(*call.request);
-        applyToContainer(a, *req.mutable_config());
-        // The runtime places the container under the cgroup parent this
-        // request's sandbox config names (Koordinator's pod_cgroup_parent).
-        if (a.cgroup_parent)
-          req.mutable_sandbox_config()->mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
-        call.request_changed = true;
-      }
-      cs.resources = resourcesOnly(a);
-      break;
-    case LifecycleMethod::kRunPodSandbox:
-      if (!a.empty()) {
-        applyToSandbox(a, *static_cast<v1::RunPodSandboxRequest&>(*call.request).mutable_config());
-        call.request_changed = true;
-      }
-      break;
-    case LifecycleMethod::kUpdateContainerResources: {
-      auto& req = static_cast<v1::UpdateContainerResourcesRequest&>(*call.request);
-      Adjustment stored;
-      if (cs.container && cs.container->has_resources()) {
-        // Written by this daemon from a validated adjustment; a record that
-        // no longer validates is ignored rather than half applied.
-        auto parsed = fromWire(cs.container->resources(), "stored resources");
-        if (parsed.ok()) stored = std::move(*parsed);
-      }
-      cs.resources = overlayResources(stored, resourcesOnly(a));
-      if (!cs.resources.empty()) {
-        applyToResources(cs.resources, *req.mutable_linux());
-        call.request_changed = true;
-      }
-      break;
+  const LifecycleSpec& spec = specOf(call.method);
+  auto& req = *call.request;
+  if (spec.mutableResources) {
+    // The hooks' resource decisions so far (stored at CreateContainer and
+    // at earlier updates) with this stage's over them, sent again whole:
+    // kubelet's update would otherwise undo them.
+    Adjustment stored;
+    if (cs.container && cs.container->has_resources()) {
+      // Written by this daemon from a validated adjustment; a record that
+      // no longer validates is ignored rather than half applied.
+      auto parsed = fromWire(cs.container->resources(), "stored resources");
+      if (parsed.ok()) stored = std::move(*parsed);
     }
-    default:
-      if (!a.empty() && log_) {
-        log_->debug("{}: adjustments have nothing to change on this call; ignored",
-                    methodName(call.method));
-      }
-      break;
+    cs.resources = overlayResources(stored, resourcesOnly(a));
+    if (!cs.resources.empty()) {
+      applyToResources(cs.resources, *spec.mutableResources(req));
+      call.request_changed = true;
+    }
+    return absl::OkStatus();
+  }
+  if (spec.effect == Effect::kCreatesContainer) cs.resources = resourcesOnly(a);
+  if (a.empty()) return absl::OkStatus();
+  if (spec.mutableContainerConfig) {
+    applyToContainer(a, *spec.mutableContainerConfig(req));
+    // The runtime places the container under the cgroup parent its
+    // request's sandbox config names (Koordinator's pod_cgroup_parent).
+    if (a.cgroup_parent && spec.mutableSandboxConfig) {
+      spec.mutableSandboxConfig(req)->mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
+    }
+    call.request_changed = true;
+  } else if (spec.mutableSandboxConfig) {
+    applyToSandbox(a, *spec.mutableSandboxConfig(req));
+    call.request_changed = true;
+  } else if (log_) {
+    log_->debug("{}: adjustments have nothing to change on this call; ignored", spec.name);
   }
   return absl::OkStatus();
 }
@@ -242,27 +225,25 @@ void HookInterceptor::post(std::shared_ptr<InterceptedCall> call, std::function<
 void HookInterceptor::record(const InterceptedCall& call, CallState& cs) {
   const bool ok = call.backend_status.ok() && call.response;
   const bool gone = ok || call.backend_status.code() == absl::StatusCode::kNotFound;
-  switch (call.method) {
-    case LifecycleMethod::kRunPodSandbox: {
+  const LifecycleSpec& spec = specOf(call.method);
+  switch (spec.effect) {
+    case Effect::kCreatesSandbox: {
       if (!ok) return;
       hv1::PodRecord r = *cs.pod;
-      r.set_sandbox_id(
-          static_cast<const v1::RunPodSandboxResponse&>(*call.response).pod_sandbox_id());
+      r.set_sandbox_id(std::string(spec.createdId(*call.response)));
       if (call.request_changed) {  // keep what the runtime has: later hooks see the pod as it is
-        *r.mutable_config() = static_cast<const v1::RunPodSandboxRequest&>(*call.request).config();
+        *r.mutable_config() = *spec.podConfig(*call.request);
       }
       if (cs.decision) *r.add_decisions() = *cs.decision;
       cs.pod = std::make_shared<const hv1::PodRecord>(r);
       state_.putPod(std::move(r));
       return;
     }
-    case LifecycleMethod::kCreateContainer: {
+    case Effect::kCreatesContainer: {
       if (!ok) return;
       hv1::ContainerRecord r = *cs.container;
-      r.set_id(static_cast<const v1::CreateContainerResponse&>(*call.response).container_id());
-      if (call.request_changed) {
-        *r.mutable_sent() = static_cast<const v1::CreateContainerRequest&>(*call.request).config();
-      }
+      r.set_id(std::string(spec.createdId(*call.response)));
+      if (call.request_changed) *r.mutable_sent() = *spec.containerConfig(*call.request);
       if (cs.decision) addDecision(r, *cs.decision);
       if (!cs.resources.empty()) *r.mutable_resources() = toWire(cs.resources);
       cs.container = std::make_shared<const hv1::ContainerRecord>(r);
@@ -271,12 +252,9 @@ void HookInterceptor::record(const InterceptedCall& call, CallState& cs) {
       state_.putContainer(std::move(r));
       return;
     }
-    case LifecycleMethod::kStartContainer:
-    case LifecycleMethod::kStopContainer:
-    case LifecycleMethod::kUpdateContainerResources: {
+    case Effect::kNone: {
       if (!ok || !cs.container) return;
-      const bool resources_changed =
-          call.method == LifecycleMethod::kUpdateContainerResources && !cs.resources.empty();
+      const bool resources_changed = spec.mutableResources && !cs.resources.empty();
       if (!cs.decision && !resources_changed) return;
       hv1::ContainerRecord r = *cs.container;
       if (cs.decision) addDecision(r, *cs.decision);
@@ -284,13 +262,11 @@ void HookInterceptor::record(const InterceptedCall& call, CallState& cs) {
       state_.putContainer(std::move(r));
       return;
     }
-    case LifecycleMethod::kRemoveContainer:
-      if (gone) state_.removeContainer(containerIdOf(call));
+    case Effect::kRemovesContainer:
+      if (gone) state_.removeContainer(std::string(spec.containerId(*call.request)));
       return;
-    case LifecycleMethod::kRemovePodSandbox:
-      if (gone) state_.removePod(sandboxIdOf(call));
-      return;
-    case LifecycleMethod::kStopPodSandbox:
+    case Effect::kRemovesSandbox:
+      if (gone) state_.removePod(std::string(spec.sandboxId(*call.request)));
       return;
   }
 }

@@ -1571,7 +1571,7 @@ void Downstream::startPreStage(Call& call) {
                      cat("crihookd: ", call.path, ": cannot decode ", ic->request->GetTypeName())));
     return;
   }
-  ic->identity = identityOf(*call.intercepted->spec, *ic->request, *ctx_.pods);
+  ic->identity = identityFromRequest(*call.intercepted->spec, *ic->request);
   call.ic = ic;
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   const int32_t id = call.down_id;
@@ -1630,7 +1630,7 @@ void Downstream::startPostStage(Call& call) {
       if (!ic.response->ParseFromArray(message->data(), static_cast<int>(message->size())))
         ic.response.reset();
     }
-    if (ic.response) recordOutcome(*call.intercepted->spec, ic.identity, *ic.response, *ctx_.pods);
+    if (ic.response) noteCreatedId(*call.intercepted->spec, *ic.response, ic.identity);
   }
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   const int32_t id = call.down_id;

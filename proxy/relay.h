@@ -25,7 +25,6 @@
 
 #include "cri/interceptor.h"
 #include "metrics/call_metrics.h"
-#include "proxy/pod_directory.h"
 
 namespace crihook {
 
@@ -64,7 +63,6 @@ struct RelayContext {
   uint64_t max_message_bytes = 16u << 20;
   std::chrono::milliseconds connect_timeout{2000};
   Interceptor* interceptor = nullptr;  // never null once serving
-  PodDirectory* pods = nullptr;
   std::shared_ptr<spdlog::logger> log;
   std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
   RelayLimits limits;

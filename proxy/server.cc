@@ -54,7 +54,6 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
   ctx_.limits.max_connection_buffered_bytes = config.max_connection_buffered_bytes;
   ctx_.limits.max_buffered_bytes = config.max_buffered_bytes;
   ctx_.interceptor = &interceptor;
-  ctx_.pods = &pods_;
   ctx_.log = std::move(log);
 }
 

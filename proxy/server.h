@@ -19,7 +19,6 @@
 #include "absl/status/status.h"
 #include "config/config.h"
 #include "cri/interceptor.h"
-#include "proxy/pod_directory.h"
 #include "proxy/relay.h"
 #include "proxy/socket_activation.h"
 
@@ -76,7 +75,6 @@ class Server {
 
   Config config_;
   RelayContext ctx_;
-  PodDirectory pods_;
   std::vector<std::unique_ptr<boost::asio::io_context>> loops_;
   std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guards_;
   std::vector<std::thread> threads_;

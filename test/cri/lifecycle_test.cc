@@ -60,7 +60,11 @@ TEST(Lifecycle, EachRowReadsItsOwnFields) {
   EXPECT_EQ(id.sandbox_id, "");
   v1::RunPodSandboxResponse ran;
   ran.set_pod_sandbox_id("sb1");
+  run.set_runtime_handler("nvidia");
+  EXPECT_EQ(specOf(LifecycleMethod::kRunPodSandbox).runtimeHandler(run), "nvidia");
   EXPECT_EQ(specOf(LifecycleMethod::kRunPodSandbox).createdId(ran), "sb1");
+  noteCreatedId(specOf(LifecycleMethod::kRunPodSandbox), ran, id);
+  EXPECT_EQ(id.sandbox_id, "sb1");
   EXPECT_EQ(specOf(LifecycleMethod::kRunPodSandbox).mutableSandboxConfig(run),
             run.mutable_config());
 
@@ -75,10 +79,13 @@ TEST(Lifecycle, EachRowReadsItsOwnFields) {
   EXPECT_EQ(id.container_name, "trainer");
   EXPECT_EQ(c.mutableContainerConfig(create), create.mutable_config());
   EXPECT_EQ(c.mutableSandboxConfig(create), create.mutable_sandbox_config());
-  EXPECT_EQ(c.mutableResources(create), nullptr);
+  EXPECT_EQ(c.mutableResources, nullptr);
   v1::CreateContainerResponse created;
   created.set_container_id("ct1");
   EXPECT_EQ(c.createdId(created), "ct1");
+  noteCreatedId(c, created, id);
+  EXPECT_EQ(id.container_id, "ct1");
+  EXPECT_EQ(id.sandbox_id, "sb1") << "a container's creation leaves its sandbox id";
 
   v1::StopPodSandboxRequest stop_pod;
   stop_pod.set_pod_sandbox_id("sb2");
@@ -104,7 +111,8 @@ TEST(Lifecycle, EachRowReadsItsOwnFields) {
   const LifecycleSpec& u = specOf(LifecycleMethod::kUpdateContainerResources);
   EXPECT_EQ(u.containerId(update), "c-up");
   EXPECT_EQ(u.mutableResources(update), update.mutable_linux());
-  EXPECT_EQ(u.mutableContainerConfig(update), nullptr);
+  EXPECT_EQ(u.mutableContainerConfig, nullptr);
+  EXPECT_EQ(u.podConfig, nullptr);
   EXPECT_EQ(u.sandboxId(update), "");
 }
 
