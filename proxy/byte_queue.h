@@ -1,0 +1,66 @@
+#pragma once
+
+// Bytes waiting to go out on one side of a relayed stream.
+//
+// Header-only on purpose: append and read run once per DATA chunk in both
+// directions, and the release build has no LTO, so they must be inlinable
+// into the nghttp2 callbacks that call them (upstream.cc, downstream*.cc).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace crihook::relay {
+
+// A FIFO of bytes: appended at the back, read from the front. Not
+// thread-safe (a call's queues live on its connection's io_context).
+class ByteQueue {
+ public:
+  // Copies `len` bytes in at the back.
+  void append(const uint8_t* data, size_t len) {
+    if (head_ > 0 && head_ == buf_.size()) {
+      buf_.clear();
+      head_ = 0;
+    }
+    buf_.append(reinterpret_cast<const char*>(data), len);
+  }
+  // Replaces the contents with `bytes`.
+  void assign(std::string bytes) {
+    buf_ = std::move(bytes);
+    head_ = 0;
+  }
+  // Moves up to `max` bytes from the front into `out`; returns how many.
+  size_t read(uint8_t* out, size_t max) {
+    size_t n = std::min(max, buf_.size() - head_);
+    std::memcpy(out, buf_.data() + head_, n);
+    head_ += n;
+    if (head_ == buf_.size()) {
+      buf_.clear();
+      head_ = 0;
+    } else if (head_ > (1u << 20) && head_ > buf_.size() / 2) {
+      buf_.erase(0, head_);
+      head_ = 0;
+    }
+    return n;
+  }
+  // What the queue holds; valid until the next call that changes it.
+  std::string_view view() const { return std::string_view(buf_).substr(head_); }
+  // Empties the queue, handing over what it held.
+  std::string take() {
+    buf_.erase(0, head_);
+    head_ = 0;
+    return std::move(buf_);
+  }
+  size_t size() const { return buf_.size() - head_; }
+  bool empty() const { return size() == 0; }
+
+ private:
+  std::string buf_;
+  size_t head_ = 0;
+};
+
+}  // namespace crihook::relay

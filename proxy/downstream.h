@@ -1,0 +1,142 @@
+#pragma once
+
+// The kubelet side of a relayed connection: an HTTP/2 server connection, the
+// owner of its calls and of the upstream connection(s) they are forwarded on.
+// Pass-through calls are relayed frame by frame; intercepted ones are
+// buffered whole and run through the Interceptor's stages around the
+// forward (intercept_stage.h). Runs on its socket's io_context; not
+// thread-safe (Connection, relay.h, posts to it from other threads).
+//
+// The member functions are defined by seam: downstream.cc (session, request
+// path, the upstream connections), downstream_response.cc (response path),
+// downstream_limits.cc (timeouts and buffer budgets).
+
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proxy/call.h"
+#include "proxy/h2_session.h"
+#include "proxy/relay.h"
+#include "proxy/upstream.h"
+
+namespace crihook::relay {
+
+class Downstream : public H2Endpoint {
+ public:
+  // `ctx` outlives the connection.
+  Downstream(Socket socket, RelayContext& ctx) : H2Endpoint(std::move(socket)), ctx_(ctx) {
+    ctx_.open_connections.fetch_add(1);
+  }
+  ~Downstream() override {
+    dropAllCalls();
+    ctx_.open_connections.fetch_sub(1);
+  }
+
+  // Sends the server preface, starts reading and the timeout tick.
+  void start();
+  // GOAWAY to the client (no new streams); in-flight calls finish.
+  void shutdown();
+  // Closes the connection and its upstreams now.
+  void closeAll(const std::string& why);
+
+  Call* find(int32_t id) {
+    auto it = calls_.find(id);
+    return it == calls_.end() ? nullptr : it->second.get();
+  }
+
+  // Upstream events, delegated here because calls live here.
+  void onResponseHeaders(Call& call);
+  void onResponseData(Call& call, const uint8_t* data, size_t len);
+  void onResponseEnd(Call& call);
+  void onUpstreamStreamClosed(Call& call, uint32_t error_code);
+  void onUpstreamLost(Upstream& up, const std::string& why);
+  void onUpstreamGoaway(Upstream& up);
+  void consumeRequestBytes(Call& call, size_t n);
+  // The runtime may send as many more bytes as kubelet has now taken; also
+  // after the runtime's stream closed (the connection window still counts them).
+  void returnWindow(Call& call, size_t n);
+  // Counts one decoded field of the runtime's reply to `call`; false (nothing
+  // counted) past the per-reply or the connection's cap.
+  bool chargeReplyHeader(Call& call, size_t bytes);
+  // Answers `call` with `status` in place of the runtime.
+  void answer(Call& call, const absl::Status& status);
+
+ private:
+  friend struct SessionTrampolines<Downstream>;
+
+  void onClosed(const std::string& why) override;
+  void setupSession();
+
+  // nghttp2 callbacks (SessionTrampolines).
+  int onBeginHeaders(const nghttp2_frame& frame);
+  int onHeader(const nghttp2_frame& frame, std::string_view name, std::string_view value);
+  int onFrameRecv(const nghttp2_frame& frame);
+  int onDataChunk(int32_t stream_id, const uint8_t* data, size_t len);
+  int onStreamClose(int32_t stream_id, uint32_t error_code);
+  int onFrameSend(const nghttp2_frame& frame);
+  // The response body of stream `stream_id`, then its trailers.
+  ssize_t readBody(int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags);
+
+  // Request path.
+  void onRequestHeaders(Call& call);
+  void onRequestData(Call& call, const uint8_t* data, size_t len);
+  void onRequestEnd(Call& call);
+  void forward(Call& call);
+  std::shared_ptr<Upstream> currentUpstream();
+  void onUpstreamConnected(const std::shared_ptr<Upstream>& up, const std::string& error);
+
+  // Intercepted path: the Interceptor's stages, their completions posted
+  // back to this connection's executor.
+  void startPreStage(Call& call);
+  void onPreStageDone(int32_t id, absl::Status status);
+  void startPostStage(Call& call);
+  void onPostStageDone(int32_t id);
+
+  // Refuses a request whose headers grpc-go's server would refuse, the way it
+  // refuses it.
+  void refuse(Call& call, const RequestRefusal& refusal);
+
+  // Response path.
+  void submitResponse(Call& call);
+  // After crihookd answered a call whose request kubelet is still sending:
+  // RST_STREAM NO_ERROR, as grpc-go's server ends such a stream.
+  void endRequestEarly(Call& call);
+  void resetBoth(Call& call, uint32_t down_error);
+  void cancelUpstream(Call& call);
+  // Metrics of a call that ends.
+  void recordCall(Call& call);
+  void eraseCall(int32_t id);
+  void dropAllCalls();
+
+  // Limits. The budgets count what is held now: charged as bytes arrive,
+  // released with the call.
+  absl::Status chargeBuffer(Call& call, size_t bytes, std::string_view what);
+  void releaseLimits(Call& call);
+  void armTick();
+  void onTick();
+
+  RelayContext& ctx_;
+  std::unordered_map<int32_t, std::unique_ptr<Call>> calls_;
+  std::shared_ptr<Upstream> upstream_;               // takes new streams
+  std::vector<std::shared_ptr<Upstream>> draining_;  // finishing old streams
+  std::vector<int32_t> waiting_;                     // calls waiting for the connect
+  bool connecting_ = false;
+  bool shutting_down_ = false;
+
+  size_t header_bytes_ = 0;      // decoded fields held by calls_, both directions
+  uint64_t buffered_bytes_ = 0;  // intercepted calls' message bytes held
+  Clock::time_point accepted_ = Clock::now();
+  Clock::time_point idle_since_ = Clock::now();  // since calls_ last became empty
+  bool settings_seen_ = false;                   // the client's preface and SETTINGS arrived
+  bool idle_goaway_ = false;
+  std::unique_ptr<boost::asio::steady_timer> tick_;
+};
+
+}  // namespace crihook::relay

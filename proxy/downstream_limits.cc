@@ -1,0 +1,137 @@
+// Downstream: the limits against a hostile client. The timeouts (preface,
+// idle, request) run on one tick per connection; the budgets count what the
+// connection and the process hold now.
+
+#include <algorithm>
+
+#include "base/text.h"
+#include "proxy/downstream.h"
+
+namespace crihook::relay {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The timeouts are checked on a tick of a quarter of the shortest one, so
+// each fires at most 25% late, within these bounds.
+constexpr auto kMinTick = std::chrono::milliseconds(10);
+constexpr auto kMaxTick = std::chrono::milliseconds(1000);
+
+}  // namespace
+
+void Downstream::armTick() {
+  const RelayLimits& l = ctx_.limits;
+  const auto shortest = std::min({l.preface_timeout, l.idle_timeout, l.request_timeout});
+  tick_->expires_after(std::clamp<std::chrono::milliseconds>(shortest / 4, kMinTick, kMaxTick));
+  // A weak reference: a pending tick must not keep a closed connection.
+  tick_->async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (auto self = weak.lock(); self && !self->closed())
+      static_cast<Downstream*>(self.get())->onTick();
+  });
+}
+
+void Downstream::onTick() {
+  const auto now = Clock::now();
+  const RelayLimits& l = ctx_.limits;
+  uint64_t held_back = 0;
+  if (!settings_seen_ && now - accepted_ >= l.preface_timeout) {
+    if (ctx_.timeout_log.allow(held_back)) {
+      ctx_.log->warn(
+          "closed a connection that sent no HTTP/2 preface within server.preface_timeout ({}ms); "
+          "{} more connections cut by a timeout since the last message",
+          l.preface_timeout.count(), held_back);
+    }
+    fail("no HTTP/2 preface within server.preface_timeout");
+    return;
+  }
+  if (idle_goaway_) {
+    // GOAWAY was sent a tick ago and the peer does not take it: close.
+    fail("idle, and the GOAWAY not taken");
+    return;
+  }
+  if (calls_.empty() && settings_seen_ && now - idle_since_ >= l.idle_timeout) {
+    // As grpc-go's MaxConnectionIdle: GOAWAY, then the connection closes
+    // once it is sent (flush sees a finished session).
+    ctx_.log->debug("closing a connection idle for server.idle_timeout ({}ms)",
+                    l.idle_timeout.count());
+    idle_goaway_ = true;
+    nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    flush();
+    if (!closed()) armTick();
+    return;
+  }
+  std::vector<int32_t> late;
+  for (const auto& [id, call] : calls_) {
+    if (now - call->start < l.request_timeout || call->answered) continue;
+    if (!call->headers_done) {
+      // HTTP/2 lets nothing else through while a header block is open: the
+      // whole connection is stuck on it.
+      if (ctx_.timeout_log.allow(held_back)) {
+        ctx_.log->warn(
+            "closed a connection whose header block of stream {} was not complete within "
+            "server.request_timeout ({}ms); {} more connections cut by a timeout since the last "
+            "message",
+            id, l.request_timeout.count(), held_back);
+      }
+      fail("header block not complete within server.request_timeout");
+      return;
+    }
+    if (!call->passThrough() && !call->req_end) late.push_back(id);
+  }
+  for (int32_t id : late) {
+    if (Call* call = find(id)) {
+      answer(*call, absl::DeadlineExceededError(
+                        cat("crihookd: ", call->path,
+                            ": request message not complete within server.request_timeout (",
+                            l.request_timeout.count(), "ms)")));
+      endRequestEarly(*call);
+    }
+  }
+  armTick();
+}
+
+absl::Status Downstream::chargeBuffer(Call& call, size_t bytes, std::string_view what) {
+  const RelayLimits& l = ctx_.limits;
+  if (buffered_bytes_ + bytes > l.max_connection_buffered_bytes) {
+    return absl::ResourceExhaustedError(
+        cat("crihookd: ", call.path, ": ", what, " would take the calls buffered on this ",
+            "connection past server.max_connection_buffered_bytes (",
+            l.max_connection_buffered_bytes, " bytes)"));
+  }
+  const auto n = static_cast<int64_t>(bytes);
+  if (static_cast<uint64_t>(ctx_.buffered_bytes.fetch_add(n) + n) > l.max_buffered_bytes) {
+    ctx_.buffered_bytes.fetch_sub(n);
+    return absl::ResourceExhaustedError(
+        cat("crihookd: ", call.path, ": ", what,
+            " would take the calls buffered by crihookd past server.max_buffered_bytes (",
+            l.max_buffered_bytes, " bytes)"));
+  }
+  buffered_bytes_ += bytes;
+  call.buffered += bytes;
+  return absl::OkStatus();
+}
+
+bool Downstream::chargeReplyHeader(Call& call, size_t bytes) {
+  if (bytes > kMaxHeaderListBytes - call.resp_header_bytes ||
+      header_bytes_ + bytes > kMaxConnectionHeaderBytes)
+    return false;
+  call.resp_header_bytes += bytes;
+  header_bytes_ += bytes;
+  ctx_.header_bytes.fetch_add(static_cast<int64_t>(bytes));
+  return true;
+}
+
+void Downstream::releaseLimits(Call& call) {
+  const size_t headers = call.check.list_bytes + call.resp_header_bytes;
+  header_bytes_ -= headers;
+  ctx_.header_bytes.fetch_sub(static_cast<int64_t>(headers));
+  call.check.list_bytes = 0;
+  call.resp_header_bytes = 0;
+  buffered_bytes_ -= call.buffered;
+  ctx_.buffered_bytes.fetch_sub(static_cast<int64_t>(call.buffered));
+  call.buffered = 0;
+}
+
+}  // namespace crihook::relay

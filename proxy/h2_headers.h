@@ -1,0 +1,50 @@
+#pragma once
+
+// HTTP/2 header lists as the relay holds them, and the gRPC meaning of a few
+// of their fields (status trailers, RST_STREAM codes). Pure functions, no
+// state: safe from any thread.
+
+#include <nghttp2/nghttp2.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace crihook::relay {
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+using Headers = std::vector<Header>;
+
+// nghttp2's view of `headers`: points into them, valid while they live
+// unchanged.
+std::vector<nghttp2_nv> toNv(const Headers& headers);
+
+// The value of the first field named `name`, or null.
+const std::string* findHeader(const Headers& headers, std::string_view name);
+
+// grpc-status (and grpc-message when the status has one, bounded and
+// percent-encoded) for `status`.
+Headers statusTrailers(const absl::Status& status);
+
+// A trailers-only reply: :status, content-type and statusTrailers(status).
+Headers trailersOnly(const absl::Status& status, int http_status = 200);
+
+// The status a reply's trailers (or trailers-only headers) carry; UNKNOWN
+// when they have no grpc-status.
+absl::Status statusFrom(const Headers& trailers);
+
+// How a gRPC client reads an RST_STREAM (gRPC's HTTP/2 error mapping).
+absl::StatusCode codeOfReset(uint32_t error_code);
+
+// Makes a request that grpc-go's server accepts one that every gRPC server
+// accepts: ":path" with its leading '/', connection-specific fields dropped,
+// :scheme, :authority and "te: trailers" added when missing.
+void canonicalise(Headers& headers);
+
+}  // namespace crihook::relay

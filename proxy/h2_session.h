@@ -1,0 +1,186 @@
+#pragma once
+
+// One end of a relayed connection: an nghttp2 session driven over a Unix
+// socket. Both ends of the relay (Downstream, the kubelet side; Upstream, the
+// runtime side) derive from H2Endpoint, and install their nghttp2 callbacks
+// through SessionTrampolines, written once for both.
+//
+// Threading: an endpoint and everything it calls run on the io_context its
+// socket is bound to; nothing here is thread-safe.
+
+#include <nghttp2/nghttp2.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crihook::relay {
+
+// HTTP/2 windows. Per stream 1 MiB keeps a single 16 MiB message moving at
+// memory speed while bounding what one stream can park in crihookd; the
+// connection window lets 16 such streams run at once.
+inline constexpr int32_t kStreamWindow = 1 << 20;
+inline constexpr int32_t kConnectionWindow = 16 << 20;
+inline constexpr uint32_t kMaxConcurrentStreams = 1024;
+
+// The nghttp2 callbacks of one side; the optional ones may stay null.
+struct SessionCallbacks {
+  nghttp2_on_begin_headers_callback begin_headers = nullptr;
+  nghttp2_on_header_callback header;
+  nghttp2_on_frame_recv_callback frame_recv;
+  nghttp2_on_data_chunk_recv_callback data_chunk;
+  nghttp2_on_stream_close_callback stream_close;
+  nghttp2_on_frame_send_callback frame_send = nullptr;
+};
+
+class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
+ public:
+  using Socket = boost::asio::local::stream_protocol::socket;
+
+  explicit H2Endpoint(Socket socket) : socket_(std::move(socket)) {}
+  virtual ~H2Endpoint();
+
+  // Null until createSession.
+  nghttp2_session* session() const { return session_; }
+  bool closed() const { return closed_; }
+  boost::asio::any_io_executor executor() { return socket_.get_executor(); }
+
+  // Queues a flush of whatever nghttp2 has to send. Inside an input handler
+  // of this connection group (a kubelet connection and its upstreams) the
+  // flush runs when the handler ends, so a call's bytes go out in the same
+  // turn of the event loop; elsewhere it is posted. Either way several
+  // requests become one write.
+  void scheduleFlush() {
+    if (closed_) return;
+    H2Endpoint* g = group_ ? group_ : this;
+    if (g->batching_) {
+      if (!queued_) {
+        queued_ = true;
+        g->dirty_.push_back(shared_from_this());
+      }
+      return;
+    }
+    if (flush_scheduled_) return;
+    flush_scheduled_ = true;
+    boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+      self->flush_scheduled_ = false;
+      self->flush();
+    });
+  }
+
+  // Writes what nghttp2 has to send. Writes go out at once while the socket
+  // takes them (no completion to wait for: the common case costs one send);
+  // only a full socket buffer defers the rest to an async write. A send or
+  // write error, or a session with nothing left to do, fails the endpoint.
+  void flush();
+
+  // Makes the socket non-blocking and starts reading; each read is fed to
+  // the session.
+  void startReading();
+
+  // Closes the socket and reports why (onClosed), once.
+  void fail(const std::string& why);
+
+ protected:
+  // The endpoint has closed: called once, from fail.
+  virtual void onClosed(const std::string& why) = 0;
+  // After the session took a read without error.
+  virtual void afterInput() {}
+
+  // Both sides take window updates into their own hands (no automatic
+  // WINDOW_UPDATE): bytes count as consumed once the other side has taken
+  // them, which carries flow control end to end. Sends the initial SETTINGS
+  // and opens the connection window. The callbacks get `this` (an
+  // H2Endpoint*) as their user data.
+  void createSession(bool server, const SessionCallbacks& cb,
+                     std::initializer_list<nghttp2_settings_entry> settings);
+
+  Socket socket_;
+  nghttp2_session* session_ = nullptr;
+  H2Endpoint* group_ = nullptr;  // the leader; null on the leader itself
+
+ private:
+  void readAvailable();
+  void handleInput(size_t n);
+
+  std::vector<uint8_t> read_buf_;
+  std::string out_;
+  bool writing_ = false;
+  bool flush_scheduled_ = false;
+  bool queued_ = false;  // in the group's dirty_ list
+  bool closed_ = false;
+  // Batching of flushes while a handler of the group runs; on the group's
+  // leader (the kubelet-side connection) only.
+  bool batching_ = false;
+  std::vector<std::shared_ptr<H2Endpoint>> dirty_;
+};
+
+// The nghttp2 callbacks of a side, written once for both: each unpacks
+// nghttp2's arguments and calls the Side member of the same meaning, on the
+// endpoint the session was created with. Side derives from H2Endpoint and
+// declares (befriending SessionTrampolines<Side> where they are private)
+//   int onHeader(const nghttp2_frame&, std::string_view name, std::string_view value);
+//   int onFrameRecv(const nghttp2_frame&);
+//   int onDataChunk(int32_t stream_id, const uint8_t* data, size_t len);
+//   int onStreamClose(int32_t stream_id, uint32_t error_code);
+//   ssize_t readBody(int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags);
+// and, if it wants them, onBeginHeaders(const nghttp2_frame&) and
+// onFrameSend(const nghttp2_frame&). Templates, so that each callback's body
+// is inlined into its trampoline in the side's own translation unit.
+template <class Side>
+struct SessionTrampolines {
+  static Side& side(void* user) { return static_cast<Side&>(*static_cast<H2Endpoint*>(user)); }
+
+  static int beginHeaders(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    return side(user).onBeginHeaders(*frame);
+  }
+  static int header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                    size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user) {
+    return side(user).onHeader(*frame,
+                               std::string_view(reinterpret_cast<const char*>(name), namelen),
+                               std::string_view(reinterpret_cast<const char*>(value), valuelen));
+  }
+  static int frameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    return side(user).onFrameRecv(*frame);
+  }
+  static int dataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,
+                       size_t len, void* user) {
+    return side(user).onDataChunk(stream_id, data, len);
+  }
+  static int streamClose(nghttp2_session*, int32_t stream_id, uint32_t error_code, void* user) {
+    return side(user).onStreamClose(stream_id, error_code);
+  }
+  static int frameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    return side(user).onFrameSend(*frame);
+  }
+  static ssize_t readBody(nghttp2_session*, int32_t stream_id, uint8_t* buf, size_t length,
+                          uint32_t* flags, nghttp2_data_source*, void* user) {
+    return side(user).readBody(stream_id, buf, length, flags);
+  }
+
+  // The table for createSession.
+  static SessionCallbacks callbacks() {
+    SessionCallbacks cb{nullptr, header, frameRecv, dataChunk, streamClose, nullptr};
+    if constexpr (requires(Side & s, const nghttp2_frame& f) { s.onBeginHeaders(f); })
+      cb.begin_headers = beginHeaders;
+    if constexpr (requires(Side & s, const nghttp2_frame& f) { s.onFrameSend(f); })
+      cb.frame_send = frameSend;
+    return cb;
+  }
+
+  // A data provider whose bytes come from Side::readBody.
+  static nghttp2_data_provider body() {
+    nghttp2_data_provider p{};
+    p.read_callback = readBody;
+    return p;
+  }
+};
+
+}  // namespace crihook::relay

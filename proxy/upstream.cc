@@ -1,0 +1,180 @@
+#include "proxy/upstream.h"
+
+#include <boost/asio/post.hpp>
+
+#include "base/text.h"
+#include "proxy/downstream.h"
+
+namespace crihook::relay {
+
+namespace asio = boost::asio;
+
+Upstream::Upstream(Socket socket, Downstream* owner)
+    : H2Endpoint(std::move(socket)), owner_(owner) {
+  group_ = owner;
+}
+
+void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
+                       std::function<void(const std::string&)> done) {
+  auto self = std::static_pointer_cast<Upstream>(shared_from_this());
+  connect_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), timeout);
+  auto finished = std::make_shared<bool>(false);
+  connect_timer_->async_wait([self, finished, done, timeout](const boost::system::error_code& ec) {
+    if (ec || *finished) return;
+    *finished = true;
+    boost::system::error_code ignored;
+    self->socket_.close(ignored);
+    done(cat("connect timed out after ", timeout.count(), "ms"));
+  });
+  socket_.async_connect(asio::local::stream_protocol::endpoint(path),
+                        [self, finished, done](const boost::system::error_code& ec) {
+                          if (*finished) return;
+                          *finished = true;
+                          self->connect_timer_->cancel();
+                          if (ec) {
+                            done(ec.message());
+                            return;
+                          }
+                          self->setupSession();
+                          self->startReading();
+                          done("");
+                        });
+}
+
+void Upstream::setupSession() {
+  createSession(false, SessionTrampolines<Upstream>::callbacks(),
+                {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                 {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
+                 {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes}});
+}
+
+bool Upstream::submit(Call& call) {
+  std::vector<nghttp2_nv> nv = toNv(call.req_headers);
+  nghttp2_data_provider body = SessionTrampolines<Upstream>::body();
+  const bool has_body = !(call.req_end && call.req_body.empty());
+  int32_t id = nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(),
+                                      has_body ? &body : nullptr, nullptr);
+  if (id < 0) return false;
+  streams_[id] = call.down_id;
+  call.up = std::static_pointer_cast<Upstream>(shared_from_this());
+  call.up_id = id;
+  call.window_up = call.up;
+  call.window_up_id = id;
+  scheduleFlush();
+  return true;
+}
+
+Call* Upstream::callFor(int32_t id) {
+  if (owner_ == nullptr) return nullptr;
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : owner_->find(it->second);
+}
+
+void Upstream::afterInput() {
+  // Window updates for the kubelet side may have been queued while the
+  // runtime's frames were handled.
+  if (owner_) owner_->scheduleFlush();
+}
+
+void Upstream::onClosed(const std::string& why) {
+  if (connect_timer_) connect_timer_->cancel();
+  if (owner_) owner_->onUpstreamLost(*this, why);
+  streams_.clear();
+}
+
+int Upstream::onHeader(const nghttp2_frame& frame, std::string_view name, std::string_view value) {
+  Call* call = callFor(frame.hd.stream_id);
+  if (call == nullptr || frame.hd.type != NGHTTP2_HEADERS || call->resp_headers_over) return 0;
+  // A runtime's reply is bounded as a request is: nothing past the caps is
+  // kept, and the call fails once the block ends (onFrameRecv).
+  if (!owner_->chargeReplyHeader(*call, name.size() + value.size() + kHeaderFieldOverhead)) {
+    call->resp_headers_over = true;
+    return 0;
+  }
+  Header h{std::string(name), std::string(value)};
+  if (frame.headers.cat == NGHTTP2_HCAT_RESPONSE) {
+    call->resp_headers.push_back(std::move(h));
+  } else if (frame.headers.cat == NGHTTP2_HCAT_HEADERS) {
+    call->resp_trailers.push_back(std::move(h));
+  }
+  return 0;
+}
+
+int Upstream::onFrameRecv(const nghttp2_frame& frame) {
+  if (frame.hd.type == NGHTTP2_GOAWAY) {
+    draining_ = true;
+    if (owner_) owner_->onUpstreamGoaway(*this);
+    return 0;
+  }
+  Call* call = callFor(frame.hd.stream_id);
+  if (call == nullptr) return 0;
+  Downstream* owner = owner_;
+  const bool end = frame.hd.flags & NGHTTP2_FLAG_END_STREAM;
+  if (frame.hd.type == NGHTTP2_HEADERS && call->resp_headers_over) {
+    owner->answer(*call, absl::InternalError(cat("crihookd: ", call->path,
+                                                 ": the runtime's reply headers pass ",
+                                                 kMaxHeaderListBytes, " bytes")));
+    return 0;
+  }
+  if (frame.hd.type == NGHTTP2_HEADERS) {
+    if (frame.headers.cat == NGHTTP2_HCAT_RESPONSE) {
+      const std::string* status = findHeader(call->resp_headers, ":status");
+      if (status && !status->empty() && (*status)[0] == '1') {  // informational: not the response
+        call->resp_headers.clear();
+        return 0;
+      }
+      if (end) {
+        // Trailers-only: the status is in these headers.
+        call->resp_trailers_only = true;
+        owner->onResponseEnd(*call);
+      } else {
+        owner->onResponseHeaders(*call);
+      }
+    } else if (frame.headers.cat == NGHTTP2_HCAT_HEADERS && end) {
+      owner->onResponseEnd(*call);
+    }
+  } else if (frame.hd.type == NGHTTP2_DATA && end) {
+    owner->onResponseEnd(*call);
+  }
+  return 0;
+}
+
+int Upstream::onDataChunk(int32_t stream_id, const uint8_t* data, size_t len) {
+  Call* call = callFor(stream_id);
+  if (call == nullptr) {
+    nghttp2_session_consume(session_, stream_id, len);
+    return 0;
+  }
+  owner_->onResponseData(*call, data, len);
+  return 0;
+}
+
+int Upstream::onStreamClose(int32_t stream_id, uint32_t error_code) {
+  Call* call = callFor(stream_id);
+  streams_.erase(stream_id);
+  if (call != nullptr) {
+    call->up.reset();
+    call->up_id = 0;
+    owner_->onUpstreamStreamClosed(*call, error_code);
+  }
+  if (draining_ && streams_.empty() && owner_) {
+    // The last stream of a connection the backend is retiring.
+    boost::asio::post(executor(),
+                      [self = shared_from_this()] { self->fail("drained after GOAWAY"); });
+  }
+  return 0;
+}
+
+ssize_t Upstream::readBody(int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags) {
+  Call* call = callFor(stream_id);
+  if (call == nullptr) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  size_t n = call->req_body.read(buf, length);
+  if (n > 0 && call->passThrough()) owner_->consumeRequestBytes(*call, n);
+  if (call->req_body.empty() && call->req_end) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+  return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+}
+
+}  // namespace crihook::relay

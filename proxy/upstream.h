@@ -1,0 +1,71 @@
+#pragma once
+
+// The runtime side of a relayed connection: an HTTP/2 client connection to
+// the backend socket, carrying the calls of one kubelet connection (its
+// owner, a Downstream). Runs on the owner's io_context; not thread-safe.
+
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "proxy/call.h"
+#include "proxy/h2_session.h"
+
+namespace crihook::relay {
+
+class Downstream;
+
+class Upstream final : public H2Endpoint {
+ public:
+  // `owner` outlives the upstream or detaches it first.
+  Upstream(Socket socket, Downstream* owner);
+
+  // Connects (bounded by `timeout`) and starts the session; `done` runs on
+  // the executor with the outcome ("" on success, else why not).
+  void connect(const std::string& path, std::chrono::milliseconds timeout,
+               std::function<void(const std::string& error)> done);
+
+  // Forwards `call` (its headers and whatever body is queued). False when the
+  // session cannot take another stream.
+  bool submit(Call& call);
+
+  // The call relayed on upstream stream `id`, if it is still alive.
+  Call* callFor(int32_t id);
+
+  // The owner lets go: no more events reach it.
+  void detach() {
+    owner_ = nullptr;
+    group_ = nullptr;
+  }
+  // The backend sent GOAWAY: no new streams.
+  bool draining() const { return draining_; }
+  void forget(int32_t up_id) { streams_.erase(up_id); }
+
+ private:
+  friend class Downstream;
+  friend struct SessionTrampolines<Upstream>;
+
+  void onClosed(const std::string& why) override;
+  void afterInput() override;
+  void setupSession();
+
+  // nghttp2 callbacks (SessionTrampolines).
+  int onHeader(const nghttp2_frame& frame, std::string_view name, std::string_view value);
+  int onFrameRecv(const nghttp2_frame& frame);
+  int onDataChunk(int32_t stream_id, const uint8_t* data, size_t len);
+  int onStreamClose(int32_t stream_id, uint32_t error_code);
+  // The request body of stream `stream_id`.
+  ssize_t readBody(int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags);
+
+  Downstream* owner_;
+  std::map<int32_t, int32_t> streams_;  // upstream stream id -> downstream stream id
+  bool draining_ = false;
+  std::unique_ptr<boost::asio::steady_timer> connect_timer_;
+};
+
+}  // namespace crihook::relay
