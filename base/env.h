@@ -15,8 +15,8 @@
 // readFile, which keeps base/read_file.h's contract: the caller names it).
 
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,7 +71,7 @@ class Executor {
 
 // One entry of a directory listing.
 struct DirEntry {
-  std::string name;  // without the directory
+  std::string name;                                          // without the directory
   bool regular = false, directory = false, symlink = false;  // lstat's view
   // Modification time of what it leads to (stat, links followed), in ns;
   // -1 when that cannot be examined (a dangling link, removed meanwhile).
@@ -149,8 +149,7 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::string> readFile(const std::string& path, size_t max_bytes,
                                        FileLinks links) override;
-  absl::Status writeFileAtomic(const std::string& path, std::string_view text,
-                               Sync sync) override;
+  absl::Status writeFileAtomic(const std::string& path, std::string_view text, Sync sync) override;
   absl::Status writeExisting(const std::string& path, std::string_view text) override;
   absl::Status removeFile(const std::string& path, Sync sync) override;
   absl::Status renameFile(const std::string& from, const std::string& to) override;

@@ -98,9 +98,7 @@ absl::StatusOr<std::string> PosixEnv::readFile(const std::string& path, size_t m
   return readRegularFile(path, max_bytes, links);
 }
 
-long PosixEnv::writeSome(int fd, const char* data, size_t size) {
-  return ::write(fd, data, size);
-}
+long PosixEnv::writeSome(int fd, const char* data, size_t size) { return ::write(fd, data, size); }
 
 absl::Status PosixEnv::writeFileAtomic(const std::string& path, std::string_view text, Sync sync) {
   const fs::path p(path);

@@ -12,7 +12,8 @@ class LauncherExecutor final : public Executor {
   absl::StatusOr<ExecResult> run(const ExecRequest& request) override {
     confine::LaunchRequest launch;
     launch.argv = request.argv;
-    launch.timeout = std::clamp(request.timeout, std::chrono::milliseconds(1), confine::kMaxTimeout);
+    launch.timeout =
+        std::clamp(request.timeout, std::chrono::milliseconds(1), confine::kMaxTimeout);
     auto result = confine::processLauncher()->launch(launch);
     if (!result.ok()) return result.status();
     ExecResult out;

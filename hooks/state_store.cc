@@ -89,8 +89,7 @@ absl::Status StateStore::load() {
     if (path.extension() != ".json") continue;
     const std::string id = path.stem().string();
     if (!safeId(id)) {
-      if (log_)
-        log_->warn("{}: not named by a sandbox id; skipped", quote(path.string(), 256));
+      if (log_) log_->warn("{}: not named by a sandbox id; skipped", quote(path.string(), 256));
       continue;
     }
     auto state = readPodFile(*env_, path);

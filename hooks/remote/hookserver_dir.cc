@@ -129,8 +129,8 @@ std::vector<HookServerFile> readHookServerDir(const std::string& dir, Env& env) 
   for (const auto& f : files) {
     // A link to a regular file is followed (a registration may be managed
     // elsewhere); a FIFO, a device or a huge file is refused unread.
-    auto text = env.readFile((fs::path(dir) / f).string(), kMaxRegistrationBytes,
-                             FileLinks::kFollow);
+    auto text =
+        env.readFile((fs::path(dir) / f).string(), kMaxRegistrationBytes, FileLinks::kFollow);
     if (!text.ok()) {
       out.push_back({f, absl::InvalidArgumentError(cat("hook server registration ", f, ": ",
                                                        sv(text.status().message())))});

@@ -129,7 +129,7 @@ TEST(PosixEnv, AWatchSeesTheDirectoryAppearAndAFileWrittenInIt) {
   auto watch = env.watchDirectory(dir.file("hookserver.d"), 20ms);
   EXPECT_TRUE(watch->wait(50ms));  // missing: polled, "re-read"
   std::filesystem::create_directory(dir.file("hookserver.d"));
-  EXPECT_TRUE(watch->wait(1s));    // watched from now on
+  EXPECT_TRUE(watch->wait(1s));     // watched from now on
   EXPECT_FALSE(watch->wait(50ms));  // nothing changed
   std::ofstream(dir.file("hookserver.d/koordlet.json")) << "{}";
   EXPECT_TRUE(watch->wait(5s));

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstring>
 
-
 namespace crihook::testing {
 
 MonotonicClock::time_point JumpingClock::now() const {

@@ -198,9 +198,9 @@ absl::Status Daemon::start() {
   // allow-list (every thread; those that exist and those to come).
   auto filtered = confine::installFilter(p.confinement.seccomp, confine::FilterFor::kDaemon);
   if (!filtered.ok()) {
-    return absl::Status(filtered.status().code(),
-                        cat(filtered.status().message(),
-                            " (security.seccomp = \"off\" runs without a filter)"));
+    return absl::Status(
+        filtered.status().code(),
+        cat(filtered.status().message(), " (security.seccomp = \"off\" runs without a filter)"));
   }
   p.log->info(
       "confined: seccomp {} ({} system calls allowed), capabilities kept: {}; spawner pid {} "

@@ -270,8 +270,7 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
   }
   auto argv = expand(d, pod);
   if (!argv.ok()) return argv.status();
-  auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - env.clock().now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - env.clock().now());
   if (deadline != Clock::time_point::max() && left < timeout_) {
     if (left.count() <= 0) return absl::DeadlineExceededError("no time left before the deadline");
     return runCommand(*argv, left, env);

@@ -74,8 +74,7 @@ class Action {
   // DEADLINE_EXCEEDED without running when the deadline has passed.
   // Thread-safe.
   absl::Status run(const DeviceFacts& device, const PodFacts& pod, const ActionRoots& roots,
-                   std::chrono::steady_clock::time_point deadline,
-                   Env& env = processEnv()) const;
+                   std::chrono::steady_clock::time_point deadline, Env& env = processEnv()) const;
 
   // The command line as it would run (for tests and logs).
   absl::StatusOr<std::vector<std::string>> expand(const DeviceFacts& device,

@@ -259,8 +259,8 @@ class LifecycleTest : public ::testing::Test {
   std::shared_ptr<Hook> make(const std::string& s = "", Env* env = nullptr) {
     BuiltinContext context{dir_.file("state"), "/"};
     context.env = env;
-    auto h = builtinHooks().create("device-lifecycle", "devices", s.empty() ? settings() : s,
-                                   context);
+    auto h =
+        builtinHooks().create("device-lifecycle", "devices", s.empty() ? settings() : s, context);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? *h : nullptr;
   }
@@ -892,8 +892,7 @@ TEST_F(LifecycleTest, ACommandThatNeverExitsIsCutAtTheCallsDeadline) {
               HasSubstr("pod ml/train-0: init of gpu 0 (minor 0, "));
   EXPECT_THAT(std::string(out.status.message()), HasSubstr("failed: action 0 ("));
   EXPECT_THAT(std::string(out.status.message()), HasSubstr("): timed out after "));
-  EXPECT_THAT(std::string(out.status.message()),
-              HasSubstr("their cleanup failed and is retried"));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("their cleanup failed and is retried"));
   // The bound: 300ms, and what a loaded machine adds to it.
   EXPECT_LT(took, std::chrono::milliseconds(300 + 1500));
   const auto timeouts = env.execTimeouts();
