@@ -124,8 +124,9 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
   if (dir_.empty()) return out;
   auto entries = env_->listDirectory(dir_);
   if (!entries.ok()) {
-    if (entries.status().code() != absl::StatusCode::kNotFound)
-      errors.push_back(cat("cannot read ", dir_, ": ", entries.status().message()));
+    const bool missing = entries.status().code() == absl::StatusCode::kNotFound;
+    errors.push_back(missing ? cat("cannot read ", dir_, ": it does not exist")
+                             : std::string(entries.status().message()));
     return out;
   }
   for (const DirEntry& entry : *entries) {
