@@ -16,6 +16,7 @@
 
 namespace crihook {
 
+class Env;
 namespace metrics {
 class Registry;
 }
@@ -30,6 +31,9 @@ struct BuiltinContext {
   // Where a built-in exports numbers of its own (device-lifecycle's device
   // counts); null: none.
   metrics::Registry* metrics = nullptr;
+  // The files, commands and clock a built-in uses (base/env.h); null:
+  // processEnv(). Tests hand in a FaultEnv.
+  Env* env = nullptr;
 };
 
 class HookRegistry {

@@ -1,20 +1,13 @@
 #include "hooks/state_store.h"
 
-#include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "base/bounded_json.h"
 #include "base/quote.h"
-#include "base/read_file.h"
 #include "base/text.h"
 #include "hooks/state_version.h"
 
@@ -49,9 +42,9 @@ std::string withVersion(const std::string& pod_state_json) {
 // FAILED_PRECONDITION when the file is of a format version this build does
 // not read (the caller leaves it alone); INVALID_ARGUMENT when it is not a
 // pod record.
-absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
+absl::StatusOr<hv1::PodState> readPodFile(Env& env, const fs::path& file) {
   // Written by this daemon: a link, a FIFO or a huge file there is not ours.
-  auto text = readRegularFile(file.string(), kMaxStateFileBytes, FileLinks::kRefuse);
+  auto text = env.readFile(file.string(), kMaxStateFileBytes, FileLinks::kRefuse);
   if (!text.ok())
     return absl::InvalidArgumentError(cat(file.string(), ": ", sv(text.status().message())));
   if (!jsonNestingWithin(*text, kMaxJsonNesting))
@@ -76,27 +69,30 @@ absl::StatusOr<hv1::PodState> readPodFile(const fs::path& file) {
 
 }  // namespace
 
-StateStore::StateStore(std::string dir, std::shared_ptr<spdlog::logger> log)
-    : dir_(std::move(dir)), log_(std::move(log)) {}
+StateStore::StateStore(std::string dir, std::shared_ptr<spdlog::logger> log, Env& env)
+    : dir_(std::move(dir)), log_(std::move(log)), env_(&env) {}
 
 absl::Status StateStore::load() {
   if (dir_.empty()) return absl::OkStatus();
-  std::error_code ec;
-  fs::create_directories(fs::path(dir_) / "pods", ec);
-  if (ec) {
+  const std::string pods = (fs::path(dir_) / "pods").string();
+  if (auto s = env_->makeDirectories(pods, 0755); !s.ok()) {
+    return absl::FailedPreconditionError(cat("state directory: ", s.message()));
+  }
+  auto entries = env_->listDirectory(pods);
+  if (!entries.ok()) {
     return absl::FailedPreconditionError(
-        cat("state directory ", dir_, "/pods cannot be created: ", ec.message()));
+        cat("state directory ", pods, " cannot be read: ", entries.status().message()));
   }
   std::lock_guard lock(mu_);
-  for (const auto& entry : fs::directory_iterator(fs::path(dir_) / "pods", ec)) {
-    if (entry.path().extension() != ".json") continue;
-    const std::string id = entry.path().stem().string();
+  for (const DirEntry& e : *entries) {
+    const fs::path path = fs::path(pods) / e.name;
+    if (path.extension() != ".json") continue;
+    const std::string id = path.stem().string();
     if (!safeId(id)) {
-      if (log_)
-        log_->warn("{}: not named by a sandbox id; skipped", quote(entry.path().string(), 256));
+      if (log_) log_->warn("{}: not named by a sandbox id; skipped", quote(path.string(), 256));
       continue;
     }
-    auto state = readPodFile(entry.path());
+    auto state = readPodFile(*env_, path);
     if (state.status().code() == absl::StatusCode::kFailedPrecondition) {
       // Another crihookd's format: never overwritten nor removed by this one.
       refused_.insert(id);
@@ -212,8 +208,22 @@ StateStore::~StateStore() {
 void StateStore::writeLoop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !dirty_.empty(); });
-    if (dirty_.empty()) return;  // stopping, and everything written
+    MonotonicClock& clock = env_->clock();
+    // Failed writes come due again (or, when stopping, get their last try).
+    if (!failed_.empty() && (clock.now() >= retry_at_ || (stopping_ && !last_try_))) {
+      last_try_ = stopping_;
+      dirty_.merge(failed_);
+      failed_.clear();
+    }
+    if (dirty_.empty()) {
+      if (stopping_) return;  // everything written, or tried for the last time
+      if (failed_.empty()) {
+        cv_.wait(lock);
+      } else {
+        clock.waitUntil(cv_, lock, retry_at_);  // by the env's clock: a test jumps it
+      }
+      continue;
+    }
     std::set<std::string> batch;
     batch.swap(dirty_);
     writing_ = true;
@@ -232,58 +242,49 @@ void StateStore::writeLoop() {
         json = withVersion(body);
       }
       lock.unlock();
-      writeFile(id, json);
+      const bool ok = writeFile(id, json);
       lock.lock();
+      if (ok) {
+        failed_.erase(id);
+      } else if (!dirty_.count(id)) {  // a newer change is written next anyway
+        if (failed_.empty()) retry_at_ = clock.now() + kStateWriteRetry;
+        failed_.insert(id);
+      }
     }
     writing_ = false;
     cv_.notify_all();
   }
 }
 
-void StateStore::writeFile(const std::string& sandbox_id, const std::optional<std::string>& json) {
-  const fs::path dir = fs::path(dir_) / "pods";
-  const fs::path final_path = dir / (sandbox_id + ".json");
-  if (!json) {  // the pod is gone
-    std::error_code ec;
-    fs::remove(final_path, ec);
-    if (ec && log_) log_->warn("cannot remove {}: {}", final_path.string(), ec.message());
-    return;
-  }
-  const fs::path tmp = dir / ("." + sandbox_id + ".tmp");
-  // Written whole, then renamed over the old record: a reader or a crash sees
-  // one or the other.
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0;
-  for (size_t done = 0; ok && done < json->size();) {
-    ssize_t n = ::write(fd, json->data() + done, json->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    done += ok ? static_cast<size_t>(n) : 0;
-  }
-  const int saved = errno;
-  if (fd >= 0) ::close(fd);
-  if (ok && ::rename(tmp.c_str(), final_path.c_str()) == 0) return;
+bool StateStore::writeFile(const std::string& sandbox_id, const std::optional<std::string>& json) {
+  const std::string path = (fs::path(dir_) / "pods" / (sandbox_id + ".json")).string();
+  // Written whole beside it, then renamed over the old record: a reader or
+  // a crash sees one or the other; a failed write leaves the old one.
+  absl::Status s = json ? env_->writeFileAtomic(path, *json, Sync::kNone)
+                        : env_->removeFile(path, Sync::kNone);  // the pod is gone
+  if (s.ok()) return true;
   if (log_) {
-    log_->warn("cannot write {}: {}; the record is kept in memory only", final_path.string(),
-               std::strerror(ok ? errno : saved));
+    log_->error("{}; the record is kept in memory and written again in {}s", sv(s.message()),
+                kStateWriteRetry.count() / 1000);
   }
-  ::unlink(tmp.c_str());
+  return false;
 }
 
 absl::StatusOr<hv1::PodState> StateStore::findContainer(const std::string& dir,
                                                         const std::string& id,
                                                         std::string* full_id) {
-  std::error_code ec;
-  fs::directory_iterator it(fs::path(dir) / "pods", ec);
-  if (ec) {
+  Env& env = processEnv();  // crihookctl's: the real files
+  auto entries = env.listDirectory((fs::path(dir) / "pods").string());
+  if (!entries.ok()) {
     return absl::NotFoundError(
-        cat("state directory ", dir, "/pods cannot be read: ", ec.message()));
+        cat("state directory ", dir, "/pods cannot be read: ", entries.status().message()));
   }
   std::optional<hv1::PodState> found;
   int matches = 0;
-  for (const auto& entry : it) {
-    if (entry.path().extension() != ".json") continue;
-    auto state = readPodFile(entry.path());
+  for (const DirEntry& e : *entries) {
+    const fs::path path = fs::path(dir) / "pods" / e.name;
+    if (path.extension() != ".json") continue;
+    auto state = readPodFile(env, path);
     if (!state.ok()) continue;
     for (const auto& c : state->containers()) {
       if (c.id().compare(0, id.size(), id) != 0 || id.empty()) continue;

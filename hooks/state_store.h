@@ -13,9 +13,14 @@
 // never half of one; read back on start. Files are written by the store's
 // own writer thread, never by the caller: a burst of changes to one pod is
 // one write of its latest state, and a proxy event loop never waits on disk.
+// A write that fails (a full disk) is logged naming the file, leaves the old
+// file as it was, and is tried again every kStateWriteRetry until it
+// succeeds, so the file catches up once space returns even if the pod does
+// not change again. Every file operation goes through an Env (base/env.h).
 
 #include <spdlog/logger.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -26,15 +31,23 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "base/env.h"
 #include "cri-api/crihook_hook_v1.pb.h"
+#include "hooks/process_env.h"
 
 namespace crihook {
 
+// How soon a pod record whose write failed is written again. A full disk is
+// freed by a person or a log rotation, in seconds to minutes; one small
+// write every 5 s costs nothing meanwhile and puts the record on disk within
+// 5 s of space returning.
+inline constexpr std::chrono::milliseconds kStateWriteRetry{5000};
+
 class StateStore {
  public:
-  // `dir` empty: memory only.
-  StateStore(std::string dir, std::shared_ptr<spdlog::logger> log);
-  ~StateStore();  // writes what is still pending
+  // `dir` empty: memory only. `env` (its files and clock) outlives the store.
+  StateStore(std::string dir, std::shared_ptr<spdlog::logger> log, Env& env = processEnv());
+  ~StateStore();  // writes what is still pending (a failed write is tried once more)
 
   // Creates the directory and reads the records in it. A file that cannot be
   // read or parsed is logged (naming it) and skipped; only a directory that
@@ -57,7 +70,8 @@ class StateStore {
   void removeContainer(const std::string& id);
   void removePod(const std::string& sandbox_id);  // and its containers
 
-  // Blocks until every change made so far is on disk.
+  // Blocks until every change made so far was written, or its write failed
+  // (then it is retried later, as above).
   void flush();
 
   size_t podCount() const;
@@ -77,15 +91,20 @@ class StateStore {
   };
   void markDirtyLocked(const std::string& sandbox_id);
   void writeLoop();
-  // The pod's record as `json`, or (nullopt) its file removed.
-  void writeFile(const std::string& sandbox_id, const std::optional<std::string>& json);
+  // The pod's record as `json`, or (nullopt) its file removed. False when
+  // that failed (logged).
+  bool writeFile(const std::string& sandbox_id, const std::optional<std::string>& json);
 
   std::string dir_;
   std::shared_ptr<spdlog::logger> log_;
+  Env* env_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::set<std::string> dirty_;    // sandbox ids whose file is out of date
   std::set<std::string> refused_;  // sandbox ids whose file is of a newer format: never written
+  std::set<std::string> failed_;   // sandbox ids whose last write failed: tried again at retry_at_
+  MonotonicClock::time_point retry_at_;
+  bool last_try_ = false;  // stopping: the failed writes were given their last try
   bool writing_ = false, stopping_ = false;
   std::thread writer_;                                    // started by the first change
   std::map<std::string, Pod> pods_;                       // by sandbox id

@@ -24,13 +24,6 @@ bool writeAll(int fd, std::string_view data) {
 
 }  // namespace
 
-void syncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 absl::Status replaceFileDurably(const std::string& path, const std::string& tmp,
                                 std::string_view text) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "base/env.h"  // syncDirectory
 
 namespace crihook {
 
@@ -18,9 +19,5 @@ namespace crihook {
 // <path>: <reason>" when writing or renaming fails; `tmp` is then removed.
 absl::Status replaceFileDurably(const std::string& path, const std::string& tmp,
                                 std::string_view text);
-
-// fsync of a directory, so that a rename or unlink in it survives a power
-// cut. Best effort: a directory that cannot be opened is left alone.
-void syncDirectory(const std::string& dir);
 
 }  // namespace crihook

@@ -117,20 +117,20 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
   return r;
 }
 
-std::vector<HookServerFile> readHookServerDir(const std::string& dir) {
+std::vector<HookServerFile> readHookServerDir(const std::string& dir, Env& env) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".json" && e.path().filename().string()[0] != '.')
-      files.push_back(e.path().filename().string());
+  if (auto entries = env.listDirectory(dir); entries.ok()) {
+    for (const DirEntry& e : *entries) {  // sorted by name
+      if (fs::path(e.name).extension() == ".json" && e.name[0] != '.') files.push_back(e.name);
+    }
   }
-  std::sort(files.begin(), files.end());
   std::vector<HookServerFile> out;
   for (const auto& f : files) {
     // A link to a regular file is followed (a registration may be managed
     // elsewhere); a FIFO, a device or a huge file is refused unread.
-    auto text = readRegularFile((fs::path(dir) / f).string(), kMaxRegistrationBytes);
+    auto text =
+        env.readFile((fs::path(dir) / f).string(), kMaxRegistrationBytes, FileLinks::kFollow);
     if (!text.ok()) {
       out.push_back({f, absl::InvalidArgumentError(cat("hook server registration ", f, ": ",
                                                        sv(text.status().message())))});

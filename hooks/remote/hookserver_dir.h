@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/env.h"
+#include "hooks/process_env.h"
 #include "hooks/wire.h"
 
 namespace crihook {
@@ -43,11 +45,12 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
                                                            const std::string& text);
 
 // Every *.json file of `dir` (dot files excluded), sorted by name, each
-// parsed or with its error. A missing directory has no files.
+// parsed or with its error. A missing directory has no files. Listed and
+// read through `env`.
 struct HookServerFile {
   std::string file;
   absl::StatusOr<HookServerRegistration> registration;
 };
-std::vector<HookServerFile> readHookServerDir(const std::string& dir);
+std::vector<HookServerFile> readHookServerDir(const std::string& dir, Env& env = processEnv());
 
 }  // namespace crihook

@@ -17,8 +17,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
+#include "test/support/child_process.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fault_env.h"
 
 namespace crihook::testing {
 namespace {
@@ -202,7 +205,104 @@ TEST(StateStoreTest, ADirectoryThatCannotBeMadeIsAnError) {
   StateStore s((std::filesystem::path(dir.file("file")) / "state").string(), nullptr);
   auto status = s.load();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("cannot be created"));
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::HasSubstr("state directory: cannot create " + dir.file("file") +
+                                   "/state/pods: Not a directory"));
+}
+
+// ---- faults (test/support/fault_env.h) ----
+
+// Waits up to `bound` for `done`, checking every few milliseconds.
+template <typename Done>
+bool waitFor(Done done, std::chrono::milliseconds bound = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+hv1::PodRecord podNamed(const std::string& sandbox, const std::string& name) {
+  hv1::PodRecord p;
+  p.set_sandbox_id(sandbox);
+  p.mutable_config()->mutable_metadata()->set_name(name);
+  p.mutable_config()->mutable_metadata()->set_namespace_("ml");
+  return p;
+}
+
+// The disk fills while a pod's record is written: the error names the file,
+// the memory copy is the new one, the file on disk is the old one whole (not
+// truncated, no temporary left beside it), and once space returns the new
+// record reaches the disk without the pod changing again. (Before the
+// writer retried failed writes, the file kept the old record until the pod
+// next changed, and a restart read the old one back: checked failing.)
+TEST(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhenSpaceReturns) {
+  TempDir dir;
+  FaultEnv env(nullptr);
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>(
+      "state", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  StateStore s(dir.path(), logger, env);
+  ASSERT_TRUE(s.load().ok());
+  s.putPod(podNamed("sb1", "train-0"));
+  s.flush();
+  const std::string file = dir.file("pods/sb1.json");
+  const std::string old_text = readFile(file);
+  ASSERT_THAT(old_text, ::testing::HasSubstr("train-0"));
+
+  env.fillDisk(64);  // part of the new record fits, then ENOSPC
+  s.putPod(podNamed("sb1", "train-0-renamed-with-a-longer-name"));
+  s.flush();
+  EXPECT_THAT(log.str(), ::testing::HasSubstr("cannot write " + file +
+                                              ": No space left on device; the record is kept in "
+                                              "memory and written again in 5s"));
+  EXPECT_EQ(s.pod("sb1")->config().metadata().name(), "train-0-renamed-with-a-longer-name");
+  EXPECT_EQ(readFile(file), old_text);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("pods")))
+    names.push_back(e.path().filename().string());
+  EXPECT_THAT(names, ::testing::ElementsAre("sb1.json"));  // the temporary file is gone
+
+  // Space returns; the pod does not change. The retry comes kStateWriteRetry
+  // after the failure (the test jumps the store's clock there).
+  env.freeDisk();
+  env.jumpingClock().jump(kStateWriteRetry);
+  EXPECT_TRUE(waitFor([&] {
+    return readFile(file).find("train-0-renamed-with-a-longer-name") != std::string::npos;
+  })) << readFile(file);
+  // A restart reads the new record.
+  StateStore again(dir.path(), nullptr);
+  ASSERT_TRUE(again.load().ok());
+  EXPECT_EQ(again.pod("sb1")->config().metadata().name(), "train-0-renamed-with-a-longer-name");
+}
+
+// A pod removed while its filesystem is read-only (ext4 remounts itself so
+// after an I/O error): the file stays for now, and goes once it can, without
+// the store changing again, so a restart does not bring the pod back.
+// (Before failed writes were retried: checked failing.)
+TEST(StateStoreFaultTest, AFailedRemoveIsRetriedSoARestartDoesNotBringThePodBack) {
+  TempDir dir;
+  FaultEnv env(nullptr);
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>(
+      "state", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  StateStore s(dir.path(), logger, env);
+  ASSERT_TRUE(s.load().ok());
+  s.putPod(podNamed("sb1", "train-0"));
+  s.flush();
+  env.failRemoves(EROFS);
+  s.removePod("sb1");
+  s.flush();
+  EXPECT_THAT(log.str(), ::testing::HasSubstr("cannot remove " + dir.file("pods/sb1.json") +
+                                              ": Read-only file system"));
+  EXPECT_EQ(::access(dir.file("pods/sb1.json").c_str(), F_OK), 0);
+  env.failRemoves(0);
+  env.jumpingClock().jump(kStateWriteRetry);
+  EXPECT_TRUE(waitFor([&] { return ::access(dir.file("pods/sb1.json").c_str(), F_OK) != 0; }));
+  StateStore again(dir.path(), nullptr);
+  ASSERT_TRUE(again.load().ok());
+  EXPECT_EQ(again.pod("sb1"), nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "hooks/builtin/cdi/cdi.h"
 
-#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include "base/bounded_json.h"
 #include "base/logging.h"
 #include "base/quote.h"
-#include "base/read_file.h"
 #include "base/text.h"
 #include "hooks/builtin/settings.h"
 
@@ -237,24 +235,23 @@ absl::Status parseCdiSpec(const std::string& file, const std::string& text, bool
   return absl::OkStatus();
 }
 
-CdiRegistry::CdiRegistry(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {}
+CdiRegistry::CdiRegistry(std::vector<std::string> dirs, Env& env)
+    : dirs_(std::move(dirs)), env_(&env) {}
 
 void CdiRegistry::refreshLocked() {
   namespace fs = std::filesystem;
   std::vector<std::string> order;
   std::map<std::string, Spec> next;
   for (const std::string& dir : dirs_) {
-    std::vector<std::string> files;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string ext = e.path().extension().string();
-      if (ext == ".json" || ext == ".yaml" || ext == ".yml") files.push_back(e.path().string());
-    }
-    std::sort(files.begin(), files.end());
-    for (const std::string& f : files) {
-      struct stat st {};
-      if (::stat(f.c_str(), &st) != 0) continue;
-      const int64_t mtime = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    // A missing or unreadable directory has no specs (CDI's own rule).
+    auto entries = env_->listDirectory(dir);
+    if (!entries.ok()) continue;
+    for (const DirEntry& e : *entries) {  // sorted by name
+      const std::string ext = fs::path(e.name).extension().string();
+      if (ext != ".json" && ext != ".yaml" && ext != ".yml") continue;
+      if (e.mtime_ns < 0) continue;  // gone, or a dangling link
+      const std::string f = (fs::path(dir) / e.name).string();
+      const int64_t mtime = e.mtime_ns;
       order.push_back(f);
       if (auto old = specs_.find(f); old != specs_.end() && old->second.mtime_ns == mtime) {
         next[f] = std::move(old->second);
@@ -264,7 +261,7 @@ void CdiRegistry::refreshLocked() {
       spec.mtime_ns = mtime;
       // A spec dir may hold links to specs kept elsewhere; what they lead to
       // must be a regular file (a FIFO would hang every CDI call).
-      auto text = readRegularFile(f, kMaxCdiSpecBytes);
+      auto text = env_->readFile(f, kMaxCdiSpecBytes, FileLinks::kFollow);
       const bool yaml = f.size() > 5 && (f.ends_with(".yaml") || f.ends_with(".yml"));
       absl::Status s = text.ok()
                            ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices, &spec.global)

@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/env.h"
 #include "hooks/adjustment.h"
 #include "hooks/hook.h"
+#include "hooks/process_env.h"
 
 namespace crihook {
 
@@ -42,7 +44,8 @@ struct CdiEdits {
 // only when its modification time changes.
 class CdiRegistry {
  public:
-  explicit CdiRegistry(std::vector<std::string> dirs);
+  // Spec files are listed and read through `env`, which outlives this.
+  explicit CdiRegistry(std::vector<std::string> dirs, Env& env = processEnv());
 
   // Edits for each fully qualified device name, in order (the spec files
   // checked once for all of them); NOT_FOUND for a name no spec defines.
@@ -61,6 +64,7 @@ class CdiRegistry {
   void refreshLocked();
 
   std::vector<std::string> dirs_;
+  Env* env_;
   std::mutex mu_;
   std::map<std::string, Spec> specs_;  // by path
   std::vector<std::string> order_;     // paths, lowest priority first

@@ -1,12 +1,7 @@
 #include "hooks/builtin/lifecycle/actions.h"
 
-#include <string.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <fstream>
 
 #include "base/bounded_json.h"
 #include "base/quote.h"
@@ -250,7 +245,7 @@ absl::StatusOr<std::vector<std::string>> Action::expand(const DeviceFacts& d,
 }
 
 absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const ActionRoots& roots,
-                         Clock::time_point deadline) const {
+                         Clock::time_point deadline, Env& env) const {
   switch (kind_) {
     case Kind::kPciReset: {
       if (d.pci.empty())
@@ -259,9 +254,7 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
         return absl::InvalidArgumentError(cat("not a PCI address: ", quote(d.pci)));
       const std::string path = cat(roots.sys_root, roots.sys_root.back() == '/' ? "" : "/",
                                    "sys/bus/pci/devices/", d.pci, "/reset");
-      std::ofstream f(path);
-      if (f << "1" << std::flush) return absl::OkStatus();
-      return absl::FailedPreconditionError(cat("cannot write ", path, ": ", strerror(errno)));
+      return env.writeExisting(path, "1");
     }
     case Kind::kCheckNode: {
       if (d.node.empty())
@@ -269,7 +262,7 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
       if (!isDeviceNodeName(d.node))
         return absl::InvalidArgumentError(cat("not a device node name: ", quote(d.node)));
       const std::string path = cat(roots.device_root, "/", d.node);
-      if (::access(path.c_str(), F_OK) == 0) return absl::OkStatus();
+      if (env.exists(path)) return absl::OkStatus();
       return absl::FailedPreconditionError(cat("no device node ", path));
     }
     case Kind::kCommand:
@@ -277,24 +270,26 @@ absl::Status Action::run(const DeviceFacts& d, const PodFacts& pod, const Action
   }
   auto argv = expand(d, pod);
   if (!argv.ok()) return argv.status();
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - env.clock().now());
   if (deadline != Clock::time_point::max() && left < timeout_) {
     if (left.count() <= 0) return absl::DeadlineExceededError("no time left before the deadline");
-    return runCommand(*argv, left);
+    return runCommand(*argv, left, env);
   }
-  return runCommand(*argv, timeout_);
+  return runCommand(*argv, timeout_, env);
 }
 
-absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-  // The launcher in force: crihookd's spawner (confine/spawner.h), so the
-  // command runs outside crihookd's seccomp filter and capability drop; a
-  // direct fork/exec where no spawner was started (unit tests).
-  confine::LaunchRequest request;
+absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                        Env& env) {
+  // processEnv()'s executor is the launcher in force: crihookd's spawner
+  // (confine/spawner.h), so the command runs outside crihookd's seccomp
+  // filter and capability drop; a direct fork/exec where no spawner was
+  // started (unit tests).
+  ExecRequest request;
   request.argv = argv;
   request.timeout = std::min(timeout, confine::kMaxTimeout);
-  auto result = confine::processLauncher()->launch(request);
+  auto result = env.exec(request);
   if (!result.ok()) return result.status();
-  using End = confine::LaunchResult::End;
+  using End = ExecResult::End;
   if (result->end == End::kTimedOut)
     return absl::DeadlineExceededError(cat("timed out after ", durationText(timeout), " (killed)"));
   if (result->end == End::kExited && result->code == 0) return absl::OkStatus();

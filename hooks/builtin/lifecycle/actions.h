@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/env.h"
+#include "hooks/process_env.h"
 
 namespace crihook {
 
@@ -64,13 +66,15 @@ class Action {
   std::string describe() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  // Runs it for one device; blocks up to its timeout or `deadline`, whichever
-  // is sooner (a command still running then is killed with its process
-  // group). OK on success; otherwise the reason: the exit status and the last
-  // line the command printed, "timed out", or why it could not start.
+  // Runs it for one device through `env` (its exec, its files, its clock);
+  // blocks up to its timeout or `deadline` (by env's clock), whichever is
+  // sooner (a command still running then is killed with its process group).
+  // OK on success; otherwise the reason: the exit status and the last line
+  // the command printed, "timed out", or why it could not start.
+  // DEADLINE_EXCEEDED without running when the deadline has passed.
   // Thread-safe.
   absl::Status run(const DeviceFacts& device, const PodFacts& pod, const ActionRoots& roots,
-                   std::chrono::steady_clock::time_point deadline) const;
+                   std::chrono::steady_clock::time_point deadline, Env& env = processEnv()) const;
 
   // The command line as it would run (for tests and logs).
   absl::StatusOr<std::vector<std::string>> expand(const DeviceFacts& device,
@@ -86,9 +90,11 @@ class Action {
 // Runs `argv` (argv[0] an absolute path or a name looked up in PATH) with
 // stdin from /dev/null, stdout and stderr captured, in its own process group;
 // blocks until it exits or `timeout` passes (then kills the group). It goes
-// through confine::processLauncher(): in crihookd the spawner process (the
-// command runs outside crihookd's seccomp filter and capability drop; a dead
-// spawner is UNAVAILABLE naming it), elsewhere a direct fork/exec.
-absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+// through env.exec(); processEnv()'s is confine::processLauncher(): in
+// crihookd the spawner process (the command runs outside crihookd's seccomp
+// filter and capability drop; a dead spawner is UNAVAILABLE naming it),
+// elsewhere a direct fork/exec.
+absl::Status runCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                        Env& env = processEnv());
 
 }  // namespace crihook

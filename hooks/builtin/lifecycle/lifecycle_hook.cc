@@ -14,6 +14,7 @@
 #include "hooks/builtin/lifecycle/actions.h"
 #include "hooks/builtin/lifecycle/records.h"
 #include "hooks/builtin/settings.h"
+#include "hooks/process_env.h"
 #include "hooks/runtime_sandboxes.h"
 #include "metrics/hook_metrics.h"
 
@@ -222,7 +223,7 @@ class LifecycleHook final : public Hook, public Reconciler {
   void schedule(const SandboxKey& key, std::chrono::milliseconds delay) {
     {
       std::lock_guard lock(mu_);
-      due_[key] = Clock::now() + delay;
+      due_[key] = env_->clock().now() + delay;
     }
     cv_.notify_all();
   }
@@ -239,6 +240,7 @@ class LifecycleHook final : public Hook, public Reconciler {
   std::shared_ptr<spdlog::logger> log_;
   std::map<std::string, TypeActions> types_;  // gpu, rdma, fpga
   ActionRoots roots_;
+  Env* env_ = &processEnv();
   DeviceRecordDir records_{""};
   std::chrono::milliseconds retry_initial_{1000}, retry_max_{300000};
   // How long an init may wait for its sandbox before reconciling calls it
@@ -298,7 +300,8 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   }
   if (retry_max_ < retry_initial_) return r->error("retry_max", "is less than retry_initial");
 
-  records_ = DeviceRecordDir(state_dir);
+  if (context.env) env_ = context.env;
+  records_ = DeviceRecordDir(state_dir, *env_);
   if (state_dir.empty()) {
     log_->warn("no state directory: a cleanup owed when crihookd stops is forgotten");
   } else if (auto s = records_.open(); !s.ok()) {
@@ -321,7 +324,7 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
     s->from_disk = true;
     if (!rec.sandbox_id.empty()) by_sandbox_[rec.sandbox_id] = rec.key;
     if (rec.phase == DevicePhase::kCleanupPending) {
-      due_[rec.key] = Clock::now();
+      due_[rec.key] = env_->clock().now();
       pending_.insert(rec.key);
     }
     log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
@@ -486,7 +489,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
       continue;
     }
     for (size_t k = 0; k < actions.size(); ++k) {
-      absl::Status st = actions[k].run(d, rec.pod, roots_, in.deadline);
+      absl::Status st = actions[k].run(d, rec.pod, roots_, in.deadline, *env_);
       if (st.ok()) {
         log_->info("pod {}: init of {}: {}: done", pod, d.describe(), actions[k].describe());
         continue;
@@ -496,7 +499,10 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
                             actions[k].describe(), "): ", st.message());
       log_->error("{}", why);
       rec.removed = true;  // no sandbox will be made for this init
-      if (auto c = cleanup(rec, Clock::time_point::max()); c.ok()) {
+      // Bounded by the call's deadline too: what is not cleaned up by then
+      // (an init cut at the deadline leaves no time) is the retry thread's,
+      // so kubelet's call never waits past its bound for a cleanup.
+      if (auto c = cleanup(rec, in.deadline); c.ok()) {
         why += "; the devices initialised so far were cleaned up";
         forget(*s);
       } else {
@@ -542,7 +548,7 @@ void LifecycleHook::afterRun(const HookInput& in) {
   log_->info("pod {}/{}: the runtime refused the sandbox ({}); cleaning up its devices",
              r.pod.namespace_, r.pod.name, sv(in.backend_status.message()));
   r.removed = true;
-  cleanupOrRetry(*s, Clock::time_point::max());
+  cleanupOrRetry(*s, in.deadline);  // the rest, if any, on the retry thread
 }
 
 void LifecycleHook::afterStop(const HookInput& in) {
@@ -586,7 +592,7 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
     bool ok = true;
     const auto& actions = actionsOf(d.type).cleanup;
     for (size_t k = 0; k < actions.size(); ++k) {
-      absl::Status st = actions[k].run(d, r.pod, roots_, deadline);
+      absl::Status st = actions[k].run(d, r.pod, roots_, deadline, *env_);
       if (st.ok()) {
         log_->info("pod {}: cleanup of {}: {}: done", pod, d.describe(), actions[k].describe());
         continue;
@@ -628,8 +634,9 @@ void LifecycleHook::retryLoop() {
     for (auto it = due_.begin(); it != due_.end(); ++it) {
       if (it->second < next->second) next = it;
     }
-    if (next->second > Clock::now()) {
-      cv_.wait_until(lock, next->second);
+    if (next->second > env_->clock().now()) {
+      // By the env's clock: a test jumps it (lifecycle_fault_test.cc).
+      env_->clock().waitUntil(cv_, lock, next->second);
       continue;
     }
     const SandboxKey key = next->first;

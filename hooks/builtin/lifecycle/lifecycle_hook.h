@@ -14,6 +14,7 @@
 //   [[hook.settings.gpu.cleanup]]
 //   builtin = "pci-reset"
 //
+// Files, commands and the clock go through BuiltinContext::env (base/env.h).
 // Settings: gpu / rdma / fpga = {init = [actions], cleanup = [actions]}
 // (actions.h: commands templated by the device and the pod, or built-ins);
 // state_dir (default <[hooks] state_dir>/devices); device_root (default
@@ -35,7 +36,10 @@
 // RunPodSandbox (pre): the devices' init actions run in allocation order,
 // each device's in configured order. If one fails the call is rejected
 // (FAILED_PRECONDITION naming the device, the action and why) and every
-// device whose init began is cleaned up again. A kubelet retry of the same
+// device whose init began is cleaned up again, within the call's deadline;
+// what is left then (an init cut at the deadline leaves no time) is cleaned
+// up by the retry thread below. Every action, init or cleanup, ends by the
+// call's deadline (actions.h), so the hook returns by it. A kubelet retry of the same
 // sandbox (same pod UID and attempt) after a successful init initialises
 // nothing twice; after an init crihookd did not live to finish, the touched
 // devices are cleaned up before the init runs again. A cleanup still owed for
@@ -45,7 +49,10 @@
 // for every initialised device (in reverse order of init), once: Stop cleans,
 // a later Remove finds nothing to do; a Remove without a successful Stop
 // cleans. A cleanup that fails is retried on a thread of the hook's own, with
-// backoff, until it succeeds; it never fails kubelet's call.
+// backoff, until it succeeds; it never fails kubelet's call. The backoff is
+// measured on the Env's monotonic clock (base/env.h; setting the date never
+// moves it): a clock that jumps ahead runs the retry now due once, and the
+// next is its delay after that.
 // A device held by several sandboxes at once (a GPU split by HAMi-core) is
 // initialised by the first and cleaned up after the last.
 // Records (records.h) are written before and after each step. At start the
@@ -54,7 +61,8 @@
 // every few minutes after sandboxes stopped or removed behind its back and
 // inits whose sandbox did not appear within `orphan_grace` (default "10m").
 //
-// A RunPodSandbox the runtime refused outright is cleaned up at once; not
+// A RunPodSandbox the runtime refused outright is cleaned up at once (within
+// the post stage's deadline, the rest on the retry thread); not
 // after a timeout, a cancellation or "already exists" (the sandbox may exist:
 // a kubelet retry is refused while the first call's sandbox is being made),
 // nor while another RunPodSandbox for the same sandbox is under way.

@@ -1,20 +1,10 @@
 #include "hooks/builtin/lifecycle/records.h"
 
-#include <fcntl.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/bounded_json.h"
 #include "base/quote.h"
-#include "base/read_file.h"
 #include "base/text.h"
-#include "hooks/builtin/files.h"
 #include "hooks/state_version.h"
 
 namespace crihook {
@@ -120,11 +110,7 @@ absl::StatusOr<DeviceRecord> DeviceRecord::fromJson(const json& j) {
 
 absl::Status DeviceRecordDir::open() const {
   if (dir_.empty()) return absl::OkStatus();
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return absl::FailedPreconditionError(cat("cannot create ", dir_, ": ", ec.message()));
-  ::chmod(dir_.c_str(), 0700);
-  return absl::OkStatus();
+  return env_->makeDirectories(dir_, 0700);
 }
 
 std::string DeviceRecordDir::fileOf(const SandboxKey& key) const {
@@ -136,13 +122,19 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
                                                    std::vector<std::string>* newer) const {
   std::vector<DeviceRecord> out;
   if (dir_.empty()) return out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    const std::string path = entry.path().string();
-    if (entry.path().extension() != ".json" || entry.path().filename().string()[0] == '.') continue;
+  auto entries = env_->listDirectory(dir_);
+  if (!entries.ok()) {
+    const bool missing = entries.status().code() == absl::StatusCode::kNotFound;
+    errors.push_back(missing ? cat("cannot read ", dir_, ": it does not exist")
+                             : std::string(entries.status().message()));
+    return out;
+  }
+  for (const DirEntry& entry : *entries) {
+    const std::string path = cat(dir_, "/", entry.name);
+    if (fs::path(entry.name).extension() != ".json" || entry.name[0] == '.') continue;
     // Written by this hook: a link, a FIFO or a huge file there is not ours.
     absl::StatusOr<DeviceRecord> r = absl::InvalidArgumentError("unread");
-    auto text = readRegularFile(path, kMaxStateFileBytes, FileLinks::kRefuse);
+    auto text = env_->readFile(path, kMaxStateFileBytes, FileLinks::kRefuse);
     if (!text.ok()) {
       // Not a record (a FIFO, a link, too large): moved aside as a broken
       // one; FAILED_PRECONDITION below means a newer format only.
@@ -161,31 +153,26 @@ std::vector<DeviceRecord> DeviceRecordDir::loadAll(std::vector<std::string>& err
       continue;
     }
     if (!r.ok()) {
-      if (quarantine) ::rename(path.c_str(), (path + ".bad").c_str());
+      if (quarantine) (void)env_->renameFile(path, path + ".bad");
       errors.push_back(cat("device record ", path, ": ", r.status().message(),
                            quarantine ? cat("; moved aside to ", path, ".bad") : ""));
       continue;
     }
     out.push_back(std::move(*r));
   }
-  if (ec) errors.push_back(cat("cannot read ", dir_, ": ", ec.message()));
   return out;
 }
 
 absl::Status DeviceRecordDir::save(const DeviceRecord& r) const {
   if (dir_.empty()) return absl::OkStatus();
   const std::string final_path = fileOf(r.key);
-  const std::string tmp = cat(dir_, "/.", safeName(r.key.uid), "_", r.key.attempt, ".tmp");
-  return replaceFileDurably(final_path, tmp, r.toJson().dump(2) + "\n");
+  // Beside it as .<name>.json.tmp: a dot file, skipped by loadAll.
+  return env_->writeFileAtomic(final_path, r.toJson().dump(2) + "\n", Sync::kDurable);
 }
 
 absl::Status DeviceRecordDir::remove(const SandboxKey& key) const {
   if (dir_.empty()) return absl::OkStatus();
-  const std::string path = fileOf(key);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return absl::UnavailableError(cat("cannot remove ", path, ": ", strerror(errno)));
-  syncDirectory(dir_);
-  return absl::OkStatus();
+  return env_->removeFile(fileOf(key), Sync::kDurable);
 }
 
 }  // namespace crihook

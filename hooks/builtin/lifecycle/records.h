@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/env.h"
 #include "hooks/builtin/lifecycle/actions.h"
+#include "hooks/process_env.h"
 
 namespace crihook {
 
@@ -53,7 +55,9 @@ struct DeviceRecord {
 class DeviceRecordDir {
  public:
   // Empty `dir`: records are kept in memory only (they die with crihookd).
-  explicit DeviceRecordDir(std::string dir) : dir_(std::move(dir)) {}
+  // Every file operation goes through `env`, which outlives this.
+  explicit DeviceRecordDir(std::string dir, Env& env = processEnv())
+      : dir_(std::move(dir)), env_(&env) {}
 
   // Creates the directory (0700) if needed.
   absl::Status open() const;
@@ -66,7 +70,8 @@ class DeviceRecordDir {
   // versions 1 to 1 ...; left as it is").
   std::vector<DeviceRecord> loadAll(std::vector<std::string>& errors, bool quarantine = true,
                                     std::vector<std::string>* newer = nullptr) const;
-  // Blocking (fsync); call off the event loops.
+  // Blocking (fsync); call off the event loops. UNAVAILABLE "cannot write
+  // <file>: <reason>"; the file is then as it was before.
   absl::Status save(const DeviceRecord& r) const;
   absl::Status remove(const SandboxKey& key) const;
   const std::string& dir() const { return dir_; }
@@ -74,6 +79,7 @@ class DeviceRecordDir {
  private:
   std::string fileOf(const SandboxKey& key) const;
   std::string dir_;
+  Env* env_;
 };
 
 }  // namespace crihook

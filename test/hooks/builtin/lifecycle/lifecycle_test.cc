@@ -14,15 +14,19 @@
 #include <optional>
 #include <thread>
 
+#include "base/logging.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/builtin/lifecycle/actions.h"
 #include "hooks/builtin/lifecycle/lifecycle_hook.h"
 #include "hooks/builtin/lifecycle/records.h"
+#include "hooks/chain.h"
+#include "hooks/process_env.h"
 #include "hooks/registry.h"
 #include "hooks/runtime_sandboxes.h"
 #include "test/support/child_process.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fault_env.h"
 #include "topology/topology.h"
 
 namespace crihook::testing {
@@ -252,9 +256,11 @@ class LifecycleTest : public ::testing::Test {
                R"("retry_max": "200ms")", extra, "}");
   }
 
-  std::shared_ptr<Hook> make(const std::string& s = "") {
-    auto h = builtinHooks().create("device-lifecycle", "devices", s.empty() ? settings() : s,
-                                   BuiltinContext{dir_.file("state"), "/"});
+  std::shared_ptr<Hook> make(const std::string& s = "", Env* env = nullptr) {
+    BuiltinContext context{dir_.file("state"), "/"};
+    context.env = env;
+    auto h =
+        builtinHooks().create("device-lifecycle", "devices", s.empty() ? settings() : s, context);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? *h : nullptr;
   }
@@ -759,7 +765,7 @@ TEST_F(LifecycleTest, NothingIsInitialisedWhenItsCleanupCouldNotBeGuaranteed) {
   EXPECT_THAT(std::string(d.status.message()),
               HasSubstr("pod ml/train-0: devices not initialised, their cleanup could not be "
                         "guaranteed: cannot write " +
-                        dir_.file("state/devices/.uid-train-0_0.tmp")));
+                        dir_.file("state/devices/uid-train-0_0.json")));
   EXPECT_THAT(log(), IsEmpty());
 }
 
@@ -815,6 +821,93 @@ TEST(DeviceRecords, AFifoALinkAHugeOrADeepRecordIsReportedAndMovedAside) {
                               dir.path() + "/huge_0.json.bad",
                           at + "link_0.json: a symlink, not a regular file; moved aside to " +
                               dir.path() + "/link_0.json.bad"));
+}
+
+// ---- faults (test/support/fault_env.h) ----
+
+// The hook's clock jumps ahead by an hour (a suspend, a paused VM) while a
+// failed cleanup waits out its backoff. What it does: the one retry that is
+// now due runs once, at once; the next is scheduled from the new time with
+// the next delay (here 1s), so a jump never fires several retries at once;
+// and without a jump the retries go on at their delay, never stalling.
+// (A sandbox has one due time: there is nothing to fire twice.)
+TEST_F(LifecycleTest, AClockJumpDuringABackoffRunsTheDueRetryOnceAndKeepsTheDelay) {
+  FaultEnv env(launcherExecutor());
+  std::string s = settings();
+  s.replace(s.find("\"50ms\""), 6, "\"1s\"");
+  s.replace(s.find("\"200ms\""), 7, "\"1s\"");
+  auto hook = make(s, &env);
+  Sandbox a = sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})");
+  ASSERT_EQ(runPre(*hook, a).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, a);
+  failNext("cleanup-gpu-0", 1000);
+  clearLog();
+  stopOrRemove(*hook, a, LifecycleMethod::kStopPodSandbox);
+  ASSERT_EQ(log().size(), 1u);  // the cleanup failed; the next try is 1s away
+  EXPECT_EQ(phaseOf(a), "cleanup-pending");
+
+  const auto jumped = Clock::now();
+  env.jumpingClock().jump(std::chrono::hours(1));
+  ASSERT_TRUE(waitForLog(2));
+  EXPECT_LT(Clock::now() - jumped, std::chrono::milliseconds(900));  // not after the 1s delay
+  // The next one is 1s after that retry, on the (jumped) clock: none now.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(log().size(), 2u);
+  // And it comes, without another jump.
+  const auto second = Clock::now();
+  ASSERT_TRUE(waitForLog(3));
+  EXPECT_GE(Clock::now() - second, std::chrono::milliseconds(500));
+  EXPECT_THAT(log(), ::testing::Each(HasSubstr("FAILED")));
+}
+
+// A command that never exits (a GPU tool stuck on a wedged device), for
+// init and cleanup alike, in a chain whose hook has 300ms: the init is cut
+// at the call's deadline, the call is refused naming the device and the
+// action, and it returns by its deadline: the cleanup of what was touched
+// is not run past it on kubelet's call but left to the hook's retry thread.
+// (Before, the cleanup ran with no deadline on the call: the call took the
+// cleanup action's full 10s timeout more; checked failing.)
+TEST_F(LifecycleTest, ACommandThatNeverExitsIsCutAtTheCallsDeadline) {
+  FaultEnv env(launcherExecutor());
+  auto hook = make("", &env);
+  HookChain chain(logger("hook"));
+  HookSettings settings;
+  settings.timeout = std::chrono::milliseconds(300);
+  settings.failure_policy = FailurePolicy::kFail;
+  chain.add(hook, settings);
+
+  Sandbox a = sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})");
+  HookInput in;
+  in.method = LifecycleMethod::kRunPodSandbox;
+  in.phase = Phase::kPre;
+  in.request = &a.run;
+  in.pod = a.pod;
+  in.topology = topology_;
+  env.hangCommands();
+  const auto start = Clock::now();
+  ChainOutcome out = chain.run(in, Clock::time_point::max());
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("pod ml/train-0: init of gpu 0 (minor 0, "));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("failed: action 0 ("));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("): timed out after "));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("their cleanup failed and is retried"));
+  // The bound: 300ms, and what a loaded machine adds to it.
+  EXPECT_LT(took, std::chrono::milliseconds(300 + 1500));
+  const auto timeouts = env.execTimeouts();
+  ASSERT_EQ(timeouts.size(), 1u);  // the init only; the cleanup had no time left
+  EXPECT_LE(timeouts[0], std::chrono::milliseconds(300));
+  EXPECT_EQ(phaseOf(a), "cleanup-pending");
+
+  // The device answers again: the retry thread cleans up and forgets the sandbox.
+  env.releaseHungCommands();
+  ASSERT_TRUE(waitForLog(1));
+  EXPECT_THAT(log(), ElementsAre(HasSubstr("cleanup gpu 0")));
+  for (auto until = Clock::now() + std::chrono::seconds(10);
+       phaseOf(a) != "gone" && Clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(phaseOf(a), "gone");
 }
 
 }  // namespace

@@ -1,0 +1,169 @@
+// PosixEnv: the real files, directories, watch and commands behind the Env
+// seam (base/env.h), and the faults test/support/fault_env.h injects through
+// it.
+
+#include "base/env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "test/support/child_process.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/fault_env.h"
+
+namespace crihook::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using namespace std::chrono_literals;
+
+std::vector<std::string> namesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(PosixEnv, WriteAtomicReplacesTheFileWholeWithMode0600) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  const std::string file = dir.file("record.json");
+  ASSERT_TRUE(env.writeFileAtomic(file, "old", Sync::kDurable).ok());
+  ASSERT_TRUE(env.writeFileAtomic(file, "new record", Sync::kNone).ok());
+  EXPECT_EQ(readFile(file), "new record");
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_THAT(namesIn(dir.path()), ElementsAre("record.json"));
+}
+
+// A temporary file that is a symlink (planted by whoever can write the
+// directory) is not followed: the write fails, the link's target is intact.
+TEST(PosixEnv, WriteAtomicDoesNotFollowALinkAtItsTemporaryFile) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  std::ofstream(dir.file("target")) << "precious";
+  ASSERT_EQ(::symlink(dir.file("target").c_str(), dir.file(".record.json.tmp").c_str()), 0);
+  auto s = env.writeFileAtomic(dir.file("record.json"), "x", Sync::kNone);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(std::string(s.message()),
+            "cannot write " + dir.file("record.json") + ": Too many levels of symbolic links");
+  EXPECT_EQ(readFile(dir.file("target")), "precious");
+}
+
+// The disk fills part-way: the old file is whole, the partial temporary
+// file is gone, and the error names the file and ENOSPC.
+TEST(FaultEnv, AFullDiskLeavesTheOldFileWholeAndNoTemporaryFile) {
+  TempDir dir;
+  FaultEnv env(nullptr);
+  const std::string file = dir.file("record.json");
+  ASSERT_TRUE(env.writeFileAtomic(file, "the old record", Sync::kDurable).ok());
+  env.fillDisk(4);
+  auto s = env.writeFileAtomic(file, "a new, longer record", Sync::kDurable);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(std::string(s.message()), "cannot write " + file + ": No space left on device");
+  EXPECT_EQ(readFile(file), "the old record");
+  EXPECT_THAT(namesIn(dir.path()), ElementsAre("record.json"));
+  env.freeDisk();
+  EXPECT_TRUE(env.writeFileAtomic(file, "a new, longer record", Sync::kDurable).ok());
+  EXPECT_EQ(readFile(file), "a new, longer record");
+}
+
+TEST(PosixEnv, ListingIsSortedAndSaysWhatEachEntryIs) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  std::ofstream(dir.file("b.json")) << "{}";
+  std::filesystem::create_directory(dir.file("a"));
+  ASSERT_EQ(::symlink("nowhere", dir.file("c.json").c_str()), 0);
+  auto list = env.listDirectory(dir.path());
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].name, "a");
+  EXPECT_TRUE((*list)[0].directory);
+  EXPECT_EQ((*list)[1].name, "b.json");
+  EXPECT_TRUE((*list)[1].regular);
+  EXPECT_GT((*list)[1].mtime_ns, 0);
+  EXPECT_EQ((*list)[2].name, "c.json");
+  EXPECT_TRUE((*list)[2].symlink);
+  EXPECT_EQ((*list)[2].mtime_ns, -1);  // dangling
+  EXPECT_EQ(env.listDirectory(dir.file("missing")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(PosixEnv, RemovingAMissingFileIsFineAndDirectoriesAreMadeWithTheirMode) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  EXPECT_TRUE(env.removeFile(dir.file("missing"), Sync::kDurable).ok());
+  ASSERT_TRUE(env.makeDirectories(dir.file("a/b"), 0700).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.file("a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::ofstream(dir.file("file")) << "";
+  EXPECT_EQ(std::string(env.makeDirectories(dir.file("file/x"), 0700).message()),
+            "cannot create " + dir.file("file/x") + ": Not a directory");
+}
+
+TEST(PosixEnv, WriteExistingNeitherCreatesNorTruncatesAnythingElse) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  auto s = env.writeExisting(dir.file("reset"), "1");
+  EXPECT_EQ(std::string(s.message()),
+            "cannot write " + dir.file("reset") + ": No such file or directory");
+  EXPECT_FALSE(env.exists(dir.file("reset")));
+  std::ofstream(dir.file("reset")) << "";
+  EXPECT_TRUE(env.writeExisting(dir.file("reset"), "1").ok());
+  EXPECT_EQ(readFile(dir.file("reset")), "1");
+}
+
+// A watch reports the directory's appearance and a file written in it, and
+// nothing while nothing changes.
+TEST(PosixEnv, AWatchSeesTheDirectoryAppearAndAFileWrittenInIt) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  auto watch = env.watchDirectory(dir.file("hookserver.d"), 20ms);
+  EXPECT_TRUE(watch->wait(50ms));  // missing: polled, "re-read"
+  std::filesystem::create_directory(dir.file("hookserver.d"));
+  EXPECT_TRUE(watch->wait(1s));     // watched from now on
+  EXPECT_FALSE(watch->wait(50ms));  // nothing changed
+  std::ofstream(dir.file("hookserver.d/koordlet.json")) << "{}";
+  EXPECT_TRUE(watch->wait(5s));
+}
+
+TEST(PosixEnv, ExecWithoutAnExecutorSaysSo) {
+  PosixEnv env(nullptr);
+  auto r = env.exec({{"/bin/true"}, 1s});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(FaultEnv, AHungCommandEndsAtItsTimeoutOrWhenReleased) {
+  FaultEnv env(nullptr);
+  env.hangCommands();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = env.exec({{"/usr/bin/nvidia-smi"}, 100ms});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->end, ExecResult::End::kTimedOut);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  EXPECT_THAT(env.execTimeouts(), ElementsAre(100ms));
+}
+
+TEST(JumpingClock, AJumpMovesNowAndEndsAWaitWithinASlice) {
+  JumpingClock clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  const auto deadline = clock.now() + std::chrono::hours(1);
+  std::unique_lock lock(mu);
+  clock.jump(std::chrono::hours(2));
+  EXPECT_GE(clock.now(), deadline);
+  const auto start = std::chrono::steady_clock::now();
+  clock.waitUntil(cv, lock, deadline);  // already passed: returns at once
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
+}  // namespace
+}  // namespace crihook::testing

@@ -1,0 +1,249 @@
+#include "tools/crihookd/daemon.h"
+
+#include <signal.h>
+
+#include <cstring>
+#include <optional>
+
+#include "base/logging.h"
+#include "base/text.h"
+#include "confine/capabilities.h"
+#include "confine/seccomp_filter.h"
+#include "confine/spawner.h"
+#include "hooks/hook_interceptor.h"
+#include "hooks/hook_manager.h"
+#include "hooks/registry.h"
+#include "hooks/state_store.h"
+#include "metrics/call_metrics.h"
+#include "metrics/health.h"
+#include "metrics/http_endpoint.h"
+#include "metrics/metric_registry.h"
+#include "proxy/server.h"
+#include "proxy/socket_activation.h"
+#include "proxy/systemd_notify.h"
+#include "topology/holder.h"
+
+namespace crihook {
+namespace {
+
+// [security], resolved (README "Confinement").
+struct Confinement {
+  confine::SeccompMode seccomp = confine::SeccompMode::kErrno;
+  confine::CapSet keep = 0;  // crihookd's capabilities once the spawner is forked
+  confine::SpawnerOptions spawner;
+};
+
+absl::StatusOr<Confinement> resolveConfinement(const Config& config, std::string_view origin) {
+  auto bad = [&](std::string_view key, const absl::Status& s) {
+    return absl::InvalidArgumentError(cat("config ", origin, ": ", key, ": ", sv(s.message())));
+  };
+  Confinement c;
+  auto mode = confine::parseSeccompMode(config.seccomp);
+  if (!mode.ok()) return bad("security.seccomp", mode.status());
+  c.seccomp = *mode;
+  mode = confine::parseSeccompMode(config.spawner_seccomp);
+  if (!mode.ok()) return bad("security.spawner_seccomp", mode.status());
+  c.spawner.seccomp = *mode;
+  auto keep = confine::parseCapabilities(config.capabilities, "security.capabilities");
+  if (!keep.ok()) return bad("security.capabilities", keep.status());
+  c.keep = *keep;
+  // The socket's group is set by chown once it is bound, after the drop
+  // (capabilities are per thread and only dropped while there is one).
+  if (!config.socket_group.empty()) c.keep |= confine::CapSet{1} << 0;  // CAP_CHOWN
+  c.spawner.keep_all_capabilities =
+      config.spawner_capabilities.size() == 1 && config.spawner_capabilities[0] == "all";
+  if (!c.spawner.keep_all_capabilities) {
+    auto spawner_keep =
+        confine::parseCapabilities(config.spawner_capabilities, "security.spawner_capabilities");
+    if (!spawner_keep.ok()) return bad("security.spawner_capabilities", spawner_keep.status());
+    c.spawner.capabilities = *spawner_keep;
+  }
+  return c;
+}
+
+}  // namespace
+
+// Declared in the order they are made: destroyed in reverse, as main's
+// locals were.
+struct Daemon::Parts {
+  Config config;
+  Confinement confinement;
+  MetricsListen metrics_listen;
+  std::shared_ptr<spdlog::logger> log = logger("crihookd");
+  sigset_t signals{};
+  pid_t spawner_pid = -1;
+  std::optional<metrics::Registry> registry;
+  std::optional<metrics::CallMetrics> call_metrics;
+  std::optional<StateStore> state;
+  std::unique_ptr<HookManager> hooks;
+  topology::SnapshotHolder topology;
+  std::shared_ptr<spdlog::logger> topo_log = logger("topology");
+  std::optional<HookInterceptor> interceptor;
+  std::optional<Server> server;
+  metrics::Readiness readiness;
+  std::optional<metrics::BackendHealth> health;
+  std::optional<metrics::HttpEndpoint> endpoint;
+};
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::create(const Config& config,
+                                                       const std::string& origin) {
+  auto confinement = resolveConfinement(config, origin);
+  if (!confinement.ok()) return confinement.status();
+  auto metrics_listen = metricsListen(config, "flags");
+  if (!metrics_listen.ok()) return metrics_listen.status();
+  setLogLevel(config.log_level);
+  std::unique_ptr<Daemon> d(new Daemon);
+  d->parts_ = std::make_unique<Parts>();
+  d->parts_->config = config;
+  d->parts_->confinement = *confinement;
+  d->parts_->metrics_listen = *metrics_listen;
+  return d;
+}
+
+Daemon::~Daemon() = default;
+
+absl::Status Daemon::start() {
+  Parts& p = *parts_;
+  const Config& config = p.config;
+  // 1. systemd's socket (crihookd.socket), taken before any thread or child
+  // exists: the LISTEN_* variables are unset and the fd made close-on-exec.
+  auto activated = takeActivatedSocket(config.listen_path);
+  if (!activated.ok()) return activated.status();
+  if (*activated && (*activated)->path != config.listen_path) {
+    p.log->warn("serving the activated socket {}; the configured listen path {} is not used",
+                (*activated)->path, config.listen_path);
+  }
+  // 2. The spawner next, while crihookd has one thread: it runs the device
+  // actions' commands outside the filter and the capability drop below.
+  auto spawner = confine::SpawnerClient::start(p.confinement.spawner);
+  if (!spawner.ok()) return spawner.status();
+  p.spawner_pid = (*spawner)->pid();
+  confine::setProcessLauncher(std::move(*spawner));
+  // 3.
+  if (auto s = confine::keepOnlyCapabilities(p.confinement.keep); !s.ok()) return s;
+
+  // 4. Signals are taken synchronously by wait()'s thread; the event loops
+  // never see them.
+  sigemptyset(&p.signals);
+  sigaddset(&p.signals, SIGTERM);
+  sigaddset(&p.signals, SIGINT);
+  sigaddset(&p.signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &p.signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // 5. Metrics: made first, so every part can register its numbers.
+  metrics::Registry& registry = p.registry.emplace();
+  registry.gauge("crihook_build_info", "crihookd's version; always 1.", {"version"})
+      .with({CRIHOOK_VERSION})
+      .set(1);
+  registry
+      .gauge("crihook_process_start_time_seconds",
+             "When crihookd started, in seconds since the Unix epoch.")
+      .with({})
+      .set(std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count());
+  p.call_metrics.emplace(registry);
+
+  // 6.
+  StateStore& state = p.state.emplace(config.state_dir, logger("state"));
+  if (auto s = state.load(); !s.ok()) return s;
+  // 7.
+  auto hooks = HookManager::create(config, builtinHooks(), logger("hook"), &registry);
+  if (!hooks.ok()) return hooks.status();
+  p.hooks = std::move(*hooks);
+  p.hooks->watch();
+  // 8.
+  reload();
+  // 9.
+  p.interceptor.emplace(p.hooks->chains(), state, logger("hook"),
+                        static_cast<size_t>(config.hook_workers), &p.topology);
+  Server& server = p.server.emplace(config, *p.interceptor, logger("proxy"));
+  server.setCallMetrics(&*p.call_metrics);
+  registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
+                         [&server] { return static_cast<double>(server.connections()); });
+  registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
+                         [&server] { return static_cast<double>(server.activeCalls()); });
+  registry.gaugeFunction(
+      "crihook_intercepted_buffered_bytes",
+      "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
+      [&server] { return static_cast<double>(server.bufferedBytes()); });
+  if (*activated) server.adoptListener(**activated);
+  // 10. Listening, not yet accepting: connections wait in the backlog until
+  // the seccomp filter is on (below).
+  if (auto s = server.listen(); !s.ok()) return s;
+  // 11. After the CRI socket is ours: a second crihookd on the same paths is
+  // refused by the server's single-instance check, naming the CRI socket.
+  p.health.emplace(metrics::runtimeVersionProbe(config.backend_endpoint));
+  if (p.metrics_listen.kind != MetricsListen::Kind::kNone) {
+    metrics::HttpEndpointOptions o;
+    o.unix_path = p.metrics_listen.path;
+    o.unix_mode = config.socket_mode;
+    o.unix_group = config.socket_group;
+    o.tcp_host = p.metrics_listen.host;
+    o.tcp_port = p.metrics_listen.port;
+    p.endpoint.emplace(o, metrics::routes(registry, *p.health, p.readiness), logger("metrics"));
+    if (auto s = p.endpoint->start(); !s.ok()) {
+      server.shutdown(std::chrono::milliseconds(0));
+      return s;
+    }
+    p.log->info("metrics on {}", p.metrics_listen.path.empty()
+                                     ? cat(o.tcp_host, ":", p.endpoint->port())
+                                     : p.metrics_listen.path);
+  }
+  // 12. Hooks that keep records square them with the runtime (cleanups owed
+  // for sandboxes that went away while crihookd was down).
+  p.hooks->reconcileWithRuntime(config.backend_endpoint);
+  // 13. Started: from here on crihookd makes only the calls on the
+  // allow-list (every thread; those that exist and those to come).
+  auto filtered = confine::installFilter(p.confinement.seccomp, confine::FilterFor::kDaemon);
+  if (!filtered.ok()) {
+    return absl::Status(
+        filtered.status().code(),
+        cat(filtered.status().message(), " (security.seccomp = \"off\" runs without a filter)"));
+  }
+  p.log->info(
+      "confined: seccomp {} ({} system calls allowed), capabilities kept: {}; spawner pid {} "
+      "(seccomp {}, capabilities: {})",
+      confine::seccompModeName(p.confinement.seccomp), *filtered,
+      confine::capabilityNames(p.confinement.keep), p.spawner_pid,
+      confine::seccompModeName(p.confinement.spawner.seccomp),
+      p.confinement.spawner.keep_all_capabilities
+          ? std::string("all")
+          : confine::capabilityNames(p.confinement.spawner.capabilities));
+  // 14-16.
+  server.serve();
+  p.readiness.set(true, "serving");
+  notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
+  return absl::OkStatus();
+}
+
+void Daemon::reload() {
+  Parts& p = *parts_;
+  auto snap = std::make_shared<const topology::Snapshot>(
+      topology::discover(topology::SysRoot(p.config.topology_root)));
+  p.topo_log->info("{} (root {})", topology::summary(*snap), p.config.topology_root);
+  for (const std::string& w : snap->warnings) p.topo_log->warn("{}", w);
+  p.topology.set(std::move(snap));
+}
+
+int Daemon::wait() {
+  int sig = 0;
+  while (sigwait(&parts_->signals, &sig) == 0 && sig == SIGHUP) reload();
+  parts_->log->info("{}: stopping; in-flight calls get up to {}ms", strsignal(sig),
+                    parts_->config.shutdown_grace.count());
+  return sig;
+}
+
+int64_t Daemon::stop() {
+  Parts& p = *parts_;
+  notifySystemd("STOPPING=1");
+  p.readiness.set(false, "stopping");
+  const int64_t cut = p.server ? p.server->shutdown(p.config.shutdown_grace) : 0;
+  if (p.endpoint) p.endpoint->stop();
+  if (cut > 0) p.log->warn("{} calls were still running when the grace period ended", cut);
+  p.log->info("stopped");
+  return cut;
+}
+
+}  // namespace crihook

@@ -1,0 +1,65 @@
+#pragma once
+
+// crihookd's life: start-up, reload and shutdown, for main (flag parsing
+// only) and for anything else that runs the daemon in a process of its own.
+//
+// Start-up order (README "Confinement", docs/architecture.md "Start-up
+// order"); it is security-relevant and start() keeps it exactly:
+//   1. the systemd-activated socket is taken (before any thread or child),
+//   2. the spawner is forked while the process has one thread, and installed
+//      as the process launcher,
+//   3. capabilities are dropped to [security] capabilities,
+//   4. SIGTERM/SIGINT/SIGHUP are blocked (taken by wait()), SIGPIPE ignored,
+//   5. metrics registry, 6. state store loaded, 7. hooks made and watched,
+//   8. topology discovered, 9. interceptor, 10. server listening (not yet
+//   accepting), 11. metrics endpoint, 12. reconcile with the runtime,
+//   13. seccomp filter installed (every thread), 14. serve, 15. readiness
+//   true, 16. READY=1 to systemd.
+// Process-wide effects (the launcher, the capability drop, the filter, the
+// signal mask) cannot be undone: one Daemon per process, for its lifetime.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "config/config.h"
+
+namespace crihook {
+
+class Daemon {
+ public:
+  // Checks what start() needs from the validated `config` ([security],
+  // [metrics]); `origin` names the config file (or "flags") in messages.
+  // INVALID_ARGUMENT naming the key. Sets the log level; nothing else is
+  // touched.
+  static absl::StatusOr<std::unique_ptr<Daemon>> create(const Config& config,
+                                                        const std::string& origin);
+  ~Daemon();
+
+  // Steps 1-16 above, on the calling thread (main's: the signals are taken
+  // by it). The first failure is returned naming what could not start; the
+  // process should exit then (what was set up is not rolled back, except
+  // that a started server is shut down at once).
+  absl::Status start();
+
+  // Blocks until SIGTERM or SIGINT; each SIGHUP meanwhile calls reload().
+  // Returns the signal that ended it. Call after a successful start().
+  int wait();
+
+  // SIGHUP: rediscovers the node's topology (hooks see the new snapshot from
+  // their next call). Thread-safe with the calls in flight.
+  void reload();
+
+  // STOPPING=1, readiness false, then the server's graceful shutdown:
+  // in-flight calls get up to [daemon] shutdown_grace. Returns how many were
+  // cut at its end (logged).
+  int64_t stop();
+
+ private:
+  struct Parts;
+  Daemon() = default;
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace crihook
