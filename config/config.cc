@@ -14,6 +14,7 @@
 namespace crihook {
 
 const char* const kDefaultModuleDir = CRIHOOK_MODULE_DIR;
+const char* const kDefaultModuleHost = CRIHOOK_MODULE_HOST;
 
 namespace {
 
@@ -209,10 +210,13 @@ absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
 
 absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "hooks.", origin);
-  CRIHOOK_RETURN_IF_ERROR(
-      r.checkKnown({"state_dir", "module_dir", "hookserver_dir", "hookserver_timeout", "workers"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"state_dir", "module_dir", "hookserver_dir",
+                                        "hookserver_timeout", "workers", "module_host"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("state_dir", c.state_dir));
   CRIHOOK_RETURN_IF_ERROR(r.readString("module_dir", c.module_dir));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("module_host", c.module_host));
+  if (c.module_host.empty() || c.module_host[0] != '/')
+    return r.error("module_host", cat("expected an absolute path, got \"", c.module_host, "\""));
   CRIHOOK_RETURN_IF_ERROR(r.readString("hookserver_dir", c.hookserver_dir));
   for (auto [key, value] :
        {std::pair{"state_dir", &c.state_dir}, std::pair{"module_dir", &c.module_dir},
@@ -347,7 +351,7 @@ absl::Status readHook(const toml::table& t, size_t index, std::string_view origi
   TableReader r(t, cat("hook[", h.name, "]."), origin);
   CRIHOOK_RETURN_IF_ERROR(
       r.checkKnown({"name", "enabled", "builtin", "module", "endpoint", "stages", "timeout",
-                    "failure_policy", "wins_over", "settings"}));
+                    "failure_policy", "wins_over", "settings", "workers", "queue", "isolation"}));
   CRIHOOK_RETURN_IF_ERROR(r.readBool("enabled", h.enabled));
   CRIHOOK_RETURN_IF_ERROR(r.readString("builtin", h.builtin));
   CRIHOOK_RETURN_IF_ERROR(r.readString("module", h.module));
@@ -378,6 +382,20 @@ absl::Status readHook(const toml::table& t, size_t index, std::string_view origi
     return r.error("failure_policy", cat("expected \"fail\" or \"ignore\", got \"", policy, "\""));
   }
   CRIHOOK_RETURN_IF_ERROR(readStringList(r, "wins_over", h.wins_over));
+  // Hook execution.
+  int64_t workers = h.workers, queue = h.queue;
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("workers", 1, kMaxHookWorkers, workers));
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("queue", 0, kMaxHookQueue, queue));
+  h.workers = static_cast<int>(workers);
+  h.queue = static_cast<int>(queue);
+  std::string isolation;
+  CRIHOOK_RETURN_IF_ERROR(r.readString("isolation", isolation));
+  if (isolation == "process") {
+    if (h.module.empty()) return r.error("isolation", "only a module can run in a helper process");
+    h.isolated = true;
+  } else if (!isolation.empty() && isolation != "none") {
+    return r.error("isolation", cat("expected \"none\" or \"process\", got \"", isolation, "\""));
+  }
   auto settings = r.subtable("settings");
   if (!settings.ok()) return settings.status();
   if (*settings) {

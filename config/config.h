@@ -16,9 +16,21 @@ namespace crihook {
 
 // Where `meson install` puts hook modules (set by the build).
 extern const char* const kDefaultModuleDir;
+extern const char* const kDefaultModuleHost;  // <prefix>/<libexecdir>/crihook/crihook-module-host
 
 // One [[hook]] entry: a built-in hook, a hook module or a crihook-protocol
 // hook server, in the chain in the order of the file.
+// [[hook]] workers / queue (hooks/executor.h): the pool a hook that may
+// block runs on. Two workers: one slow call does not hold up the next, and
+// a hook that hangs costs at most two threads. Sixteen waiting calls: kubelet
+// starts a pod's containers one by one, so a queue that long is a burst of
+// pods starting at once; a longer one only makes calls wait out their
+// deadline behind a hung hook. The maxima bound a typo.
+inline constexpr int kDefaultHookWorkers = 2;
+inline constexpr int kMaxHookWorkers = 64;
+inline constexpr int kDefaultHookQueue = 16;
+inline constexpr int kMaxHookQueue = 1024;
+
 struct HookConfig {
   std::string name;
   bool enabled = true;  // false: configured but left out of the chain
@@ -32,6 +44,12 @@ struct HookConfig {
   std::vector<std::string> wins_over;
   std::string settings_json = "{}";  // [hook.settings] as JSON, for the hook to read
   std::string origin;                // "config FILE: hook[NAME]", for messages
+  // Hook execution (README "Hook execution"): the worker threads of a hook
+  // that may block and how many calls may wait for one; and, for a module,
+  // isolation = "process" to run it in a helper process of its own.
+  int workers = kDefaultHookWorkers;
+  int queue = kDefaultHookQueue;
+  bool isolated = false;
 };
 
 // [security.mounts]: the host paths hooks may not mount (hooks/mount_policy.h
@@ -83,6 +101,8 @@ struct Config {
   // [hooks]
   std::string state_dir = "/var/lib/crihook";  // empty: records kept in memory only
   std::string module_dir = kDefaultModuleDir;  // <prefix>/lib/crihook/modules
+  // The helper of modules run with isolation = "process" (hooks/module/module_host.h).
+  std::string module_host = kDefaultModuleHost;
   // Koordinator's hook server registrations; empty: none are read.
   std::string hookserver_dir = "/etc/runtime/hookserver.d";
   // Per call to a Koordinator hook server. koord-runtime-proxy has no timeout

@@ -74,6 +74,45 @@ void setProcessLauncher(std::shared_ptr<Launcher> launcher) {
   current() = std::move(launcher);
 }
 
+absl::StatusOr<pid_t> Launcher::start(const LaunchRequest&, int) {
+  return absl::UnimplementedError("this launcher cannot start long-lived processes");
+}
+
+absl::StatusOr<pid_t> DirectLauncher::start(const LaunchRequest& request, int channel) {
+  if (auto s = validateRequest(request); !s.ok()) return s;
+  if (request.argv[0][0] != '/')
+    return absl::InvalidArgumentError(cat("argv[0]: ", request.argv[0], ": not an absolute path"));
+  // As in launch(): all made before fork, only async-signal-safe calls after.
+  std::vector<char*> args;
+  for (const auto& a : request.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  char** const env = request.env.empty() ? environ : envp.data();
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_DFL);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (channel == 3) {
+      ::fcntl(3, F_SETFD, 0);  // dup2 onto itself would keep CLOEXEC
+    } else {
+      ::dup2(channel, 3);
+    }
+    ::close_range(4, ~0u, 0);
+    ::execve(args[0], args.data(), env);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  if (devnull >= 0) ::close(devnull);
+  if (pid < 0) return absl::ResourceExhaustedError(cat("cannot fork: ", strerror(fork_errno)));
+  return pid;
+}
+
 absl::StatusOr<LaunchResult> DirectLauncher::launch(const LaunchRequest& request) {
   if (auto s = validateRequest(request); !s.ok()) return s;
   const std::vector<std::string>& argv = request.argv;

@@ -15,6 +15,8 @@
 // Tests that want the real path start a SpawnerClient themselves
 // (test/confine/spawner_test.cc).
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -68,6 +70,16 @@ class Launcher {
   // executed (the message names it and says why); RESOURCE_EXHAUSTED no
   // fork; UNAVAILABLE the launcher itself is gone (the spawner died).
   virtual absl::StatusOr<LaunchResult> launch(const LaunchRequest& request) = 0;
+
+  // Starts a process that outlives the call (an out-of-process module's
+  // helper): argv[0] an absolute path, env as for launch(), timeout unused
+  // (it must still be valid). `channel` (borrowed) becomes its fd 3; stdin
+  // is /dev/null, stdout and stderr the launcher's own, every other fd
+  // closed. Returns its pid once forked; an exec that fails shows as EOF on
+  // the caller's end of the channel. The process is the launcher's child: a
+  // DirectLauncher's caller reaps it (waitpid), the spawner reaps its own.
+  // Errors as launch(); UNIMPLEMENTED for a launcher that cannot.
+  virtual absl::StatusOr<pid_t> start(const LaunchRequest& request, int channel);
 };
 
 // fork + execve from the calling process. Everything the child needs is made
@@ -76,6 +88,7 @@ class Launcher {
 class DirectLauncher : public Launcher {
  public:
   absl::StatusOr<LaunchResult> launch(const LaunchRequest& request) override;
+  absl::StatusOr<pid_t> start(const LaunchRequest& request, int channel) override;
 };
 
 // Checks a request against the bounds above and the spawner's message limits

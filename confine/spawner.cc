@@ -16,6 +16,8 @@
 #include "base/text.h"
 #include "confine/capabilities.h"
 
+extern char** environ;
+
 namespace crihook::confine {
 namespace {
 
@@ -101,8 +103,48 @@ void reapWorkers() {
   }
 }
 
+// A start request: fork and exec the process with `channel` as its fd 3
+// (the spawner's child: reapWorkers reaps it); the reply carries its pid.
+void serveStart(const LaunchRequest& request, int reply, int channel) {
+  if (request.argv[0][0] != '/') {
+    (void)sendWithFd(reply,
+                     encodeReply(absl::InvalidArgumentError("argv[0]: not an absolute path")), -1);
+    return;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    (void)sendWithFd(
+        reply,
+        encodeReply(absl::ResourceExhaustedError(cat("spawner cannot fork: ", strerror(errno)))),
+        -1);
+    return;
+  }
+  if (pid == 0) {
+    // Single-threaded: the child may allocate.
+    std::vector<char*> args, envp;
+    for (const auto& a : request.argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const auto& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_DFL);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (channel == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else {
+      ::dup2(channel, 3);
+    }
+    ::close_range(4, ~0u, 0);
+    ::execve(args[0], args.data(), request.env.empty() ? environ : envp.data());
+    ::_exit(127);
+  }
+  LaunchResult started;
+  started.code = pid;
+  (void)sendWithFd(reply, encodeReply(started), -1);
+}
+
 // One request: validate, fork a worker, which runs it and replies on `reply`.
-void serve(std::string_view bytes, bool truncated_msg, int reply) {
+void serve(std::string_view bytes, bool truncated_msg, int reply, int channel) {
   absl::StatusOr<LaunchRequest> request =
       truncated_msg ? absl::StatusOr<LaunchRequest>(truncated("request")) : decodeRequest(bytes);
   if (request.ok()) {
@@ -112,6 +154,7 @@ void serve(std::string_view bytes, bool truncated_msg, int reply) {
     (void)sendWithFd(reply, encodeReply(request.status()), -1);
     return;
   }
+  if (channel >= 0) return serveStart(*request, reply, channel);
   const pid_t worker = ::fork();
   if (worker < 0) {
     (void)sendWithFd(reply,
@@ -130,20 +173,22 @@ void serve(std::string_view bytes, bool truncated_msg, int reply) {
 
 }  // namespace
 
-ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass) {
+ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass, int second_fd) {
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   if (fd_to_pass >= 0) {
+    const int fds[2] = {fd_to_pass, second_fd};
+    const size_t count = second_fd >= 0 ? 2 : 1;
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
   }
   ssize_t n;
   do {
@@ -265,8 +310,9 @@ void spawnerMain(int fd, const SpawnerOptions& options) {
     const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) ::_exit(0);  // crihookd closed its end: it is gone
-    // Every passed descriptor is ours to close; the first is the reply end.
-    int reply = -1;
+    // Every passed descriptor is ours to close; the first is the reply end,
+    // the second (a start request) the channel of the process to start.
+    int reply = -1, channel = -1;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -275,6 +321,8 @@ void spawnerMain(int fd, const SpawnerOptions& options) {
         std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         if (reply < 0) {
           reply = passed;
+        } else if (channel < 0) {
+          channel = passed;
         } else {
           ::close(passed);
         }
@@ -283,8 +331,9 @@ void spawnerMain(int fd, const SpawnerOptions& options) {
     if (reply < 0) continue;  // nobody to answer: not a request
     const bool too_big = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
                          static_cast<size_t>(n) > kMaxRequestMessage;
-    serve(std::string_view(buf.data(), static_cast<size_t>(n)), too_big, reply);
+    serve(std::string_view(buf.data(), static_cast<size_t>(n)), too_big, reply, channel);
     ::close(reply);
+    if (channel >= 0) ::close(channel);
   }
 }
 
@@ -361,6 +410,31 @@ absl::StatusOr<LaunchResult> SpawnerClient::launch(const LaunchRequest& request)
                                       " ended without a reply"));
   }
   return decodeReply(*reply);
+}
+
+absl::StatusOr<pid_t> SpawnerClient::start(const LaunchRequest& request, int channel) {
+  if (auto s = validateRequest(request); !s.ok()) return s;
+  if (gone_)
+    return absl::UnavailableError(cat("spawner (pid ", pid_, ") is gone: it died earlier"));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return absl::ResourceExhaustedError(cat("spawner: socketpair: ", strerror(errno)));
+  const ssize_t sent = sendWithFd(fd_, encodeRequest(request), pair[1], channel);
+  const int send_errno = errno;
+  ::close(pair[1]);
+  if (sent < 0) {
+    ::close(pair[0]);
+    return absl::UnavailableError(cat("spawner (pid ", pid_, "): send: ", strerror(send_errno)));
+  }
+  bool eof = false;
+  auto reply = receive(pair[0], kMaxReplyBytes, kReplyGrace, eof);
+  ::close(pair[0]);
+  if (!reply.ok() || eof)
+    return absl::UnavailableError(
+        cat("spawner (pid ", pid_, "): no reply for starting ", request.argv[0]));
+  auto result = decodeReply(*reply);
+  if (!result.ok()) return result.status();
+  return static_cast<pid_t>(result->code);
 }
 
 }  // namespace crihook::confine

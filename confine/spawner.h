@@ -65,6 +65,12 @@ class SpawnerClient : public Launcher {
   // this command died. Thread-safe; commands run concurrently.
   absl::StatusOr<LaunchResult> launch(const LaunchRequest& request) override;
 
+  // See Launcher: the spawner forks and execs it (its child, reaped by it),
+  // with the spawner's filter and capabilities. A request sent with a second
+  // descriptor attached (the channel) is a start; the reply's code is the
+  // pid. Thread-safe.
+  absl::StatusOr<pid_t> start(const LaunchRequest& request, int channel) override;
+
   pid_t pid() const { return pid_; }
 
  private:
@@ -80,9 +86,9 @@ std::string encodeRequest(const LaunchRequest& request);
 absl::StatusOr<LaunchRequest> decodeRequest(std::string_view bytes);
 std::string encodeReply(const absl::StatusOr<LaunchResult>& result);
 absl::StatusOr<LaunchResult> decodeReply(std::string_view bytes);
-// One message `bytes` on `sock` with `fd_to_pass` attached (SCM_RIGHTS; -1:
-// none), as client and spawner send them; sendmsg's result.
-ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass);
+// One message `bytes` on `sock` with `fd_to_pass` and `second_fd` attached
+// (SCM_RIGHTS; -1: none), as client and spawner send them; sendmsg's result.
+ssize_t sendWithFd(int sock, const std::string& bytes, int fd_to_pass, int second_fd = -1);
 [[noreturn]] void spawnerMain(int fd, const SpawnerOptions& options);
 
 }  // namespace crihook::confine

@@ -1,10 +1,7 @@
 #include "hooks/chain.h"
 
-#include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include "base/quote.h"
 #include "base/text.h"
@@ -28,8 +25,21 @@ metrics::HookStageMetrics* HookChain::exported(const Entry& e, const HookInput& 
   return m;
 }
 
-void HookChain::add(std::shared_ptr<Hook> hook, HookSettings settings) {
-  entries_.push_back(Entry{std::move(hook), std::move(settings), std::make_unique<HookCounters>()});
+std::shared_ptr<HookExecutor> HookChain::makeExecutor(const Hook& hook,
+                                                      const HookSettings& settings,
+                                                      std::shared_ptr<spdlog::logger> log,
+                                                      metrics::HookMetrics* metrics) {
+  if (hook.runsInline() || hook.honoursDeadline()) return nullptr;
+  return std::make_shared<HookExecutor>(hook.name(), settings.workers, settings.queue,
+                                        std::move(log),
+                                        metrics ? &metrics->executor(hook.name()) : nullptr);
+}
+
+void HookChain::add(std::shared_ptr<Hook> hook, HookSettings settings,
+                    std::shared_ptr<HookExecutor> executor) {
+  if (!executor) executor = makeExecutor(*hook, settings, log_, metrics_);
+  entries_.push_back(Entry{std::move(hook), std::move(settings), std::make_unique<HookCounters>(),
+                           std::move(executor)});
 }
 
 const HookCounters& HookChain::counters(const std::string& hook) const {
@@ -83,9 +93,10 @@ HookDecision call(Hook& hook, const HookInput& input) {
 }  // namespace
 
 HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
-                               std::chrono::milliseconds budget, bool& timed_out) const {
+                               std::chrono::milliseconds budget, bool& timed_out,
+                               bool& refused) const {
   const auto start = Clock::now();
-  if (e.hook->runsInline() || e.hook->honoursDeadline()) {
+  if (!e.executor) {
     HookDecision d;
     if (e.hook->honoursDeadline()) {
       HookInput bounded = input;
@@ -107,51 +118,49 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
     }
     return d;
   }
-  // A watchdog: the hook runs on its own thread; a hook that overruns is
-  // abandoned (its thread finishes on its own, its decision is dropped).
-  // The thread works on its own copy of the input, so an abandoned hook
-  // never reads a request the caller has freed.
-  struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    HookDecision decision;
+  // On the hook's executor (hooks/executor.h): a call that overruns is
+  // answered at once and its worker left to finish. The task works on its
+  // own copy of the input, so an abandoned hook never reads a request the
+  // caller has freed.
+  struct Copy {
     std::unique_ptr<google::protobuf::Message> request, response;
     CallIdentity identity;
     HookInput input;
   };
-  auto shared = std::make_shared<Shared>();
-  shared->input = input;
-  shared->input.deadline = start + budget;
+  auto copy = std::make_shared<Copy>();
+  copy->input = input;
+  copy->input.deadline = start + budget;
   if (input.request) {
-    shared->request.reset(input.request->New());
-    shared->request->CopyFrom(*input.request);
-    shared->input.request = shared->request.get();
+    copy->request.reset(input.request->New());
+    copy->request->CopyFrom(*input.request);
+    copy->input.request = copy->request.get();
   }
   if (input.response) {
-    shared->response.reset(input.response->New());
-    shared->response->CopyFrom(*input.response);
-    shared->input.response = shared->response.get();
+    copy->response.reset(input.response->New());
+    copy->response->CopyFrom(*input.response);
+    copy->input.response = copy->response.get();
   }
   if (input.identity) {
-    shared->identity = *input.identity;
-    shared->input.identity = &shared->identity;
+    copy->identity = *input.identity;
+    copy->input.identity = &copy->identity;
   }
-  std::thread([shared, hook = e.hook] {
-    HookDecision d = call(*hook, shared->input);
-    std::lock_guard lock(shared->mu);
-    shared->decision = std::move(d);
-    shared->done = true;
-    shared->cv.notify_all();
-  }).detach();
-  std::unique_lock lock(shared->mu);
-  if (!shared->cv.wait_for(lock, budget, [&] { return shared->done; })) {
-    e.counters->timeouts.fetch_add(1);
-    timed_out = true;
-    return HookDecision::error(
-        absl::DeadlineExceededError(cat("timed out after ", budget.count(), "ms")));
+  HookExecutor::Result r =
+      e.executor->run([copy, hook = e.hook] { return call(*hook, copy->input); }, budget);
+  switch (r.how) {
+    case HookExecutor::How::kAnswered:
+      break;
+    case HookExecutor::How::kTimedOut:
+      e.counters->timeouts.fetch_add(1);
+      timed_out = true;
+      break;
+    case HookExecutor::How::kUnhealthy:
+      refused = true;
+      break;
+    case HookExecutor::How::kQueueFull:
+    case HookExecutor::How::kStopped:
+      break;
   }
-  return std::move(shared->decision);
+  return std::move(r.decision);
 }
 
 ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) const {
@@ -174,8 +183,8 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
     e.counters->calls.fetch_add(1);
     out.ran.push_back(name);
     const auto started = Clock::now();
-    bool timed_out = false;
-    HookDecision d = runOne(e, input, budget, timed_out);
+    bool timed_out = false, refused = false;
+    HookDecision d = runOne(e, input, budget, timed_out, refused);
     metrics::HookStageMetrics* m = exported(e, input);
     if (m) {
       m->calls.inc();
@@ -198,7 +207,8 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
       const std::string why =
           boundedMessage(cat("hook ", name, " failed in ", stage(), ": ", sv(d.status.message())));
       if (input.phase == Phase::kPost || e.settings.failure_policy == FailurePolicy::kIgnore) {
-        if (log_) log_->warn("{} (ignored)", why);
+        // An unhealthy hook was logged once when it became so (executor.h).
+        if (log_ && !refused) log_->warn("{} (ignored)", why);
         out.ignored.push_back(why);
         continue;
       }

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "base/current.h"
+#include "config/config.h"
+#include "hooks/executor.h"
 #include "hooks/hook.h"
 #include "hooks/mount_policy.h"
 #include "metrics/hook_metrics.h"
@@ -32,6 +34,10 @@ struct HookSettings {
   std::chrono::milliseconds timeout{2000};
   FailurePolicy failure_policy = FailurePolicy::kFail;
   std::vector<std::string> wins_over;  // hooks whose conflicting values this one overrides
+  // The executor a hook that may block gets when add() is given none
+  // (hooks/executor.h; config/config.h has the reasons of the defaults).
+  size_t workers = kDefaultHookWorkers;
+  size_t queue = kDefaultHookQueue;
 };
 
 struct ChainOutcome {
@@ -57,8 +63,18 @@ class HookChain {
   explicit HookChain(std::shared_ptr<spdlog::logger> log, metrics::HookMetrics* metrics = nullptr);
 
   // Appends a hook. Set up the chain before the first run(); not to be
-  // called concurrently with run().
-  void add(std::shared_ptr<Hook> hook, HookSettings settings);
+  // called concurrently with run(). A hook that may block (neither
+  // runsInline() nor honoursDeadline()) runs on `executor`, which may be
+  // shared with other chains (HookManager keeps one per hook across
+  // reloads); null: the chain makes one from `settings`.
+  void add(std::shared_ptr<Hook> hook, HookSettings settings,
+           std::shared_ptr<HookExecutor> executor = nullptr);
+
+  // Makes the executor for `hook` as add() would (null for a hook that needs
+  // none), exporting to `metrics` (may be null).
+  static std::shared_ptr<HookExecutor> makeExecutor(const Hook& hook, const HookSettings& settings,
+                                                    std::shared_ptr<spdlog::logger> log,
+                                                    metrics::HookMetrics* metrics);
 
   // The mounts hooks may add (mount_policy.h); the defaults until set. A
   // pre-stage adjustment with a refused mount fails the call with
@@ -86,9 +102,10 @@ class HookChain {
     std::shared_ptr<Hook> hook;
     HookSettings settings;
     std::unique_ptr<HookCounters> counters;
+    std::shared_ptr<HookExecutor> executor;  // null for inline and deadline-honouring hooks
   };
   HookDecision runOne(const Entry& e, const HookInput& input, std::chrono::milliseconds budget,
-                      bool& timed_out) const;
+                      bool& timed_out, bool& refused) const;
   metrics::HookStageMetrics* exported(const Entry& e, const HookInput& input) const;
   static bool wins(const std::string& winner, const std::string& loser, const void* chain);
 

@@ -81,13 +81,13 @@ class Hook {
   virtual HookDecision run(const HookInput& input) = 0;
 
   // True for hooks that only compute (microseconds, no I/O): the chain calls
-  // them directly instead of under a watchdog thread, and checks their time
-  // afterwards.
+  // them directly instead of on their executor (hooks/executor.h), and
+  // checks their time afterwards.
   virtual bool runsInline() const { return false; }
 
   // True for hooks that return by HookInput::deadline on their own (a remote
   // call carrying it as its gRPC deadline): the chain calls them directly on
-  // its worker thread instead of under a watchdog thread of their own. If
+  // its worker thread instead of on an executor of their own. If
   // it returns late anyway, going on counts as a timeout; its own rejection
   // or error stands.
   virtual bool honoursDeadline() const { return false; }

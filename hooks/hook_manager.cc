@@ -9,10 +9,27 @@
 
 #include "base/text.h"
 #include "hooks/module/module_hook.h"
+#include "hooks/module/module_host.h"
 #include "hooks/remote/remote_hooks.h"
 #include "hooks/runtime_sandboxes.h"
 
 namespace crihook {
+
+namespace {
+
+// How a module with isolation = "process" is run: crihookd's own filter and
+// capabilities ([security]) for its helper.
+ModuleIsolation moduleIsolation(const Config& config) {
+  ModuleIsolation m;
+  m.host = config.module_host;
+  m.seccomp = config.seccomp;
+  m.capabilities = "none";
+  for (size_t i = 0; i < config.capabilities.size(); ++i)
+    m.capabilities = cat(i == 0 ? "" : m.capabilities + ",", config.capabilities[i]);
+  return m;
+}
+
+}  // namespace
 
 HookManager::HookManager(const Config& config, std::shared_ptr<spdlog::logger> log)
     : config_(config), log_(std::move(log)) {}
@@ -34,6 +51,8 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     settings.timeout = h.timeout;
     settings.failure_policy = h.ignore_failures ? FailurePolicy::kIgnore : FailurePolicy::kFail;
     settings.wins_over = h.wins_over;
+    settings.workers = static_cast<size_t>(h.workers);
+    settings.queue = static_cast<size_t>(h.queue);
     std::shared_ptr<Hook> hook;
     if (!h.builtin.empty()) {
       auto made = registry.create(
@@ -46,14 +65,17 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
       const std::string path = h.module[0] == '/'
                                    ? h.module
                                    : (std::filesystem::path(config.module_dir) / h.module).string();
-      auto made = loadModuleHook(h.name, path, h.settings_json);
+      auto made = h.isolated ? loadIsolatedModuleHook(h.name, path, h.settings_json,
+                                                      moduleIsolation(config), m->log_)
+                             : loadModuleHook(h.name, path, h.settings_json);
       if (!made.ok()) {
         m->log_->error("{}: module refused, hook left out: {}", h.origin,
                        sv(made.status().message()));
         continue;
       }
       hook = *made;
-      m->log_->info("{}: module {} loaded", h.origin, path);
+      m->log_->info("{}: module {} loaded{}", h.origin, path,
+                    h.isolated ? " in a helper process" : "");
     } else {
       std::vector<StageId> stages;
       for (size_t i = 0; i < h.stages.size(); ++i) {
@@ -66,7 +88,8 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
       }
       hook = makeCrihookRemoteHook(h.name, *unixSocketPath(h.endpoint), std::move(stages));
     }
-    m->configured_.push_back({std::move(hook), std::move(settings)});
+    auto executor = HookChain::makeExecutor(*hook, settings, m->log_, m->hook_metrics_.get());
+    m->configured_.push_back({std::move(hook), std::move(settings), std::move(executor)});
   }
   m->reload();
   return m;
@@ -167,7 +190,7 @@ void HookManager::reload() {
 void HookManager::publish() {
   auto chain = std::make_shared<HookChain>(log_, hook_metrics_.get());
   chain->setMountPolicy(mount_policy_);
-  for (const Entry& e : configured_) chain->add(e.hook, e.settings);
+  for (const Entry& e : configured_) chain->add(e.hook, e.settings, e.executor);
   for (const auto& [file, entry] : servers_) {
     HookSettings s;
     s.timeout = config_.hookserver_timeout;

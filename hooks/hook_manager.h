@@ -69,6 +69,9 @@ class HookManager {
   struct Entry {
     std::shared_ptr<Hook> hook;
     HookSettings settings;
+    // Made once, handed to every chain: a reload neither doubles the pool
+    // nor strands its stuck workers (hooks/executor.h).
+    std::shared_ptr<HookExecutor> executor;
   };
   std::vector<Entry> configured_;
   std::mutex reload_mu_;

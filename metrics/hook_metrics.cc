@@ -16,7 +16,28 @@ HookMetrics::HookMetrics(Registry& r)
                           {"hook", "stage"})),
       duration_(r.histogram("crihook_hook_duration_seconds",
                             "Time a hook run took, as the chain waited for it.",
-                            {"hook", "stage"})) {}
+                            {"hook", "stage"})),
+      stuck_workers_(r.gauge("crihook_hook_stuck_workers",
+                             "Hook workers still running a call that timed out (its answer will "
+                             "be dropped).",
+                             {"hook"})),
+      unhealthy_(r.gauge("crihook_hook_unhealthy",
+                         "1 while a hook is refused after timing out again and again.", {"hook"})),
+      refused_(r.counter("crihook_hook_refused_total",
+                         "Hook calls answered without running the hook, by reason (queue_full, "
+                         "unhealthy).",
+                         {"hook", "reason"})) {}
+
+HookExecutorMetrics& HookMetrics::executor(const std::string& hook) {
+  std::lock_guard lock(mu_);
+  auto& slot = executors_[hook];
+  if (!slot) {
+    slot.reset(new HookExecutorMetrics{stuck_workers_.with({hook}), unhealthy_.with({hook}),
+                                       refused_.with({hook, "queue_full"}),
+                                       refused_.with({hook, "unhealthy"})});
+  }
+  return *slot;
+}
 
 HookStageMetrics& HookMetrics::of(const std::string& hook, const std::string& stage) {
   std::lock_guard lock(mu_);

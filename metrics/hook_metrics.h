@@ -23,6 +23,17 @@ struct HookStageMetrics {
   Histogram& duration;  // seconds, each run
 };
 
+// Per hook, of its executor (hooks/executor.h): crihook_hook_stuck_workers
+// (workers still running a call that timed out), crihook_hook_unhealthy (1
+// while refused after timeouts in a row) and crihook_hook_refused_total by
+// reason (queue_full, unhealthy): calls answered without running the hook.
+struct HookExecutorMetrics {
+  Gauge& stuck_workers;
+  Gauge& unhealthy;
+  Counter& refused_queue_full;
+  Counter& refused_unhealthy;
+};
+
 class HookMetrics {
  public:
   explicit HookMetrics(Registry& registry);
@@ -31,11 +42,17 @@ class HookMetrics {
   // per (hook, stage) and keep the reference. Thread-safe.
   HookStageMetrics& of(const std::string& hook, const std::string& stage);
 
+  // The executor series of one hook, made on first use. Thread-safe.
+  HookExecutorMetrics& executor(const std::string& hook);
+
  private:
   Family<Counter>&calls_, &rejections_, &failures_, &timeouts_;
   Family<Histogram>& duration_;
+  Family<Gauge>&stuck_workers_, &unhealthy_;
+  Family<Counter>& refused_;
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<HookStageMetrics>> stages_;
+  std::map<std::string, std::unique_ptr<HookExecutorMetrics>> executors_;
 };
 
 // Device init and cleanup by the device-lifecycle hook, per hook and device

@@ -25,8 +25,10 @@
  *     NUL-terminated. Returns 0 with *reply set, or non-zero with *error set:
  *     the hook failed, and its failure_policy decides. Called from several
  *     threads at once: must be thread-safe. Unless the module declares
- *     CRIHOOK_MODULE_INLINE it runs on its own thread under the hook's
- *     timeout; a call that overruns is abandoned, not interrupted.
+ *     CRIHOOK_MODULE_INLINE it runs on the hook's pool of worker threads
+ *     ([[hook]] workers) under the hook's timeout; a call that overruns is
+ *     abandoned, not interrupted. With [[hook]] isolation = "process" it
+ *     runs in a helper process of its own, one call at a time.
  *
  *   void crihook_module_free(void* p);
  *     Frees what init and run handed out (*reply, *error).

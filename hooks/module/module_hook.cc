@@ -35,8 +35,6 @@ constexpr int kMachine = EM_AARCH64;
 constexpr const char* kFunctions[] = {"crihook_module_init", "crihook_module_run",
                                       "crihook_module_free", "crihook_module_fini"};
 constexpr size_t kMaxModuleBytes = 256u << 20;
-// A module's reply is an adjustment of a few KiB; as a remote hook's reply.
-constexpr size_t kMaxModuleReplyBytes = 4u << 20;
 
 using InitFn = int (*)(const char*, size_t, void**, char**);
 using RunFn = int (*)(void*, const char*, size_t, char**, size_t*, char**);
@@ -63,67 +61,31 @@ const T* at(const std::string& file, uint64_t offset) {
 
 class ModuleHook final : public Hook {
  public:
-  ModuleHook(std::string name, crihook_module_info info, void* instance, RunFn run, FreeFn free,
-             FiniFn fini)
-      : name_(std::move(name)),
-        info_(info),
-        instance_(instance),
-        run_(run),
-        free_(free),
-        fini_(fini) {}
-  ~ModuleHook() override { fini_(instance_); }
+  ModuleHook(std::string name, LoadedModule module) : name_(std::move(name)), m_(module) {}
+  ~ModuleHook() override { m_.fini(m_.instance); }
 
   const std::string& name() const override { return name_; }
   bool subscribes(LifecycleMethod m, Phase p) const override {
-    return (info_.stages & stageBit(m, p)) != 0;
+    return (m_.info.stages & stageBit(m, p)) != 0;
   }
-  bool runsInline() const override { return (info_.flags & CRIHOOK_MODULE_INLINE) != 0; }
+  bool runsInline() const override { return (m_.info.flags & CRIHOOK_MODULE_INLINE) != 0; }
 
   HookDecision run(const HookInput& input) override {
-    std::string request;
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(hookRequest(input), &request, options);
+    const std::string request = moduleRequest(input);
     char* reply = nullptr;
     size_t reply_len = 0;
     char* error = nullptr;
-    const int rc = run_(instance_, request.data(), request.size(), &reply, &reply_len, &error);
+    const int rc = m_.run(m_.instance, request.data(), request.size(), &reply, &reply_len, &error);
     std::string reply_text = reply ? std::string(reply, reply_len) : std::string();
     std::string error_text = error ? std::string(error) : std::string();
-    if (reply) free_(reply);
-    if (error) free_(error);
-    if (rc != 0) {
-      return HookDecision::error(absl::InternalError(
-          cat("module returned ", rc, ": ",
-              error_text.empty() ? "no reason given" : boundedMessage(error_text, 1024))));
-    }
-    // The same bounds as a remote hook's reply: bytes, then nesting before
-    // the (recursive) JSON parser runs.
-    if (reply_text.size() > kMaxModuleReplyBytes) {
-      return HookDecision::error(absl::InvalidArgumentError(
-          cat("reply of hook ", name_, ": ", reply_text.size(), " bytes, more than the ",
-              kMaxModuleReplyBytes, " allowed")));
-    }
-    if (!jsonNestingWithin(reply_text, kMaxJsonNesting)) {
-      return HookDecision::error(absl::InvalidArgumentError(
-          cat("reply of hook ", name_, ": nested deeper than ", kMaxJsonNesting)));
-    }
-    hook::v1::HookResponse response;
-    if (auto s = google::protobuf::util::JsonStringToMessage(reply_text, &response); !s.ok()) {
-      return HookDecision::error(absl::InvalidArgumentError(
-          cat("reply of hook ", name_,
-              ": not a crihook.hook.v1.HookResponse: ", quote(s.message().ToString(), 200))));
-    }
-    return hookDecision(response, input.phase, name_);
+    if (reply) m_.free(reply);
+    if (error) m_.free(error);
+    return moduleDecision(name_, input.phase, rc, reply_text, error_text);
   }
 
  private:
   std::string name_;
-  crihook_module_info info_;
-  void* instance_;
-  RunFn run_;
-  FreeFn free_;
-  FiniFn fini_;
+  LoadedModule m_;
 };
 
 }  // namespace
@@ -207,9 +169,7 @@ absl::StatusOr<crihook_module_info> readModuleInfo(const std::string& path) {
   return info;
 }
 
-absl::StatusOr<std::shared_ptr<Hook>> loadModuleHook(const std::string& name,
-                                                     const std::string& path,
-                                                     const std::string& settings_json) {
+absl::StatusOr<LoadedModule> openModule(const std::string& path, const std::string& settings_json) {
   auto info = readModuleInfo(path);
   if (!info.ok()) return info.status();
   // Never closed: a timed-out call may still be running module code.
@@ -232,7 +192,50 @@ absl::StatusOr<std::shared_ptr<Hook>> loadModuleHook(const std::string& name,
     if (error) free(error);
     return absl::InvalidArgumentError(cat("module ", path, ": init failed (", rc, "): ", why));
   }
-  return std::make_shared<ModuleHook>(name, *info, instance, run, free, fini);
+  return LoadedModule{*info, instance, run, free, fini};
+}
+
+absl::StatusOr<std::shared_ptr<Hook>> loadModuleHook(const std::string& name,
+                                                     const std::string& path,
+                                                     const std::string& settings_json) {
+  auto module = openModule(path, settings_json);
+  if (!module.ok()) return module.status();
+  return std::make_shared<ModuleHook>(name, *module);
+}
+
+std::string moduleRequest(const HookInput& input) {
+  std::string request;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(hookRequest(input), &request, options);
+  return request;
+}
+
+HookDecision moduleDecision(const std::string& name, Phase phase, int rc,
+                            const std::string& reply_text, const std::string& error_text) {
+  if (rc != 0) {
+    return HookDecision::error(absl::InternalError(
+        cat("module returned ", rc, ": ",
+            error_text.empty() ? "no reason given" : boundedMessage(error_text, 1024))));
+  }
+  // The same bounds as a remote hook's reply: bytes, then nesting before
+  // the (recursive) JSON parser runs.
+  if (reply_text.size() > kMaxModuleReplyBytes) {
+    return HookDecision::error(absl::InvalidArgumentError(
+        cat("reply of hook ", name, ": ", reply_text.size(), " bytes, more than the ",
+            kMaxModuleReplyBytes, " allowed")));
+  }
+  if (!jsonNestingWithin(reply_text, kMaxJsonNesting)) {
+    return HookDecision::error(absl::InvalidArgumentError(
+        cat("reply of hook ", name, ": nested deeper than ", kMaxJsonNesting)));
+  }
+  hook::v1::HookResponse response;
+  if (auto s = google::protobuf::util::JsonStringToMessage(reply_text, &response); !s.ok()) {
+    return HookDecision::error(absl::InvalidArgumentError(
+        cat("reply of hook ", name,
+            ": not a crihook.hook.v1.HookResponse: ", quote(s.message().ToString(), 200))));
+  }
+  return hookDecision(response, phase, name);
 }
 
 }  // namespace crihook

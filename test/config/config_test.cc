@@ -184,6 +184,9 @@ stages = ["PreCreateContainer", "PostStopContainer"]
 name = "example"
 enabled = false
 module = "example_module.so"
+workers = 3
+queue = 0
+isolation = "process"
 )",
                        "f");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -208,6 +211,12 @@ module = "example_module.so"
   EXPECT_EQ(c->hooks[2].settings_json, "{}");
   EXPECT_FALSE(c->hooks[2].enabled);
   EXPECT_TRUE(c->hooks[0].enabled);
+  EXPECT_EQ(c->hooks[2].workers, 3);
+  EXPECT_EQ(c->hooks[2].queue, 0);
+  EXPECT_TRUE(c->hooks[2].isolated);
+  EXPECT_EQ(c->hooks[0].workers, kDefaultHookWorkers);
+  EXPECT_EQ(c->hooks[0].queue, kDefaultHookQueue);
+  EXPECT_FALSE(c->hooks[0].isolated);
 }
 
 TEST(Config, BadHooksNameTheEntry) {
@@ -239,6 +248,15 @@ TEST(Config, BadHooksNameTheEntry) {
        "hook[a].enabled: expected true or false, got \"no\""},
       {"[hooks]\nstate_dir = \"var/lib\"", "hooks.state_dir: expected an absolute path"},
       {"[hooks]\nworkers = 0", "hooks.workers: expected an integer in 1..256"},
+      {"[[hook]]\nname = \"a\"\nmodule = \"m.so\"\nworkers = 0",
+       "hook[a].workers: expected an integer in 1..64, got 0"},
+      {"[[hook]]\nname = \"a\"\nmodule = \"m.so\"\nqueue = 1025",
+       "hook[a].queue: expected an integer in 0..1024, got 1025"},
+      {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nisolation = \"process\"",
+       "hook[a].isolation: only a module can run in a helper process"},
+      {"[[hook]]\nname = \"a\"\nmodule = \"m.so\"\nisolation = \"vm\"",
+       "hook[a].isolation: expected \"none\" or \"process\", got \"vm\""},
+      {"[hooks]\nmodule_host = \"bin/host\"", "hooks.module_host: expected an absolute path"},
       {"[topology]\nroot = \"fixtures\"", "topology.root: expected an absolute path"},
       {"[topology]\nroute = \"/\"", "topology.route: unknown key"},
   };

@@ -619,6 +619,54 @@ TEST_F(ConfinedDaemonTest, AForbiddenSystemCallIsRefusedInsideTheRunningDaemon) 
   EXPECT_EQ(off->wait(10s), 0);
 }
 
+// Out-of-process modules (README "Hook execution"): the helper is started
+// through the spawner of a confined crihookd; a module that segfaults costs
+// the call and a restart of its helper, never crihookd.
+TEST_F(ConfinedDaemonTest, ASegfaultingIsolatedModuleLeavesTheConfinedDaemonServing) {
+  std::ofstream(dir_.file("isolated.toml"))
+      << "[hooks]\nhookserver_dir = \"\"\nmodule_host = \"" << MODULE_HOST << "\"\n"
+      << "[[hook]]\nname = \"segv\"\nmodule = \"" << VARIANT_DIR
+      << "/variant_segv.so\"\nisolation = \"process\"\n";
+  Daemon d({"--config", dir_.file("isolated.toml"), "--listen", dir_.file("isolated.sock"),
+            "--backend", "unix://" + dir_.file("backend.sock")},
+           dir_.file("isolated.log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("isolated.sock"))) << slurp(dir_.file("isolated.log"));
+  auto createNamed = [&](const std::string& name) {
+    v1::CreateContainerRequest req;
+    req.set_pod_sandbox_id("sb");
+    req.mutable_config()->mutable_metadata()->set_name(name);
+    auto stub = v1::RuntimeService::NewStub(unixChannel(dir_.file("isolated.sock")));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::CreateContainerResponse resp;
+    return stub->CreateContainer(&ctx, req, &resp);
+  };
+  grpc::Status s = createNamed("c");
+  ASSERT_TRUE(s.ok()) << s.error_message() << slurp(dir_.file("isolated.log"));
+
+  // The segv variant crashes on a request that carries "segv".
+  s = createNamed("segv");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("hook segv failed in PreCreateContainer: its helper"));
+  EXPECT_TRUE(version(dir_.file("isolated.sock")).ok()) << "crihookd serves on";
+
+  // After the helper's backoff, the next calls work again.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  do {
+    s = createNamed("c");
+    if (s.ok()) break;
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() < until);
+  EXPECT_TRUE(s.ok()) << s.error_message() << slurp(dir_.file("isolated.log"));
+  const std::string log = slurp(dir_.file("isolated.log"));
+  EXPECT_THAT(log, HasSubstr("module segv: helper pid "));
+  EXPECT_THAT(log, HasSubstr("is gone"));
+  EXPECT_THAT(log, ::testing::MatchesRegex("(.|\n)*helper pid [0-9]+ serving(.|\n)*helper pid "
+                                           "[0-9]+ serving(.|\n)*"));
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0);
+}
+
 TEST_F(ConfinedDaemonTest, KillModeEndsTheDaemonAtAForbiddenCall) {
   auto d = start("[security]\nseccomp = \"kill\"\n", "kill");
   std::map<std::string, std::string> env;

@@ -1,16 +1,19 @@
 // Hook modules: the example module works through the C ABI; modules built
 // wrong are refused before any of their code runs.
 
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "base/logging.h"
 #include "hooks/chain.h"
 #include "hooks/hook_manager.h"
 #include "hooks/module/module_hook.h"
+#include "hooks/module/module_host.h"
 #include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
@@ -137,6 +140,164 @@ TEST(ModuleTest, CrihookdLeavesARefusedModuleOutAndKeepsTheOthers) {
   auto manager = HookManager::create(config, builtinHooks(), logger("hook"));
   ASSERT_TRUE(manager.ok()) << manager.status();
   EXPECT_EQ((*manager)->chains().get()->names(), std::vector<std::string>{"example"});
+}
+
+// Threads of this process, as the kernel counts them.
+size_t threadCount() {
+  size_t n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+// Resident memory of this process, in KiB (/proc/self/status VmRSS).
+long rssKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+TEST(ModuleTest, AHungModuleUnderAThousandCallsKeepsThreadsAndMemoryFlat) {
+  auto hang = loadModuleHook("hang", variant("hang"), "{}");
+  ASSERT_TRUE(hang.ok()) << hang.status();
+  ASSERT_FALSE((*hang)->runsInline());
+  const size_t threads_before = threadCount();
+  HookChain chain(logger("hook"));
+  HookSettings s;
+  s.timeout = 5ms;
+  s.failure_policy = FailurePolicy::kIgnore;
+  chain.add(*hang, s);
+  // Warm up: the workers get stuck, the hook is marked unhealthy, the
+  // allocator and the logger have their buffers.
+  for (int i = 0; i < 20; ++i) chain.run(createInput(), Clock::time_point::max());
+  const size_t threads = threadCount();
+  const long rss = rssKiB();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    ChainOutcome out = chain.run(createInput(), Clock::time_point::max());
+    ASSERT_TRUE(out.status.ok()) << out.status;  // ignore: skipped
+    ASSERT_EQ(out.ignored.size(), 1u);
+  }
+  // Refused at once while unhealthy: 1,000 calls cost nothing like 1,000 budgets.
+  EXPECT_LT(Clock::now() - t0, 1000 * s.timeout / 2);
+  // The pool (kDefaultHookWorkers threads, stuck for ever) and nothing more:
+  // a thread per call would leave 1,000 behind.
+  EXPECT_LE(threadCount(), threads);
+  EXPECT_LE(threadCount(), threads_before + kDefaultHookWorkers);
+  // Flat: a thread per call costs at least its touched stack and TLS (8 KiB
+  // and more each, 8 MiB per 1,000); a leaked copy of each request (~1 KiB)
+  // would show as 1 MiB. 1 MiB of slack absorbs the allocator's noise.
+  EXPECT_LT(rssKiB() - rss, 1024) << "RSS grew from " << rss << " KiB";
+  ChainOutcome out = chain.run(createInput(), Clock::time_point::max());
+  ASSERT_EQ(out.ignored.size(), 1u);
+  EXPECT_THAT(out.ignored[0], HasSubstr("hook hang failed in PreCreateContainer: unhealthy (3 or "
+                                        "more timeouts in a row, 2 of 2 workers stuck)"));
+
+  // Under failure_policy = fail it is refused at once, naming the hook.
+  HookChain failing(logger("hook"));
+  HookSettings f;
+  f.timeout = 5ms;
+  failing.add(*hang, f);
+  for (int i = 0; i < kUnhealthyAfterTimeouts; ++i)
+    EXPECT_EQ(failing.run(createInput(), Clock::time_point::max()).status.code(),
+              absl::StatusCode::kDeadlineExceeded);
+  out = failing.run(createInput(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("hook hang failed in PreCreateContainer: unhealthy"));
+}
+
+ModuleIsolation isolation() {
+  ModuleIsolation m;
+  m.host = MODULE_HOST;
+  m.launcher = std::make_shared<confine::DirectLauncher>();
+  return m;
+}
+
+HookInput crashingInput() {
+  HookInput in = createInput({{"test", "segv"}});  // the segv variant crashes on it
+  in.deadline = Clock::now() + 5s;
+  return in;
+}
+
+HookInput isolatedInput(std::chrono::milliseconds budget = 5000ms) {
+  HookInput in = createInput();
+  in.deadline = Clock::now() + budget;
+  return in;
+}
+
+TEST(ModuleTest, ASegfaultingModuleOutOfProcessLeavesTheCallerServing) {
+  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", isolation(), logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  EXPECT_TRUE((*hook)->honoursDeadline());
+  EXPECT_EQ((*hook)->run(isolatedInput()).kind, HookDecision::Kind::kContinue);
+
+  // The crash costs the call (its failure policy decides) ...
+  HookChain chain(logger("hook"));
+  chain.add(*hook, {});
+  ChainOutcome out = chain.run(crashingInput(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("hook segv failed in PreCreateContainer: its helper (pid "));
+  EXPECT_THAT(std::string(out.status.message()), HasSubstr("ended during the call"));
+
+  // ... and the helper is restarted after its backoff: the next calls work.
+  HookDecision d;
+  const auto until = Clock::now() + 5s;
+  do {
+    d = (*hook)->run(isolatedInput());
+    if (d.kind == HookDecision::Kind::kContinue) break;
+    EXPECT_THAT(std::string(d.status.message()), HasSubstr("restarting in"));
+    std::this_thread::sleep_for(10ms);
+  } while (Clock::now() < until);
+  EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_TRUE(chain.run(createInput(), Clock::time_point::max()).status.ok());
+}
+
+TEST(ModuleTest, AHungModuleOutOfProcessIsCutAtItsDeadlineAndReplaced) {
+  auto hook = loadIsolatedModuleHook("hang", variant("hang"), "{}", isolation(), logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  const size_t threads = threadCount();
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    HookDecision d = (*hook)->run(isolatedInput(50ms));
+    EXPECT_LT(Clock::now() - t0, 1s);
+    EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
+    EXPECT_THAT(std::string(d.status.message()),
+                HasSubstr("did not answer in time; it is replaced"));
+  }
+  // (Fewer, not more: other tests' abandoned workers may end meanwhile.)
+  EXPECT_LE(threadCount(), threads) << "no thread of crihookd's waits on a hung helper";
+}
+
+TEST(ModuleTest, AnIsolatedModuleIsRefusedAsAnInProcessOneIs) {
+  auto hook = loadIsolatedModuleHook("example", EXAMPLE_MODULE, R"({"colour": "blue"})",
+                                     isolation(), logger("hook"));
+  ASSERT_FALSE(hook.ok());
+  EXPECT_THAT(std::string(hook.status().message()),
+              HasSubstr(std::string("module ") + EXAMPLE_MODULE +
+                        ": init failed (1): settings.colour: expected env or value"));
+  EXPECT_THAT(
+      std::string(loadIsolatedModuleHook("v", variant("abi99"), "{}", isolation(), logger("hook"))
+                      .status()
+                      .message()),
+      HasSubstr("built for module ABI version 99"));
+
+  auto example = loadIsolatedModuleHook(
+      "example", EXAMPLE_MODULE, R"({"env": "TEAM", "value": "ml"})", isolation(), logger("hook"));
+  ASSERT_TRUE(example.ok()) << example.status();
+  HookDecision d = (*example)->run(isolatedInput());
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  ASSERT_EQ(d.adjustment.env.size(), 1u);
+  EXPECT_EQ(d.adjustment.env[0], (EnvVar{"TEAM", "ml"}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "crihook_module.h"
 
@@ -14,7 +15,7 @@
 #ifndef VARIANT_ABI
 #define VARIANT_ABI CRIHOOK_MODULE_ABI_VERSION
 #endif
-#ifdef VARIANT_SLOW
+#if defined(VARIANT_SLOW) || defined(VARIANT_HANG) || defined(VARIANT_SEGV)
 #define VARIANT_FLAGS 0u
 #else
 #define VARIANT_FLAGS CRIHOOK_MODULE_INLINE
@@ -40,7 +41,7 @@ const struct crihook_module_info crihook_module_info = {
     0,
 };
 
-static char* copy(const char* s) {
+[[maybe_unused]] static char* copy(const char* s) {
   char* out = static_cast<char*>(std::malloc(std::strlen(s) + 1));
   std::strcpy(out, s);
   return out;
@@ -51,11 +52,27 @@ EXPORT int crihook_module_init(const char*, size_t, void** instance, char**) {
   return 0;
 }
 
-EXPORT int crihook_module_run(void*, const char*, size_t, char** reply, size_t* reply_len,
-                              char** error) {
+EXPORT int crihook_module_run(void*, const char* request, size_t request_len, char** reply,
+                              size_t* reply_len, char** error) {
+  (void)request, (void)request_len;
 #if defined(VARIANT_FAIL)
   *error = copy("device busy");
   return 3;
+#elif defined(VARIANT_HANG)
+  // Never answers (a module stuck on a lock or a device).
+  (void)reply, (void)reply_len, (void)error;
+  for (;;) ::pause();
+#elif defined(VARIANT_SEGV)
+  // Crashes on a request that carries "segv" (any other is answered), so a
+  // test can tell a crash from a module that never answers again.
+  if (std::strstr(std::string(request, request_len).c_str(), "segv") != nullptr) {
+    volatile int* p = nullptr;
+    *p = 1;
+  }
+  *reply = copy("{}");
+  *reply_len = 2;
+  (void)error;
+  return 0;
 #elif defined(VARIANT_GARBAGE)
   *reply = copy("not json");
   *reply_len = std::strlen(*reply);
