@@ -206,7 +206,7 @@ class PathKeyedField final : public FieldSpec {
     std::string_view wire_name;  // "mounts"
     std::vector<T> Adjustment::*member;
     std::string_view cri;
-    const pb::RepeatedPtrField<Wire>& (*wire)(const hv1::Adjustment&);
+    const pb::RepeatedPtrField<Wire>* (*wire)(const hv1::Adjustment&);
     pb::RepeatedPtrField<Wire>* (*wire_mut)(hv1::Adjustment&);
     void (*to_wire)(const T&, Wire&);
     // Checks one entry (its index names it) and converts it.
@@ -241,7 +241,7 @@ class PathKeyedField final : public FieldSpec {
     for (const T& item : a.*row_.member) row_.to_wire(item, *row_.wire_mut(w)->Add());
   }
   absl::Status fromWire(const hv1::Adjustment& w, Adjustment& a, const Bad& bad) const override {
-    const auto& list = row_.wire(w);
+    const auto& list = *row_.wire(w);
     for (int i = 0; i < list.size(); ++i) {
       T item;
       if (auto s = row_.from_wire(list[i], i, bad, item); !s.ok()) return s;
@@ -376,55 +376,68 @@ class EnvField final : public FieldSpec {
   }
 };
 
-// CDI devices: names, each once; naming a device twice is no conflict.
-class CdiField final : public FieldSpec {
+// Names or ids, each once (CDI devices, supplemental groups): the same
+// entry from two hooks is one entry, never a conflict; the first hook
+// naming it stays its owner.
+template <typename T, typename WireList>
+class SetField final : public FieldSpec {
  public:
-  CdiField()
-      : FieldSpec(Field::kCdi, "cdi", FieldKind::kSet, kInContainer, "ContainerConfig.cdi_devices",
-                  "") {}
-  bool present(const Adjustment& a) const override { return !a.cdi_devices.empty(); }
+  struct Row {
+    Field field;
+    std::string_view name;       // "cdi"
+    std::string_view wire_name;  // "cdi_devices"
+    std::vector<T> Adjustment::*member;
+    std::string_view cri;
+    const WireList* (*wire)(const hv1::Adjustment&);
+    WireList* (*wire_mut)(hv1::Adjustment&);
+    std::string (*bad)(const T&);  // "" when acceptable, else why not
+    std::string (*explain)(const T&);
+    void (*apply)(const T&, v1::ContainerConfig&);  // adds it unless there
+  };
+  explicit SetField(Row r)
+      : FieldSpec(r.field, r.name, FieldKind::kSet, kInContainer, r.cri, ""), row_(std::move(r)) {}
+
+  bool present(const Adjustment& a) const override { return !(a.*row_.member).empty(); }
   void overlay(const Adjustment& from, Adjustment& to) const override { add(from, to); }
   absl::Status merge(const Adjustment& from, Adjustment& into, Claims& claims) const override {
-    for (const std::string& name : from.cdi_devices) {
+    for (const T& item : from.*row_.member) {
       bool store = false;
-      (void)claims.claim(field, name, name, name, store);  // the first hook stays its owner
+      const std::string key = cat(item);
+      (void)claims.claim(field, key, key, key, store);  // the same value: never a conflict
     }
     add(from, into);
     return absl::OkStatus();
   }
-  std::vector<std::string_view> wireFields() const override { return {"cdi_devices"}; }
+  std::vector<std::string_view> wireFields() const override { return {row_.wire_name}; }
   void toWire(const Adjustment& a, hv1::Adjustment& w) const override {
-    for (const auto& c : a.cdi_devices) w.add_cdi_devices(c);
+    WireList& out = *row_.wire_mut(w);
+    for (const T& item : a.*row_.member) out.Add(T(item));
   }
   absl::Status fromWire(const hv1::Adjustment& w, Adjustment& a, const Bad& bad) const override {
-    for (int i = 0; i < w.cdi_devices_size(); ++i) {
-      if (auto why = badCdiName(w.cdi_devices(i)); !why.empty())
-        return bad(cat("cdi_devices[", i, "]"), why);
-      a.cdi_devices.push_back(w.cdi_devices(i));
+    const WireList& list = *row_.wire(w);
+    for (int i = 0; i < list.size(); ++i) {
+      if (auto why = row_.bad(list.Get(i)); !why.empty())
+        return bad(cat(row_.wire_name, "[", i, "]"), why);
+      (a.*row_.member).push_back(list.Get(i));
     }
     return absl::OkStatus();
   }
   void applyToContainer(const Adjustment& a, v1::ContainerConfig& c,
                         v1::PodSandboxConfig*) const override {
-    for (const std::string& name : a.cdi_devices) {
-      const auto& have = c.cdi_devices();
-      if (std::none_of(have.begin(), have.end(),
-                       [&](const v1::CDIDevice& x) { return x.name() == name; })) {
-        c.add_cdi_devices()->set_name(name);
-      }
-    }
+    for (const T& item : a.*row_.member) row_.apply(item, c);
   }
   void explain(const Adjustment& a, const Line& line) const override {
-    for (const auto& c : a.cdi_devices) line(cat("cdi device ", c), {field, c});
+    for (const T& item : a.*row_.member) line(row_.explain(item), {field, cat(item)});
   }
 
  private:
-  static void add(const Adjustment& from, Adjustment& to) {
-    for (const std::string& name : from.cdi_devices) {
-      if (std::find(to.cdi_devices.begin(), to.cdi_devices.end(), name) == to.cdi_devices.end())
-        to.cdi_devices.push_back(name);
+  void add(const Adjustment& from, Adjustment& to) const {
+    auto& have = to.*row_.member;
+    for (const T& item : from.*row_.member) {
+      if (std::find(have.begin(), have.end(), item) == have.end()) have.push_back(item);
     }
   }
+  Row row_;
 };
 
 // Key -> value, each key its own owner; annotations and labels also remove keys.
@@ -440,7 +453,7 @@ class MapField final : public FieldSpec {
     std::map<std::string, V> Adjustment::*member;
     std::string_view cri;
     unsigned lands;
-    const WireMap& (*wire)(const hv1::Adjustment&);
+    const WireMap* (*wire)(const hv1::Adjustment&);
     WireMap* (*wire_mut)(hv1::Adjustment&);
     // "" for an acceptable key, else why not.
     std::string (*bad_key)(const std::string&);
@@ -453,10 +466,10 @@ class MapField final : public FieldSpec {
     // The removal list, when the field has one.
     std::vector<std::string> Adjustment::*removed = nullptr;
     std::string_view wire_remove_name = "";
-    const Names& (*wire_remove)(const hv1::Adjustment&) = nullptr;
+    const Names* (*wire_remove)(const hv1::Adjustment&) = nullptr;
     Names* (*wire_remove_mut)(hv1::Adjustment&) = nullptr;
     // Koordinator: the answer's map in container resources, merged key by key.
-    const pb::Map<std::string, std::string>& (*koordinator_map)(
+    const pb::Map<std::string, std::string>* (*koordinator_map)(
         const v1::LinuxContainerResources&) = nullptr;
     std::string_view koordinator = "";
   };
@@ -507,12 +520,12 @@ class MapField final : public FieldSpec {
     }
   }
   absl::Status fromWire(const hv1::Adjustment& w, Adjustment& a, const Bad& bad) const override {
-    for (const auto& [k, v] : row_.wire(w)) {
+    for (const auto& [k, v] : *row_.wire(w)) {
       if (auto why = row_.bad_key(k); !why.empty()) return bad(row_.wire_name, why);
       (a.*row_.member)[k] = v;
     }
     if (row_.removed) {
-      const Names& names = row_.wire_remove(w);
+      const Names& names = *row_.wire_remove(w);
       (a.*row_.removed).assign(names.begin(), names.end());
     }
     return absl::OkStatus();
@@ -533,8 +546,8 @@ class MapField final : public FieldSpec {
                                 Adjustment& a) const override {
     if constexpr (std::is_same_v<V, std::string>) {
       if (!row_.koordinator_map) return;
-      const auto& was = row_.koordinator_map(sent);
-      for (const auto& [k, v] : row_.koordinator_map(answer)) {
+      const auto& was = *row_.koordinator_map(sent);
+      for (const auto& [k, v] : *row_.koordinator_map(answer)) {
         auto it = was.find(k);
         if (it == was.end() || it->second != v) (a.*row_.member)[k] = v;
       }
@@ -581,310 +594,319 @@ struct Schema {
 const Schema* buildSchema() {
   static const EnvField env;
   static const PathKeyedField<MountSpec, hv1::Mount> mount{
-      {.field = Field::kMount,
-       .name = "mount",
-       .wire_name = "mounts",
-       .member = &Adjustment::mounts,
-       .cri = "ContainerConfig.mounts",
-       .wire = [](const hv1::Adjustment& w) -> const auto& {return w.mounts();
-}
-, .wire_mut = [](hv1::Adjustment& w) { return w.mutable_mounts(); },
-  .to_wire =
-      [](const MountSpec& m, hv1::Mount& x) {
-        x.set_container_path(m.container_path);
-        x.set_host_path(m.host_path);
-        x.set_readonly(m.readonly);
-        x.set_propagation(static_cast<v1::MountPropagation>(m.propagation));
+      {
+          .field = Field::kMount,
+          .name = "mount",
+          .wire_name = "mounts",
+          .member = &Adjustment::mounts,
+          .cri = "ContainerConfig.mounts",
+          .wire = [](const hv1::Adjustment& w) { return &w.mounts(); },
+          .wire_mut = [](hv1::Adjustment& w) { return w.mutable_mounts(); },
+          .to_wire =
+              [](const MountSpec& m, hv1::Mount& x) {
+                x.set_container_path(m.container_path);
+                x.set_host_path(m.host_path);
+                x.set_readonly(m.readonly);
+                x.set_propagation(static_cast<v1::MountPropagation>(m.propagation));
+              },
+          .from_wire = [](const hv1::Mount& m, int i, const FieldSpec::Bad& bad,
+                          MountSpec& out) -> absl::Status {
+            for (auto [name, path] : {std::pair{"container_path", &m.container_path()},
+                                      std::pair{"host_path", &m.host_path()}}) {
+              if (!absolute(*path))
+                return bad(cat("mounts[", i, "].", name),
+                           cat("expected an absolute path, got ", quote(*path)));
+            }
+            out = {m.container_path(), m.host_path(), m.readonly(), m.propagation()};
+            return absl::OkStatus();
+          },
+          .describe =
+              [](const MountSpec& m) {
+                return cat(m.host_path, m.readonly ? " (ro)" : " (rw)", " propagation ",
+                           m.propagation);
+              },
+          .explain =
+              [](const MountSpec& m) {
+                return cat("mount ", m.container_path, " <- ", m.host_path,
+                           m.readonly ? " (ro)" : "");
+              },
+          .apply =
+              [](const MountSpec& m, v1::ContainerConfig& c) {
+                v1::Mount* out = nullptr;
+                for (v1::Mount& x : *c.mutable_mounts()) {
+                  if (x.container_path() == m.container_path) out = &x;
+                }
+                if (out == nullptr) {
+                  out = c.add_mounts();
+                  out->set_container_path(m.container_path);
+                }
+                out->set_host_path(m.host_path);
+                out->set_readonly(m.readonly);
+                out->set_propagation(static_cast<v1::MountPropagation>(m.propagation));
+              },
+      }  // namespace
+  };     // namespace crihook
+  static const PathKeyedField<DeviceSpec, hv1::Device> device{{
+      .field = Field::kDevice,
+      .name = "device",
+      .wire_name = "devices",
+      .member = &Adjustment::devices,
+      .cri = "ContainerConfig.devices",
+      .wire = [](const hv1::Adjustment& w) { return &w.devices(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_devices(); },
+      .to_wire =
+          [](const DeviceSpec& d, hv1::Device& x) {
+            x.set_container_path(d.container_path);
+            x.set_host_path(d.host_path);
+            x.set_permissions(d.permissions);
+          },
+      .from_wire = [](const hv1::Device& d, int i, const FieldSpec::Bad& bad,
+                      DeviceSpec& out) -> absl::Status {
+        for (auto [name, path] : {std::pair{"container_path", &d.container_path()},
+                                  std::pair{"host_path", &d.host_path()}}) {
+          if (!absolute(*path))
+            return bad(cat("devices[", i, "].", name),
+                       cat("expected an absolute path, got ", quote(*path)));
+        }
+        if (auto why = badPermissions(d.permissions()); !why.empty())
+          return bad(cat("devices[", i, "].permissions"), why);
+        out = {d.container_path(), d.host_path(),
+               d.permissions().empty() ? std::string("rw") : d.permissions()};
+        return absl::OkStatus();
       },
-  .from_wire = [](const hv1::Mount& m, int i, const FieldSpec::Bad& bad,
-                  MountSpec& out) -> absl::Status {
-    for (auto [name, path] : {std::pair{"container_path", &m.container_path()},
-                              std::pair{"host_path", &m.host_path()}}) {
-      if (!absolute(*path))
-        return bad(cat("mounts[", i, "].", name),
-                   cat("expected an absolute path, got ", quote(*path)));
-    }
-    out = {m.container_path(), m.host_path(), m.readonly(), m.propagation()};
-    return absl::OkStatus();
-  },
-  .describe =
-      [](const MountSpec& m) {
-        return cat(m.host_path, m.readonly ? " (ro)" : " (rw)", " propagation ", m.propagation);
+      .describe = [](const DeviceSpec& d) { return cat(d.host_path, " ", d.permissions); },
+      .explain =
+          [](const DeviceSpec& d) {
+            return cat("device ", d.container_path, " <- ", d.host_path, " ", d.permissions);
+          },
+      .apply =
+          [](const DeviceSpec& d, v1::ContainerConfig& c) {
+            v1::Device* out = nullptr;
+            for (v1::Device& x : *c.mutable_devices()) {
+              if (x.container_path() == d.container_path) out = &x;
+            }
+            if (out == nullptr) {
+              out = c.add_devices();
+              out->set_container_path(d.container_path);
+            }
+            out->set_host_path(d.host_path);
+            out->set_permissions(d.permissions);
+          },
+  }};
+  static const SetField<std::string, pb::RepeatedPtrField<std::string>> cdi{{
+      .field = Field::kCdi,
+      .name = "cdi",
+      .wire_name = "cdi_devices",
+      .member = &Adjustment::cdi_devices,
+      .cri = "ContainerConfig.cdi_devices",
+      .wire = [](const hv1::Adjustment& w) { return &w.cdi_devices(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_cdi_devices(); },
+      .bad = badCdiName,
+      .explain = [](const std::string& name) { return cat("cdi device ", name); },
+      .apply =
+          [](const std::string& name, v1::ContainerConfig& c) {
+            const auto& have = c.cdi_devices();
+            if (std::none_of(have.begin(), have.end(),
+                             [&](const v1::CDIDevice& x) { return x.name() == name; })) {
+              c.add_cdi_devices()->set_name(name);
+            }
+          },
+  }};
+  // Resources: where each lands in LinuxContainerResources, its bounds, and
+  // which answers of a Koordinator server count (koord-runtime-proxy's
+  // updateResource(): quota when non-zero, -1 being "unlimited"; period,
+  // shares, memory and swap when positive; the OOM score within the
+  // kernel's range; cpusets when non-empty — koord-runtime-proxy takes ""
+  // too, which would be every CPU of the node: crihook takes it as "no
+  // opinion").
+  static const ScalarField<std::string> cpuset_cpus{{
+      .field = Field::kCpusetCpus,
+      .name = "cpuset_cpus",
+      .member = &Adjustment::cpuset_cpus,
+      .resource_field = "cpuset_cpus",
+      .cri = "LinuxContainerResources.cpuset_cpus",
+      .bad = badCpuList,
+      .koordinator_takes = [](const std::string& v) { return !v.empty(); },
+      .koordinator = "LinuxContainerResources.cpuset_cpus",
+  }};
+  static const ScalarField<std::string> cpuset_mems{{
+      .field = Field::kCpusetMems,
+      .name = "cpuset_mems",
+      .member = &Adjustment::cpuset_mems,
+      .resource_field = "cpuset_mems",
+      .cri = "LinuxContainerResources.cpuset_mems",
+      .bad = badCpuList,
+      .koordinator_takes = [](const std::string& v) { return !v.empty(); },
+      .koordinator = "LinuxContainerResources.cpuset_mems",
+  }};
+  static const ScalarField<int64_t> cpu_shares{{
+      .field = Field::kCpuShares,
+      .name = "cpu_shares",
+      .member = &Adjustment::cpu_shares,
+      .resource_field = "cpu_shares",
+      .cri = "LinuxContainerResources.cpu_shares",
+      .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
+      .koordinator_takes = [](const int64_t& v) { return v > 0; },
+      .koordinator = "LinuxContainerResources.cpu_shares",
+  }};
+  static const ScalarField<int64_t> cpu_quota{{
+      .field = Field::kCpuQuota,
+      .name = "cpu_quota",
+      .member = &Adjustment::cpu_quota,
+      .resource_field = "cpu_quota",
+      .cri = "LinuxContainerResources.cpu_quota",
+      .bad = [](const int64_t& v) { return badIn(v, -1, INT64_MAX); },
+      .koordinator_takes = [](const int64_t& v) { return v != 0; },
+      .koordinator = "LinuxContainerResources.cpu_quota",
+  }};
+  static const ScalarField<int64_t> cpu_period{{
+      .field = Field::kCpuPeriod,
+      .name = "cpu_period",
+      .member = &Adjustment::cpu_period,
+      .resource_field = "cpu_period",
+      .cri = "LinuxContainerResources.cpu_period",
+      .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
+      .koordinator_takes = [](const int64_t& v) { return v > 0; },
+      .koordinator = "LinuxContainerResources.cpu_period",
+  }};
+  static const ScalarField<int64_t> memory_limit_bytes{{
+      .field = Field::kMemoryLimitBytes,
+      .name = "memory_limit_bytes",
+      .member = &Adjustment::memory_limit_bytes,
+      .resource_field = "memory_limit_in_bytes",
+      .cri = "LinuxContainerResources.memory_limit_in_bytes",
+      .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
+      .koordinator_takes = [](const int64_t& v) { return v > 0; },
+      .koordinator = "LinuxContainerResources.memory_limit_in_bytes",
+  }};
+  static const ScalarField<int64_t> memory_swap_limit_bytes{{
+      .field = Field::kMemorySwapLimitBytes,
+      .name = "memory_swap_limit_bytes",
+      .member = &Adjustment::memory_swap_limit_bytes,
+      .resource_field = "memory_swap_limit_in_bytes",
+      .cri = "LinuxContainerResources.memory_swap_limit_in_bytes",
+      .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
+      .koordinator_takes = [](const int64_t& v) { return v > 0; },
+      .koordinator = "LinuxContainerResources.memory_swap_limit_in_bytes",
+  }};
+  static const ScalarField<int64_t> oom_score_adj{{
+      .field = Field::kOomScoreAdj,
+      .name = "oom_score_adj",
+      .member = &Adjustment::oom_score_adj,
+      .resource_field = "oom_score_adj",
+      .cri = "LinuxContainerResources.oom_score_adj",
+      // The kernel's range for /proc/<pid>/oom_score_adj.
+      .bad = [](const int64_t& v) { return badIn(v, -1000, 1000); },
+      .koordinator_takes = [](const int64_t& v) { return v >= -1000 && v <= 1000; },
+      .koordinator = "LinuxContainerResources.oom_score_adj",
+  }};
+  // Koordinator's answers never set hugepages (koord-runtime-proxy ignores them).
+  static const MapField<uint64_t> hugepage{{
+      .field = Field::kHugepage,
+      .name = "hugepage",
+      .wire_name = "hugepage_limits",
+      .member = &Adjustment::hugepage_limits,
+      .cri = "LinuxContainerResources.hugepage_limits",
+      .lands = kInContainer | kInSandbox | kInResources,
+      .wire = [](const hv1::Adjustment& w) { return &w.hugepage_limits(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_hugepage_limits(); },
+      .bad_key = [](const std::string& k) -> std::string {
+        return k.empty() ? "expected a page size such as \"2MB\", got \"\"" : "";
       },
-  .explain =
-      [](const MountSpec& m) {
-        return cat("mount ", m.container_path, " <- ", m.host_path, m.readonly ? " (ro)" : "");
+      .explain = [](const std::string& k,
+                    const uint64_t& v) { return cat("hugepages ", k, " ", v); },
+      .resources =
+          [](const std::string& size, const uint64_t& limit, v1::LinuxContainerResources& r) {
+            v1::HugepageLimit* h = nullptr;
+            for (v1::HugepageLimit& x : *r.mutable_hugepage_limits()) {
+              if (x.page_size() == size) h = &x;
+            }
+            if (h == nullptr) h = r.add_hugepage_limits();
+            h->set_page_size(size);
+            h->set_limit(limit);
+          },
+  }};
+  static const MapField<std::string> unified{{
+      .field = Field::kUnified,
+      .name = "unified",
+      .wire_name = "unified",
+      .member = &Adjustment::unified,
+      .cri = "LinuxContainerResources.unified",
+      .lands = kInContainer | kInSandbox | kInResources,
+      .wire = [](const hv1::Adjustment& w) { return &w.unified(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_unified(); },
+      .bad_key = [](const std::string& k) -> std::string {
+        if (!k.empty() && k.find('/') == std::string::npos) return "";
+        return cat("expected a cgroup file name such as \"memory.high\", got ", quote(k));
       },
-  .apply = [](const MountSpec& m, v1::ContainerConfig& c) {
-    v1::Mount* out = nullptr;
-    for (v1::Mount& x : *c.mutable_mounts()) {
-      if (x.container_path() == m.container_path) out = &x;
-    }
-    if (out == nullptr) {
-      out = c.add_mounts();
-      out->set_container_path(m.container_path);
-    }
-    out->set_host_path(m.host_path);
-    out->set_readonly(m.readonly);
-    out->set_propagation(static_cast<v1::MountPropagation>(m.propagation));
-  },
-}  // namespace
-};  // namespace crihook
-static const PathKeyedField<DeviceSpec, hv1::Device> device{
-    {.field = Field::kDevice,
-     .name = "device",
-     .wire_name = "devices",
-     .member = &Adjustment::devices,
-     .cri = "ContainerConfig.devices",
-     .wire = [](const hv1::Adjustment& w) -> const auto& {return w.devices();
-}
-, .wire_mut = [](hv1::Adjustment& w) { return w.mutable_devices(); },
-  .to_wire =
-      [](const DeviceSpec& d, hv1::Device& x) {
-        x.set_container_path(d.container_path);
-        x.set_host_path(d.host_path);
-        x.set_permissions(d.permissions);
-      },
-  .from_wire = [](const hv1::Device& d, int i, const FieldSpec::Bad& bad,
-                  DeviceSpec& out) -> absl::Status {
-    for (auto [name, path] : {std::pair{"container_path", &d.container_path()},
-                              std::pair{"host_path", &d.host_path()}}) {
-      if (!absolute(*path))
-        return bad(cat("devices[", i, "].", name),
-                   cat("expected an absolute path, got ", quote(*path)));
-    }
-    if (auto why = badPermissions(d.permissions()); !why.empty())
-      return bad(cat("devices[", i, "].permissions"), why);
-    out = {d.container_path(), d.host_path(),
-           d.permissions().empty() ? std::string("rw") : d.permissions()};
-    return absl::OkStatus();
-  },
-  .describe = [](const DeviceSpec& d) { return cat(d.host_path, " ", d.permissions); },
-  .explain =
-      [](const DeviceSpec& d) {
-        return cat("device ", d.container_path, " <- ", d.host_path, " ", d.permissions);
-      },
-  .apply = [](const DeviceSpec& d, v1::ContainerConfig& c) {
-    v1::Device* out = nullptr;
-    for (v1::Device& x : *c.mutable_devices()) {
-      if (x.container_path() == d.container_path) out = &x;
-    }
-    if (out == nullptr) {
-      out = c.add_devices();
-      out->set_container_path(d.container_path);
-    }
-    out->set_host_path(d.host_path);
-    out->set_permissions(d.permissions);
-  },
-}
-}
-;
-static const CdiField cdi;
-// Resources: where each lands in LinuxContainerResources, its bounds, and
-// which answers of a Koordinator server count (koord-runtime-proxy's
-// updateResource(): quota when non-zero, -1 being "unlimited"; period,
-// shares, memory and swap when positive; the OOM score within the
-// kernel's range; cpusets when non-empty — koord-runtime-proxy takes ""
-// too, which would be every CPU of the node: crihook takes it as "no
-// opinion").
-static const ScalarField<std::string> cpuset_cpus{{
-    .field = Field::kCpusetCpus,
-    .name = "cpuset_cpus",
-    .member = &Adjustment::cpuset_cpus,
-    .resource_field = "cpuset_cpus",
-    .cri = "LinuxContainerResources.cpuset_cpus",
-    .bad = badCpuList,
-    .koordinator_takes = [](const std::string& v) { return !v.empty(); },
-    .koordinator = "LinuxContainerResources.cpuset_cpus",
-}};
-static const ScalarField<std::string> cpuset_mems{{
-    .field = Field::kCpusetMems,
-    .name = "cpuset_mems",
-    .member = &Adjustment::cpuset_mems,
-    .resource_field = "cpuset_mems",
-    .cri = "LinuxContainerResources.cpuset_mems",
-    .bad = badCpuList,
-    .koordinator_takes = [](const std::string& v) { return !v.empty(); },
-    .koordinator = "LinuxContainerResources.cpuset_mems",
-}};
-static const ScalarField<int64_t> cpu_shares{{
-    .field = Field::kCpuShares,
-    .name = "cpu_shares",
-    .member = &Adjustment::cpu_shares,
-    .resource_field = "cpu_shares",
-    .cri = "LinuxContainerResources.cpu_shares",
-    .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
-    .koordinator_takes = [](const int64_t& v) { return v > 0; },
-    .koordinator = "LinuxContainerResources.cpu_shares",
-}};
-static const ScalarField<int64_t> cpu_quota{{
-    .field = Field::kCpuQuota,
-    .name = "cpu_quota",
-    .member = &Adjustment::cpu_quota,
-    .resource_field = "cpu_quota",
-    .cri = "LinuxContainerResources.cpu_quota",
-    .bad = [](const int64_t& v) { return badIn(v, -1, INT64_MAX); },
-    .koordinator_takes = [](const int64_t& v) { return v != 0; },
-    .koordinator = "LinuxContainerResources.cpu_quota",
-}};
-static const ScalarField<int64_t> cpu_period{{
-    .field = Field::kCpuPeriod,
-    .name = "cpu_period",
-    .member = &Adjustment::cpu_period,
-    .resource_field = "cpu_period",
-    .cri = "LinuxContainerResources.cpu_period",
-    .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
-    .koordinator_takes = [](const int64_t& v) { return v > 0; },
-    .koordinator = "LinuxContainerResources.cpu_period",
-}};
-static const ScalarField<int64_t> memory_limit_bytes{{
-    .field = Field::kMemoryLimitBytes,
-    .name = "memory_limit_bytes",
-    .member = &Adjustment::memory_limit_bytes,
-    .resource_field = "memory_limit_in_bytes",
-    .cri = "LinuxContainerResources.memory_limit_in_bytes",
-    .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
-    .koordinator_takes = [](const int64_t& v) { return v > 0; },
-    .koordinator = "LinuxContainerResources.memory_limit_in_bytes",
-}};
-static const ScalarField<int64_t> memory_swap_limit_bytes{{
-    .field = Field::kMemorySwapLimitBytes,
-    .name = "memory_swap_limit_bytes",
-    .member = &Adjustment::memory_swap_limit_bytes,
-    .resource_field = "memory_swap_limit_in_bytes",
-    .cri = "LinuxContainerResources.memory_swap_limit_in_bytes",
-    .bad = [](const int64_t& v) { return badIn(v, 0, INT64_MAX); },
-    .koordinator_takes = [](const int64_t& v) { return v > 0; },
-    .koordinator = "LinuxContainerResources.memory_swap_limit_in_bytes",
-}};
-static const ScalarField<int64_t> oom_score_adj{{
-    .field = Field::kOomScoreAdj,
-    .name = "oom_score_adj",
-    .member = &Adjustment::oom_score_adj,
-    .resource_field = "oom_score_adj",
-    .cri = "LinuxContainerResources.oom_score_adj",
-    // The kernel's range for /proc/<pid>/oom_score_adj.
-    .bad = [](const int64_t& v) { return badIn(v, -1000, 1000); },
-    .koordinator_takes = [](const int64_t& v) { return v >= -1000 && v <= 1000; },
-    .koordinator = "LinuxContainerResources.oom_score_adj",
-}};
-// Koordinator's answers never set hugepages (koord-runtime-proxy ignores them).
-static const MapField<uint64_t> hugepage{
-    {.field = Field::kHugepage,
-     .name = "hugepage",
-     .wire_name = "hugepage_limits",
-     .member = &Adjustment::hugepage_limits,
-     .cri = "LinuxContainerResources.hugepage_limits",
-     .lands = kInContainer | kInSandbox | kInResources,
-     .wire = [](const hv1::Adjustment& w) -> const auto& {return w.hugepage_limits();
-}
-, .wire_mut = [](hv1::Adjustment& w) { return w.mutable_hugepage_limits(); },
-  .bad_key = [](const std::string& k) -> std::string {
-    return k.empty() ? "expected a page size such as \"2MB\", got \"\"" : "";
-  },
-  .explain = [](const std::string& k, const uint64_t& v) { return cat("hugepages ", k, " ", v); },
-  .resources = [](const std::string& size, const uint64_t& limit, v1::LinuxContainerResources& r) {
-    v1::HugepageLimit* h = nullptr;
-    for (v1::HugepageLimit& x : *r.mutable_hugepage_limits()) {
-      if (x.page_size() == size) h = &x;
-    }
-    if (h == nullptr) h = r.add_hugepage_limits();
-    h->set_page_size(size);
-    h->set_limit(limit);
-  },
-}
-}
-;
-static const MapField<std::string> unified{
-    {.field = Field::kUnified,
-     .name = "unified",
-     .wire_name = "unified",
-     .member = &Adjustment::unified,
-     .cri = "LinuxContainerResources.unified",
-     .lands = kInContainer | kInSandbox | kInResources,
-     .wire = [](const hv1::Adjustment& w) -> const auto& {return w.unified();
-}
-, .wire_mut = [](hv1::Adjustment& w) { return w.mutable_unified(); },
-  .bad_key = [](const std::string& k) -> std::string {
-    if (!k.empty() && k.find('/') == std::string::npos) return "";
-    return cat("expected a cgroup file name such as \"memory.high\", got ", quote(k));
-  },
-  .explain = [](const std::string& k, const std::string& v) { return cat("unified ", k, "=", v); },
-  .resources = [](const std::string& k, const std::string& v,
-                  v1::LinuxContainerResources& r) { (*r.mutable_unified())[k] = v; },
-  .koordinator_map = [](const v1::LinuxContainerResources& r) -> const auto& {
-  return r.unified();
-}
-, .koordinator = "LinuxContainerResources.unified (merged key by key)",
-}
-}
-;
-static const MapField<std::string> annotation{
-    {.field = Field::kAnnotation,
-     .name = "annotation",
-     .wire_name = "annotations",
-     .member = &Adjustment::annotations,
-     .cri = "ContainerConfig.annotations, PodSandboxConfig.annotations",
-     .lands = kInContainer | kInSandbox,
-     .wire = [](const hv1::Adjustment& w) -> const auto& {return w.annotations();
-}
-, .wire_mut = [](hv1::Adjustment& w) { return w.mutable_annotations(); }, .bad_key = badMapKey,
-  .explain = [](const std::string& k,
-                const std::string& v) { return cat("annotation ", k, "=", v); },
-  .container = [](v1::ContainerConfig& c) { return c.mutable_annotations(); },
-  .sandbox = [](v1::PodSandboxConfig& c) { return c.mutable_annotations(); },
-  .removed = &Adjustment::annotations_remove, .wire_remove_name = "annotations_remove",
-  .wire_remove = [](const hv1::Adjustment& w) -> const auto& {
-  return w.annotations_remove();
-}
-, .wire_remove_mut = [](hv1::Adjustment& w) { return w.mutable_annotations_remove(); },
-  .koordinator = "annotations (pod), container_annotations (container)",
-}
-}
-;
-static const MapField<std::string> label{
-    {.field = Field::kLabel,
-     .name = "label",
-     .wire_name = "labels",
-     .member = &Adjustment::labels,
-     .cri = "ContainerConfig.labels, PodSandboxConfig.labels",
-     .lands = kInContainer | kInSandbox,
-     .wire = [](const hv1::Adjustment& w) -> const auto& {return w.labels();
-}
-, .wire_mut = [](hv1::Adjustment& w) { return w.mutable_labels(); }, .bad_key = badMapKey,
-  .explain = [](const std::string& k, const std::string& v) { return cat("label ", k, "=", v); },
-  .container = [](v1::ContainerConfig& c) { return c.mutable_labels(); },
-  .sandbox = [](v1::PodSandboxConfig& c) { return c.mutable_labels(); },
-  .removed = &Adjustment::labels_remove, .wire_remove_name = "labels_remove",
-  .wire_remove = [](const hv1::Adjustment& w) -> const auto& {
-  return w.labels_remove();
-}
-, .wire_remove_mut = [](hv1::Adjustment& w) { return w.mutable_labels_remove(); },
-  .koordinator = "labels (pod)",
-}
-}
-;
-// The runtime places a container under the cgroup parent its
-// CreateContainer request's sandbox config names (Koordinator's
-// pod_cgroup_parent), a pod under RunPodSandbox's.
-static const ScalarField<std::string> cgroup_parent{{
-    .field = Field::kCgroupParent,
-    .name = "cgroup_parent",
-    .member = &Adjustment::cgroup_parent,
-    .resource_field = "",
-    .cri = "PodSandboxConfig.linux.cgroup_parent",
-    .bad = nullptr,
-    .to_sandbox = [](v1::PodSandboxConfig& c,
-                     const std::string& v) { c.mutable_linux()->set_cgroup_parent(v); },
-    .koordinator = "cgroup_parent (pod), pod_cgroup_parent (container)",
-}};
+      .explain = [](const std::string& k,
+                    const std::string& v) { return cat("unified ", k, "=", v); },
+      .resources = [](const std::string& k, const std::string& v,
+                      v1::LinuxContainerResources& r) { (*r.mutable_unified())[k] = v; },
+      .koordinator_map = [](const v1::LinuxContainerResources& r) { return &r.unified(); },
+      .koordinator = "LinuxContainerResources.unified (merged key by key)",
+  }};
+  static const MapField<std::string> annotation{{
+      .field = Field::kAnnotation,
+      .name = "annotation",
+      .wire_name = "annotations",
+      .member = &Adjustment::annotations,
+      .cri = "ContainerConfig.annotations, PodSandboxConfig.annotations",
+      .lands = kInContainer | kInSandbox,
+      .wire = [](const hv1::Adjustment& w) { return &w.annotations(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_annotations(); },
+      .bad_key = badMapKey,
+      .explain = [](const std::string& k,
+                    const std::string& v) { return cat("annotation ", k, "=", v); },
+      .container = [](v1::ContainerConfig& c) { return c.mutable_annotations(); },
+      .sandbox = [](v1::PodSandboxConfig& c) { return c.mutable_annotations(); },
+      .removed = &Adjustment::annotations_remove,
+      .wire_remove_name = "annotations_remove",
+      .wire_remove = [](const hv1::Adjustment& w) { return &w.annotations_remove(); },
+      .wire_remove_mut = [](hv1::Adjustment& w) { return w.mutable_annotations_remove(); },
+      .koordinator = "annotations (pod), container_annotations (container)",
+  }};
+  static const MapField<std::string> label{{
+      .field = Field::kLabel,
+      .name = "label",
+      .wire_name = "labels",
+      .member = &Adjustment::labels,
+      .cri = "ContainerConfig.labels, PodSandboxConfig.labels",
+      .lands = kInContainer | kInSandbox,
+      .wire = [](const hv1::Adjustment& w) { return &w.labels(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_labels(); },
+      .bad_key = badMapKey,
+      .explain = [](const std::string& k,
+                    const std::string& v) { return cat("label ", k, "=", v); },
+      .container = [](v1::ContainerConfig& c) { return c.mutable_labels(); },
+      .sandbox = [](v1::PodSandboxConfig& c) { return c.mutable_labels(); },
+      .removed = &Adjustment::labels_remove,
+      .wire_remove_name = "labels_remove",
+      .wire_remove = [](const hv1::Adjustment& w) { return &w.labels_remove(); },
+      .wire_remove_mut = [](hv1::Adjustment& w) { return w.mutable_labels_remove(); },
+      .koordinator = "labels (pod)",
+  }};
+  // The runtime places a container under the cgroup parent its
+  // CreateContainer request's sandbox config names (Koordinator's
+  // pod_cgroup_parent), a pod under RunPodSandbox's.
+  static const ScalarField<std::string> cgroup_parent{{
+      .field = Field::kCgroupParent,
+      .name = "cgroup_parent",
+      .member = &Adjustment::cgroup_parent,
+      .resource_field = "",
+      .cri = "PodSandboxConfig.linux.cgroup_parent",
+      .bad = nullptr,
+      .to_sandbox = [](v1::PodSandboxConfig& c,
+                       const std::string& v) { c.mutable_linux()->set_cgroup_parent(v); },
+      .koordinator = "cgroup_parent (pod), pod_cgroup_parent (container)",
+  }};
 
-// Merge order: the order conflicts are found in, and explain's.
-auto* s = new Schema{{&env, &mount, &device, &cdi, &cpuset_cpus, &cpuset_mems, &cpu_shares,
-                      &cpu_quota, &cpu_period, &memory_limit_bytes, &memory_swap_limit_bytes,
-                      &oom_score_adj, &hugepage, &unified, &annotation, &label, &cgroup_parent}};
-for (const FieldSpec* f : s->rows) s->by_field[static_cast<size_t>(f->field)] = f;
-return s;
+  // Merge order: the order conflicts are found in, and explain's.
+  auto* s = new Schema{{&env, &mount, &device, &cdi, &cpuset_cpus, &cpuset_mems, &cpu_shares,
+                        &cpu_quota, &cpu_period, &memory_limit_bytes, &memory_swap_limit_bytes,
+                        &oom_score_adj, &hugepage, &unified, &annotation, &label, &cgroup_parent}};
+  for (const FieldSpec* f : s->rows) s->by_field[static_cast<size_t>(f->field)] = f;
+  return s;
 }
 
 const Schema& schema() {
