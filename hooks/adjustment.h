@@ -66,6 +66,7 @@ struct Adjustment {
   std::map<std::string, std::string> labels;
   std::vector<std::string> labels_remove;
   std::optional<std::string> cgroup_parent;
+  std::vector<int64_t> supplemental_groups;  // group ids added to the container's processes
 
   bool empty() const;
 };
@@ -89,6 +90,7 @@ enum class Field : uint8_t {
   kAnnotation,
   kLabel,
   kCgroupParent,
+  kSupplementalGroup,
 };
 
 // What one hook owns: a field, and for a keyed field the key (an env name,

@@ -586,7 +586,7 @@ std::string badMapKey(const std::string& k) { return k.empty() ? "expected a key
 // ---- The rows.
 
 struct Schema {
-  std::array<const FieldSpec*, 17> rows;
+  std::array<const FieldSpec*, 18> rows;
   std::array<const FieldSpec*, 32> by_field{};
 };
 
@@ -901,10 +901,32 @@ const Schema* buildSchema() {
       .koordinator = "cgroup_parent (pod), pod_cgroup_parent (container)",
   }};
 
+  // A device hook adding the group that owns its device nodes (the host's
+  // "render" or "video" group for a GPU under /dev/dri).
+  static const SetField<int64_t, pb::RepeatedField<int64_t>> supplemental_group{{
+      .field = Field::kSupplementalGroup,
+      .name = "supplemental_group",
+      .wire_name = "supplemental_groups",
+      .member = &Adjustment::supplemental_groups,
+      .cri = "ContainerConfig.linux.security_context.supplemental_groups",
+      .wire = [](const hv1::Adjustment& w) { return &w.supplemental_groups(); },
+      .wire_mut = [](hv1::Adjustment& w) { return w.mutable_supplemental_groups(); },
+      // A gid_t; (gid_t)-1 means "no change" to the kernel, never a group.
+      .bad = [](const int64_t& gid) { return badIn(gid, 0, int64_t{UINT32_MAX} - 1); },
+      .explain = [](const int64_t& gid) { return cat("supplemental group ", gid); },
+      .apply =
+          [](const int64_t& gid, v1::ContainerConfig& c) {
+            auto& groups =
+                *c.mutable_linux()->mutable_security_context()->mutable_supplemental_groups();
+            if (std::find(groups.begin(), groups.end(), gid) == groups.end()) groups.Add(gid);
+          },
+  }};
+
   // Merge order: the order conflicts are found in, and explain's.
-  auto* s = new Schema{{&env, &mount, &device, &cdi, &cpuset_cpus, &cpuset_mems, &cpu_shares,
-                        &cpu_quota, &cpu_period, &memory_limit_bytes, &memory_swap_limit_bytes,
-                        &oom_score_adj, &hugepage, &unified, &annotation, &label, &cgroup_parent}};
+  auto* s =
+      new Schema{{&env, &mount, &device, &cdi, &cpuset_cpus, &cpuset_mems, &cpu_shares, &cpu_quota,
+                  &cpu_period, &memory_limit_bytes, &memory_swap_limit_bytes, &oom_score_adj,
+                  &hugepage, &unified, &annotation, &label, &cgroup_parent, &supplemental_group}};
   for (const FieldSpec* f : s->rows) s->by_field[static_cast<size_t>(f->field)] = f;
   return s;
 }
