@@ -5,10 +5,13 @@
 // CRI request; the chain merges their adjustments with ownership recorded
 // (MergedAdjustment) and one function applies the result (apply.h).
 
+#include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +41,10 @@ struct DeviceSpec {
 };
 
 // One hook's decision. Every field is optional: empty means "no opinion".
+// What each field is, how it merges, where it lands in the CRI request, its
+// wire field and how explain shows it is written once, in the schema
+// (adjustment_schema.h); a new field is a member here, an enumerator in
+// Field, a row there and a field in crihook.hook.v1.Adjustment.
 struct Adjustment {
   std::vector<EnvVar> env;  // set, in this order; a name already present keeps its place
   std::vector<std::string> env_remove;
@@ -51,7 +58,7 @@ struct Adjustment {
   std::optional<int64_t> cpu_period;
   std::optional<int64_t> memory_limit_bytes;
   std::optional<int64_t> memory_swap_limit_bytes;
-  std::optional<int64_t> oom_score_adj;  // -1000 .. 1000
+  std::optional<int64_t> oom_score_adj;             // -1000 .. 1000
   std::map<std::string, uint64_t> hugepage_limits;  // page size ("2MB") -> bytes
   std::map<std::string, std::string> unified;       // cgroup v2 key -> value
   std::map<std::string, std::string> annotations;
@@ -59,14 +66,56 @@ struct Adjustment {
   std::map<std::string, std::string> labels;
   std::vector<std::string> labels_remove;
   std::optional<std::string> cgroup_parent;
+  std::vector<int64_t> supplemental_groups;  // group ids added to the container's processes
 
   bool empty() const;
 };
 
+// Every field of Adjustment, as owners and messages name it.
+enum class Field : uint8_t {
+  kEnv,
+  kMount,
+  kDevice,
+  kCdi,
+  kCpusetCpus,
+  kCpusetMems,
+  kCpuShares,
+  kCpuQuota,
+  kCpuPeriod,
+  kMemoryLimitBytes,
+  kMemorySwapLimitBytes,
+  kOomScoreAdj,
+  kHugepage,
+  kUnified,
+  kAnnotation,
+  kLabel,
+  kCgroupParent,
+  kSupplementalGroup,
+};
+
+// What one hook owns: a field, and for a keyed field the key (an env name,
+// a mount's container path, an annotation key; empty for a scalar).
+struct FieldKey {
+  Field field;
+  std::string key;
+  auto operator<=>(const FieldKey&) const = default;
+  bool operator==(const FieldKey&) const = default;
+
+  // As the state files (StageDecision.owners) and `crihookctl explain` spell
+  // it: "env:NAME", "mount:/path", "cpuset_cpus".
+  std::string str() const;
+  // That spelling back; nullopt for a name no field has (a newer crihookd's).
+  static std::optional<FieldKey> parse(std::string_view text);
+};
+
 // Only the resource fields (cpuset, CPU, memory and swap, OOM score, hugepages,
-// unified): what
-// UpdateContainerResources carries and what must survive kubelet's updates.
+// unified): what UpdateContainerResources carries and what must survive
+// kubelet's updates.
 Adjustment resourcesOnly(const Adjustment& a);
+
+// The resource fields of `later` over those of `earlier`, field by field
+// (key by key in maps); the rest of `earlier` as it is.
+Adjustment overlayResources(Adjustment earlier, const Adjustment& later);
 
 // Adjustments of several hooks merged in chain order, each field remembering
 // the hook that set it, so conflicts name both hooks and `crihookctl explain`
@@ -74,12 +123,13 @@ Adjustment resourcesOnly(const Adjustment& a);
 class MergedAdjustment {
  public:
   // Decides a conflict between two hooks: true when `winner` is configured to
-  // override `loser`. Without a rule, differing values are a conflict.
-  using Precedence = bool (*)(const std::string& winner, const std::string& loser, const void* ctx);
+  // override `loser`. Without one (or when it says false both ways),
+  // differing values are a conflict. Called on the merging thread; must not
+  // outlive what it refers to (the chain passes one per run).
+  using Precedence = std::function<bool(const std::string& winner, const std::string& loser)>;
 
   MergedAdjustment() = default;
-  MergedAdjustment(Precedence precedence, const void* ctx)
-      : precedence_(precedence), precedence_ctx_(ctx) {}
+  explicit MergedAdjustment(Precedence precedence) : precedence_(std::move(precedence)) {}
 
   // Adds `hook`'s adjustment after those added before. Setting a field or key
   // another hook already set to a different value is FAILED_PRECONDITION,
@@ -92,16 +142,16 @@ class MergedAdjustment {
   // The merged decision, with no owners.
   const Adjustment& result() const { return merged_; }
 
-  // Who set `field` ("env:NAME", "mount:/path", "device:/dev/x", "cdi:NAME",
-  // "cpuset_cpus", "annotation:KEY", …); empty when nobody did.
-  std::string ownerOf(const std::string& field) const;
-  const std::map<std::string, std::string>& owners() const { return owners_; }
+  // Who set `key`; empty when nobody did.
+  std::string ownerOf(const FieldKey& key) const;
+  // The same by the state files' spelling ("env:NAME", "cpuset_cpus").
+  std::string ownerOf(std::string_view key) const;
+  const std::map<FieldKey, std::string>& owners() const { return owners_; }
 
  private:
-  Precedence precedence_ = nullptr;
-  const void* precedence_ctx_ = nullptr;
+  Precedence precedence_;
   Adjustment merged_;
-  std::map<std::string, std::string> owners_;  // field -> hook
+  std::map<FieldKey, std::string> owners_;  // field -> hook
 };
 
 }  // namespace crihook

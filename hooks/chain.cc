@@ -68,8 +68,8 @@ bool HookChain::allInline(LifecycleMethod method, Phase phase) const {
   return true;
 }
 
-bool HookChain::wins(const std::string& winner, const std::string& loser, const void* chain) {
-  for (const Entry& e : static_cast<const HookChain*>(chain)->entries_) {
+bool HookChain::wins(const std::string& winner, const std::string& loser) const {
+  for (const Entry& e : entries_) {
     if (e.hook->name() != winner) continue;
     for (const std::string& l : e.settings.wins_over) {
       if (l == loser) return true;
@@ -164,7 +164,10 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
 }
 
 ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) const {
-  ChainOutcome out{absl::OkStatus(), MergedAdjustment(&HookChain::wins, this), {}, {}};
+  auto precedence = [this](const std::string& winner, const std::string& loser) {
+    return wins(winner, loser);
+  };
+  ChainOutcome out{absl::OkStatus(), MergedAdjustment(precedence), {}, {}};
   // Only messages need the stage's name.
   auto stage = [&] { return stageName(input.method, input.phase); };
   for (const Entry& e : entries_) {

@@ -107,7 +107,8 @@ class HookChain {
   HookDecision runOne(const Entry& e, const HookInput& input, std::chrono::milliseconds budget,
                       bool& timed_out, bool& refused) const;
   metrics::HookStageMetrics* exported(const Entry& e, const HookInput& input) const;
-  static bool wins(const std::string& winner, const std::string& loser, const void* chain);
+  // The configured precedence (`wins_over`): whether `winner` overrides `loser`.
+  bool wins(const std::string& winner, const std::string& loser) const;
 
   std::shared_ptr<spdlog::logger> log_;
   metrics::HookMetrics* metrics_;

@@ -17,22 +17,6 @@ namespace hv1 = ::crihook::hook::v1;
 // CreateContainer one, always stays): kubelet may update resources often.
 constexpr int kKeptDecisions = 16;
 
-// `later` over `earlier`, field by field.
-Adjustment overlayResources(Adjustment earlier, const Adjustment& later) {
-  if (later.cpuset_cpus) earlier.cpuset_cpus = later.cpuset_cpus;
-  if (later.cpuset_mems) earlier.cpuset_mems = later.cpuset_mems;
-  if (later.cpu_shares) earlier.cpu_shares = later.cpu_shares;
-  if (later.cpu_quota) earlier.cpu_quota = later.cpu_quota;
-  if (later.cpu_period) earlier.cpu_period = later.cpu_period;
-  if (later.memory_limit_bytes) earlier.memory_limit_bytes = later.memory_limit_bytes;
-  if (later.memory_swap_limit_bytes)
-    earlier.memory_swap_limit_bytes = later.memory_swap_limit_bytes;
-  if (later.oom_score_adj) earlier.oom_score_adj = later.oom_score_adj;
-  for (const auto& [k, v] : later.hugepage_limits) earlier.hugepage_limits[k] = v;
-  for (const auto& [k, v] : later.unified) earlier.unified[k] = v;
-  return earlier;
-}
-
 void addDecision(hv1::ContainerRecord& r, hv1::StageDecision d) {
   *r.add_decisions() = std::move(d);
   if (r.decisions_size() > kKeptDecisions) r.mutable_decisions()->DeleteSubrange(1, 1);
@@ -172,7 +156,7 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
       auto parsed = fromWire(cs.container->resources(), "stored resources");
       if (parsed.ok()) stored = std::move(*parsed);
     }
-    cs.resources = overlayResources(stored, resourcesOnly(a));
+    cs.resources = overlayResources(std::move(stored), a);
     if (!cs.resources.empty()) {
       applyToResources(cs.resources, *spec.mutableResources(req));
       call.request_changed = true;
@@ -182,12 +166,8 @@ absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
   if (spec.effect == Effect::kCreatesContainer) cs.resources = resourcesOnly(a);
   if (a.empty()) return absl::OkStatus();
   if (spec.mutableContainerConfig) {
-    applyToContainer(a, *spec.mutableContainerConfig(req));
-    // The runtime places the container under the cgroup parent its
-    // request's sandbox config names (Koordinator's pod_cgroup_parent).
-    if (a.cgroup_parent && spec.mutableSandboxConfig) {
-      spec.mutableSandboxConfig(req)->mutable_linux()->set_cgroup_parent(*a.cgroup_parent);
-    }
+    applyToContainer(a, *spec.mutableContainerConfig(req),
+                     spec.mutableSandboxConfig ? spec.mutableSandboxConfig(req) : nullptr);
     call.request_changed = true;
   } else if (spec.mutableSandboxConfig) {
     applyToSandbox(a, *spec.mutableSandboxConfig(req));

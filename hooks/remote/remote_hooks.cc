@@ -9,6 +9,7 @@
 #include "base/text.h"
 #include "cri-api/crihook_hook_v1.grpc.pb.h"
 #include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "hooks/adjustment_schema.h"
 
 namespace crihook {
 namespace {
@@ -110,31 +111,18 @@ void takeMap(const google::protobuf::Map<std::string, std::string>& sent,
 }
 
 // Container resources, as koord-runtime-proxy's updateResource() takes them:
-// CFS quota when non-zero (-1 is "unlimited"), period, shares, memory and
-// swap limits when positive, the OOM score whenever it is within the
-// kernel's -1000..1000, unified merged, hugepages never. It overwrites the
-// cpusets even with "" (no cpuset: every CPU of the node, including those
-// kubelet's CPU manager gave to other containers exclusively); crihook takes
-// an empty cpuset as "no opinion" instead. koordlet echoes what it was sent,
-// so the two agree whenever a cpuset was sent.
+// each resource field of the schema by its own rule (adjustment_schema.cc:
+// which values count, hugepages never). runtime.v1's and Koordinator's
+// LinuxContainerResources are the same message (toKoordinator), so the
+// schema's CRI rows read Koordinator's bytes.
 void takeResources(const koord::LinuxContainerResources& sent,
-                   const koord::LinuxContainerResources& r, Adjustment& a) {
-  if (r.cpu_period() > 0 && r.cpu_period() != sent.cpu_period()) a.cpu_period = r.cpu_period();
-  if (r.cpu_quota() != 0 && r.cpu_quota() != sent.cpu_quota()) a.cpu_quota = r.cpu_quota();
-  if (r.cpu_shares() > 0 && r.cpu_shares() != sent.cpu_shares()) a.cpu_shares = r.cpu_shares();
-  if (r.memory_limit_in_bytes() > 0 && r.memory_limit_in_bytes() != sent.memory_limit_in_bytes())
-    a.memory_limit_bytes = r.memory_limit_in_bytes();
-  if (r.memory_swap_limit_in_bytes() > 0 &&
-      r.memory_swap_limit_in_bytes() != sent.memory_swap_limit_in_bytes())
-    a.memory_swap_limit_bytes = r.memory_swap_limit_in_bytes();
-  if (r.oom_score_adj() >= -1000 && r.oom_score_adj() <= 1000 &&
-      r.oom_score_adj() != sent.oom_score_adj())
-    a.oom_score_adj = r.oom_score_adj();
-  if (!r.cpuset_cpus().empty() && r.cpuset_cpus() != sent.cpuset_cpus())
-    a.cpuset_cpus = r.cpuset_cpus();
-  if (!r.cpuset_mems().empty() && r.cpuset_mems() != sent.cpuset_mems())
-    a.cpuset_mems = r.cpuset_mems();
-  takeMap(sent.unified(), r.unified(), a.unified);
+                   const koord::LinuxContainerResources& answer, Adjustment& a) {
+  v1::LinuxContainerResources was, now;
+  was.ParseFromString(sent.SerializeAsString());
+  now.ParseFromString(answer.SerializeAsString());
+  for (const FieldSpec* f : adjustmentSchema()) {
+    if (f->resource()) f->takeKoordinatorResources(was, now, a);
+  }
 }
 
 // The environment a server answers (container_envs, a map: the whole

@@ -167,7 +167,7 @@ TEST(MergedAdjustment, EachKeyedFieldConflictsAtItsKeyNamingBothHooks) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(message(s), c.message);
     c.first_stands(m.result());
-    for (const auto& [field, owner] : m.owners()) EXPECT_EQ(owner, "a") << field;
+    for (const auto& [field, owner] : m.owners()) EXPECT_EQ(owner, "a") << field.str();
   }
 }
 
@@ -247,14 +247,12 @@ TEST(MergedAdjustment, SameDecisionTwiceIsNoConflict) {
   EXPECT_EQ(m.result().hugepage_limits.size(), 1u);
   EXPECT_EQ(m.result().unified.size(), 1u);
   EXPECT_EQ(m.ownerOf("env:X"), "one") << "the first hook keeps ownership";
-  for (const auto& [field, owner] : m.owners()) EXPECT_EQ(owner, "one") << field;
+  for (const auto& [field, owner] : m.owners()) EXPECT_EQ(owner, "one") << field.str();
 }
 
 TEST(MergedAdjustment, ConfiguredPrecedenceDecidesAConflict) {
   // "gpu" wins over anything.
-  MergedAdjustment m(
-      [](const std::string& winner, const std::string&, const void*) { return winner == "gpu"; },
-      nullptr);
+  MergedAdjustment m([](const std::string& winner, const std::string&) { return winner == "gpu"; });
   Adjustment other{}, gpu{};
   other.cpuset_cpus = "0-63";
   gpu.cpuset_cpus = "8-15";

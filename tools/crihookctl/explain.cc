@@ -6,6 +6,9 @@
 #include <map>
 
 #include "base/text.h"
+#include "hooks/adjustment_schema.h"
+#include "hooks/apply.h"
+#include "hooks/wire.h"
 
 namespace crihook::ctl {
 namespace {
@@ -66,46 +69,23 @@ std::string when(int64_t unix_millis) {
   return buf;
 }
 
-// One line per change of a stage's merged adjustment, with its owner.
+// One line per change of a stage's merged adjustment, with its owner; the
+// lines are the schema's (hooks/adjustment_schema.h).
 void changes(const hv1::StageDecision& d, std::ostream& out) {
-  const auto& a = d.adjustment();
-  auto line = [&](const std::string& what, const std::string& owner_key) {
-    auto it = d.owners().find(owner_key);
+  // Written by crihookd from validated adjustments; one that no longer
+  // validates (a record edited by hand) is said so rather than half shown.
+  auto a = fromWire(d.adjustment(), "recorded decision");
+  if (!a.ok()) {
+    out << "  " << a.status().message() << '\n';
+    return;
+  }
+  auto line = [&](const std::string& what, const FieldKey& key) {
+    auto it = d.owners().find(key.str());
     std::string text = cat("  ", what);
     text.resize(std::max<size_t>(text.size() + 2, 52), ' ');
     out << text << "by " << (it == d.owners().end() ? "?" : it->second) << '\n';
   };
-  for (const auto& e : a.env()) line(cat("set env ", e.key(), "=", e.value()), "env:" + e.key());
-  for (const auto& n : a.env_remove()) line(cat("unset env ", n), "env:" + n);
-  for (const auto& m : a.mounts()) {
-    line(cat("mount ", m.container_path(), " <- ", m.host_path(), m.readonly() ? " (ro)" : ""),
-         "mount:" + m.container_path());
-  }
-  for (const auto& dev : a.devices()) {
-    line(cat("device ", dev.container_path(), " <- ", dev.host_path(), " ", dev.permissions()),
-         "device:" + dev.container_path());
-  }
-  for (const auto& c : a.cdi_devices()) line(cat("cdi device ", c), "cdi:" + c);
-  if (a.has_cpuset_cpus()) line(cat("cpuset_cpus ", a.cpuset_cpus()), "cpuset_cpus");
-  if (a.has_cpuset_mems()) line(cat("cpuset_mems ", a.cpuset_mems()), "cpuset_mems");
-  if (a.has_cpu_shares()) line(cat("cpu_shares ", a.cpu_shares()), "cpu_shares");
-  if (a.has_cpu_quota()) line(cat("cpu_quota ", a.cpu_quota()), "cpu_quota");
-  if (a.has_cpu_period()) line(cat("cpu_period ", a.cpu_period()), "cpu_period");
-  if (a.has_memory_limit_bytes())
-    line(cat("memory_limit_bytes ", a.memory_limit_bytes()), "memory_limit_bytes");
-  if (a.has_memory_swap_limit_bytes()) {
-    line(cat("memory_swap_limit_bytes ", a.memory_swap_limit_bytes()), "memory_swap_limit_bytes");
-  }
-  if (a.has_oom_score_adj()) line(cat("oom_score_adj ", a.oom_score_adj()), "oom_score_adj");
-  for (const auto& [k, v] : a.hugepage_limits())
-    line(cat("hugepages ", k, " ", v), "hugepage:" + k);
-  for (const auto& [k, v] : a.unified()) line(cat("unified ", k, "=", v), "unified:" + k);
-  for (const auto& [k, v] : a.annotations()) line(cat("annotation ", k, "=", v), "annotation:" + k);
-  for (const auto& k : a.annotations_remove())
-    line(cat("remove annotation ", k), "annotation:" + k);
-  for (const auto& [k, v] : a.labels()) line(cat("label ", k, "=", v), "label:" + k);
-  for (const auto& k : a.labels_remove()) line(cat("remove label ", k), "label:" + k);
-  if (a.has_cgroup_parent()) line(cat("cgroup_parent ", a.cgroup_parent()), "cgroup_parent");
+  for (const FieldSpec* f : adjustmentSchema()) f->explain(*a, line);
 }
 
 }  // namespace
@@ -139,17 +119,7 @@ void explainContainer(const hv1::PodState& state, const std::string& id, std::os
   }
   if (c->has_resources()) {
     v1::LinuxContainerResources kept;
-    const auto& r = c->resources();
-    if (r.has_cpuset_cpus()) kept.set_cpuset_cpus(r.cpuset_cpus());
-    if (r.has_cpuset_mems()) kept.set_cpuset_mems(r.cpuset_mems());
-    if (r.has_cpu_shares()) kept.set_cpu_shares(r.cpu_shares());
-    if (r.has_cpu_quota()) kept.set_cpu_quota(r.cpu_quota());
-    if (r.has_cpu_period()) kept.set_cpu_period(r.cpu_period());
-    if (r.has_memory_limit_bytes()) kept.set_memory_limit_in_bytes(r.memory_limit_bytes());
-    if (r.has_memory_swap_limit_bytes())
-      kept.set_memory_swap_limit_in_bytes(r.memory_swap_limit_bytes());
-    if (r.has_oom_score_adj()) kept.set_oom_score_adj(r.oom_score_adj());
-    for (const auto& [k, v] : r.unified()) (*kept.mutable_unified())[k] = v;
+    if (auto r = fromWire(c->resources(), "recorded resources"); r.ok()) applyToResources(*r, kept);
     out << "\nkept through UpdateContainerResources: " << resources(kept) << '\n';
   }
 }
