@@ -27,12 +27,14 @@
 #include <vector>
 
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/process_stats.h"
 
 namespace {
 
 namespace v1 = ::runtime::v1;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using crihook::rssKiB;
 
 // The fake runtime: answers from memory at gRPC's own speed.
 class FakeRuntime final : public v1::RuntimeService::CallbackService {
@@ -190,15 +192,6 @@ double cpuMicros(pid_t pid) {
     if (i == 14 || i == 15) ticks += std::stod(f);
   }
   return ticks * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-long rssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
 }
 
 pid_t spawnCrihookd(const std::string& binary, const std::string& listen,

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "base/text.h"
+#include "test/support/process_stats.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
 #include "test/support/e2e_env.h"
@@ -68,14 +69,6 @@ constexpr auto kStepBudget = 90s;
 // action) over 20 lifecycles would exceed either.
 constexpr int kFdSlack = 3;
 constexpr long kRssSlackKiB = 6 * 1024;
-
-long rssKiB(pid_t pid) {
-  std::istringstream in(readFile(cat("/proc/", pid, "/status")));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
 
 int openFds(pid_t pid) {
   int n = 0;

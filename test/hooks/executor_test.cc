@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "metrics/hook_metrics.h"
 #include "metrics/metric_registry.h"
+#include "test/support/process_stats.h"
 
 namespace crihook {
 namespace {
@@ -19,16 +20,6 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 using How = HookExecutor::How;
-
-// Threads of this process, as the kernel counts them.
-size_t threadCount() {
-  size_t n = 0;
-  DIR* d = ::opendir("/proc/self/task");
-  if (d == nullptr) return 0;
-  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-  ::closedir(d);
-  return n;
-}
 
 // Holds the tasks that wait on it until opened. Shared by the tasks, so a
 // task abandoned by a finished test still has it.

@@ -15,6 +15,7 @@
 #include "hooks/module/module_hook.h"
 #include "hooks/module/module_host.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/process_stats.h"
 
 namespace crihook::testing {
 namespace {
@@ -140,26 +141,6 @@ TEST(ModuleTest, CrihookdLeavesARefusedModuleOutAndKeepsTheOthers) {
   auto manager = HookManager::create(config, builtinHooks(), logger("hook"));
   ASSERT_TRUE(manager.ok()) << manager.status();
   EXPECT_EQ((*manager)->chains().get()->names(), std::vector<std::string>{"example"});
-}
-
-// Threads of this process, as the kernel counts them.
-size_t threadCount() {
-  size_t n = 0;
-  DIR* d = ::opendir("/proc/self/task");
-  if (d == nullptr) return 0;
-  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-  ::closedir(d);
-  return n;
-}
-
-// Resident memory of this process, in KiB (/proc/self/status VmRSS).
-long rssKiB() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
 }
 
 using Clock = std::chrono::steady_clock;

@@ -1,0 +1,36 @@
+#pragma once
+
+// What the kernel says of a process, for tests and benchmarks that bound
+// what crihook keeps (threads, memory). Linux /proc only; -1 / 0 when the
+// process is gone.
+
+#include <dirent.h>
+#include <sys/types.h>
+
+#include <fstream>
+#include <string>
+
+namespace crihook {
+
+// Threads of `pid` (0: this process), as /proc/PID/task lists them.
+inline size_t threadCount(pid_t pid = 0) {
+  const std::string dir = pid == 0 ? "/proc/self/task" : "/proc/" + std::to_string(pid) + "/task";
+  size_t n = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+// Resident memory of `pid` (0: this process) in KiB, from VmRSS.
+inline long rssKiB(pid_t pid = 0) {
+  std::ifstream in(pid == 0 ? std::string("/proc/self/status")
+                            : "/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+}  // namespace crihook
