@@ -644,8 +644,8 @@ const Schema* buildSchema() {
                 out->set_readonly(m.readonly);
                 out->set_propagation(static_cast<v1::MountPropagation>(m.propagation));
               },
-      }  // namespace
-  };     // namespace crihook
+      }
+  };
   static const PathKeyedField<DeviceSpec, hv1::Device> device{{
       .field = Field::kDevice,
       .name = "device",
