@@ -10,7 +10,7 @@
 #include "base/quote.h"
 #include "base/read_file.h"
 #include "base/text.h"
-#include "hooks/builtin/files.h"
+#include "hooks/process_env.h"
 #include "hooks/state_version.h"
 #include "topology/topology.h"
 
@@ -168,7 +168,7 @@ void CpuPools::write(const std::string& text) {
   if (keep_file_) return;  // of a newer format (load() said so)
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(file_).parent_path(), ec);
-  if (absl::Status s = replaceFileDurably(file_, file_ + ".tmp", text); !s.ok())
+  if (absl::Status s = processEnv().writeFileAtomic(file_, text, Sync::kDurable); !s.ok())
     log_->error("cpu pools: {}; the record on disk is older", sv(s.message()));
 }
 
