@@ -231,18 +231,23 @@ hv1::PodRecord podNamed(const std::string& sandbox, const std::string& name) {
   return p;
 }
 
+// A store whose files go through a FaultEnv and whose log the test reads.
+class StateStoreFaultTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+  FaultEnv env{nullptr};
+  std::ostringstream log;
+  std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>(
+      "state", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+};
+
 // The disk fills while a pod's record is written: the error names the file,
 // the memory copy is the new one, the file on disk is the old one whole (not
 // truncated, no temporary left beside it), and once space returns the new
 // record reaches the disk without the pod changing again. (Before the
 // writer retried failed writes, the file kept the old record until the pod
 // next changed, and a restart read the old one back: checked failing.)
-TEST(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhenSpaceReturns) {
-  TempDir dir;
-  FaultEnv env(nullptr);
-  std::ostringstream log;
-  auto logger = std::make_shared<spdlog::logger>(
-      "state", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+TEST_F(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhenSpaceReturns) {
   StateStore s(dir.path(), logger, env);
   ASSERT_TRUE(s.load().ok());
   s.putPod(podNamed("sb1", "train-0"));
@@ -281,12 +286,7 @@ TEST(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhenSp
 // after an I/O error): the file stays for now, and goes once it can, without
 // the store changing again, so a restart does not bring the pod back.
 // (Before failed writes were retried: checked failing.)
-TEST(StateStoreFaultTest, AFailedRemoveIsRetriedSoARestartDoesNotBringThePodBack) {
-  TempDir dir;
-  FaultEnv env(nullptr);
-  std::ostringstream log;
-  auto logger = std::make_shared<spdlog::logger>(
-      "state", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+TEST_F(StateStoreFaultTest, AFailedRemoveIsRetriedSoARestartDoesNotBringThePodBack) {
   StateStore s(dir.path(), logger, env);
   ASSERT_TRUE(s.load().ok());
   s.putPod(podNamed("sb1", "train-0"));
