@@ -79,15 +79,18 @@ struct DirEntry {
 };
 
 // What watchDirectory returns: tells that the directory (its entries or a
-// file in it) may have changed. Owned by the caller; not thread-safe (one
-// thread waits on it).
+// file in it) may have changed. Owned by the caller; one thread waits on it,
+// any thread may stop it.
 class DirectoryWatch {
  public:
   virtual ~DirectoryWatch() = default;
   // Blocks up to `timeout`; true when something changed (or the directory
-  // appeared, disappeared or could not be watched: the caller re-reads),
-  // false when nothing did within the timeout.
+  // appeared or disappeared, or cannot be watched: the caller re-reads),
+  // false when nothing did within the timeout or the watch is stopped.
   virtual bool wait(std::chrono::milliseconds timeout) = 0;
+  // Ends a wait in progress and every later one at once (false): how the
+  // waiting thread's owner shuts it down. Thread-safe.
+  virtual void stop() = 0;
 };
 
 enum class Sync {
@@ -130,9 +133,9 @@ class Env {
   virtual absl::StatusOr<std::vector<DirEntry>> listDirectory(const std::string& path) = 0;
   // Whether `path` exists (any kind; a dangling symlink does not).
   virtual bool exists(const std::string& path) = 0;
-  // A watch on `dir` (which need not exist yet). Never fails: without
-  // inotify, or before the directory exists, it reports a change every
-  // `poll` so the caller re-reads.
+  // A watch on `dir` (which need not exist yet). Never fails. While `dir`
+  // does not exist it is looked for every `poll`, and its appearance is a
+  // change; without inotify every `poll` is a change, so the caller re-reads.
   virtual std::unique_ptr<DirectoryWatch> watchDirectory(const std::string& dir,
                                                          std::chrono::milliseconds poll) = 0;
 

@@ -1,10 +1,12 @@
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,32 +33,66 @@ std::string parentOf(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
-// An inotify watch on one directory; until the directory exists (or without
-// inotify) every `poll` is a change, so the caller re-reads.
+// An inotify watch on one directory, and an eventfd that stop() makes
+// readable so that a wait ends at once.
 class InotifyWatch final : public DirectoryWatch {
  public:
   InotifyWatch(std::string dir, std::chrono::milliseconds poll)
-      : dir_(std::move(dir)), poll_(poll), fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {}
+      : dir_(std::move(dir)),
+        poll_(poll),
+        fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)),
+        stop_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~InotifyWatch() override {
     if (fd_ >= 0) ::close(fd_);
+    if (stop_fd_ >= 0) ::close(stop_fd_);
   }
 
   bool wait(std::chrono::milliseconds timeout) override {
-    // The events that change what a reader of the directory sees.
-    constexpr uint32_t kEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
-                                 IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
-    if (fd_ >= 0 && wd_ < 0) {
-      wd_ = ::inotify_add_watch(fd_, dir_.c_str(), kEvents);
-      // Watched from now on: what happened before is unknown, so a change.
-      if (wd_ >= 0) return true;
-    }
-    if (fd_ < 0 || wd_ < 0) {
-      ::usleep(static_cast<useconds_t>(std::min(timeout, poll_).count() * 1000));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!stopped_.load()) {
+      if (fd_ < 0) return !pause(std::min(timeout, poll_));  // no inotify: every poll a change
+      if (wd_ < 0) {
+        wd_ = ::inotify_add_watch(fd_, dir_.c_str(), kEvents);
+        // Watched from now on: what happened before is unknown, so a change.
+        if (wd_ >= 0) return true;
+        // Not there (yet): looked for again every poll, quietly.
+        if (errno != ENOENT && errno != ENOTDIR) return !pause(std::min(timeout, poll_));
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || pause(std::min(left, poll_))) return false;
+        continue;
+      }
+      pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+      const int r = ::poll(p, 2, static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
+      if (r < 0) return true;  // an interrupted poll: re-read, harmless
+      if (r == 0 || (p[1].revents & POLLIN)) return false;
+      drainEvents();
       return true;
     }
-    pollfd p{fd_, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX)));
-    if (r <= 0) return r < 0;  // an interrupted poll: re-read, harmless
+    return false;
+  }
+
+  void stop() override {
+    stopped_.store(true);
+    const uint64_t one = 1;
+    if (stop_fd_ >= 0) (void)!::write(stop_fd_, &one, sizeof(one));
+  }
+
+ private:
+  // The events that change what a reader of the directory sees.
+  static constexpr uint32_t kEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                      IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
+
+  // Sleeps `d` or until stopped; true when stopped.
+  bool pause(std::chrono::milliseconds d) {
+    pollfd p{stop_fd_, POLLIN, 0};
+    ::poll(&p, stop_fd_ >= 0 ? 1 : 0, static_cast<int>(d.count()));
+    return stopped_.load();
+  }
+
+  // Reads every queued event; a directory removed or moved away is watched
+  // again once it exists.
+  void drainEvents() {
     alignas(inotify_event) char buf[4096];
     bool gone = false;
     for (ssize_t n; (n = ::read(fd_, buf, sizeof(buf))) > 0;) {
@@ -68,15 +104,15 @@ class InotifyWatch final : public DirectoryWatch {
     }
     if (gone) {
       ::inotify_rm_watch(fd_, wd_);
-      wd_ = -1;  // watched again once it exists
+      wd_ = -1;
     }
-    return true;
   }
 
- private:
   std::string dir_;
   std::chrono::milliseconds poll_;
   int fd_ = -1, wd_ = -1;
+  int stop_fd_ = -1;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace

@@ -1,10 +1,5 @@
 #include "hooks/hook_manager.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <unistd.h>
-
 #include <filesystem>
 
 #include "base/text.h"
@@ -29,15 +24,22 @@ ModuleIsolation moduleIsolation(const Config& config) {
   return m;
 }
 
+// How often a missing hookserver_dir is looked for.
+constexpr std::chrono::seconds kHookServerDirPoll(1);
+// A burst of changes is read once it has been quiet this long, or after
+// kSettleRounds of them (a directory that never stops changing is still read).
+constexpr std::chrono::milliseconds kSettle(20);
+constexpr int kSettleRounds = 10;
+
 }  // namespace
 
-HookManager::HookManager(const Config& config, std::shared_ptr<spdlog::logger> log)
-    : config_(config), log_(std::move(log)) {}
+HookManager::HookManager(const Config& config, std::shared_ptr<spdlog::logger> log, Env& env)
+    : config_(config), log_(std::move(log)), env_(env) {}
 
 absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     const Config& config, const HookRegistry& registry, std::shared_ptr<spdlog::logger> log,
-    metrics::Registry* metrics) {
-  std::unique_ptr<HookManager> m(new HookManager(config, std::move(log)));
+    metrics::Registry* metrics, Env& env) {
+  std::unique_ptr<HookManager> m(new HookManager(config, std::move(log), env));
   if (metrics) m->hook_metrics_ = std::make_unique<metrics::HookMetrics>(*metrics);
   auto policy = MountPolicy::fromConfig(config);
   if (!policy.ok()) return policy.status();
@@ -55,9 +57,9 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
     settings.queue = static_cast<size_t>(h.queue);
     std::shared_ptr<Hook> hook;
     if (!h.builtin.empty()) {
-      auto made = registry.create(
-          h.builtin, h.name, h.settings_json,
-          BuiltinContext{config.state_dir, config.topology_root, config.backend_endpoint, metrics});
+      auto made = registry.create(h.builtin, h.name, h.settings_json,
+                                  BuiltinContext{config.state_dir, config.topology_root,
+                                                 config.backend_endpoint, metrics, &env});
       if (!made.ok())
         return absl::InvalidArgumentError(cat(h.origin, ": ", made.status().message()));
       hook = *made;
@@ -103,11 +105,9 @@ HookManager::~HookManager() {
   stop_cv_.notify_all();
   if (reconciler_.joinable()) reconciler_.join();
   if (watcher_.joinable()) {
-    uint64_t one = 1;
-    (void)::write(stop_fd_, &one, sizeof(one));
+    watch_->stop();
     watcher_.join();
   }
-  if (stop_fd_ >= 0) ::close(stop_fd_);
 }
 
 void HookManager::reconcileWithRuntime(const std::string& endpoint,
@@ -147,7 +147,7 @@ void HookManager::reload() {
   }
   bool changed = false;
   std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>> next;
-  for (HookServerFile& f : readHookServerDir(config_.hookserver_dir)) {
+  for (HookServerFile& f : readHookServerDir(config_.hookserver_dir, env_)) {
     auto old = servers_.find(f.file);
     if (!f.registration.ok()) {
       if (old != servers_.end()) {
@@ -206,48 +206,28 @@ void HookManager::publish() {
 
 void HookManager::watch() {
   if (config_.hookserver_dir.empty() || watcher_.joinable()) return;
-  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  watch_ = env_.watchDirectory(config_.hookserver_dir, kHookServerDirPoll);
   watcher_ = std::thread([this] { watchLoop(); });
 }
 
 void HookManager::watchLoop() {
-  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  int wd = -1;
-  constexpr uint32_t kEvents = IN_CREATE | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_FROM |
-                               IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF;
   for (;;) {
-    if (wd < 0 && in >= 0) {
-      wd = ::inotify_add_watch(in, config_.hookserver_dir.c_str(), kEvents);
-      if (wd >= 0) reload();  // the directory appeared: read what it holds
-    }
-    pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {in, POLLIN, 0}};
-    int n = ::poll(fds, in >= 0 ? 2 : 1, wd < 0 || in < 0 ? 1000 : -1);
-    if (n > 0 && (fds[0].revents & POLLIN)) break;
-    if (in < 0) {
-      reload();  // no inotify: poll the directory
+    if (!watch_->wait(std::chrono::minutes(1))) {
+      if (stopping()) return;
       continue;
     }
-    if (n > 0 && (fds[1].revents & POLLIN)) {
-      alignas(inotify_event) char buf[4096];
-      bool gone = false;
-      ssize_t len;
-      // Let a burst of events (an editor's write + rename) settle, then read them all.
-      ::usleep(20000);
-      while ((len = ::read(in, buf, sizeof(buf))) > 0) {
-        for (char* p = buf; p < buf + len;) {
-          auto* ev = reinterpret_cast<inotify_event*>(p);
-          gone = gone || (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF));
-          p += sizeof(inotify_event) + ev->len;
-        }
-      }
-      if (gone && wd >= 0) {
-        ::inotify_rm_watch(in, wd);
-        wd = -1;
-      }
-      reload();
+    // Let a burst of events (an editor's write and rename) settle, then
+    // read the directory once.
+    for (int i = 0; i < kSettleRounds && watch_->wait(kSettle); ++i) {
     }
+    if (stopping()) return;
+    reload();
   }
-  if (in >= 0) ::close(in);
+}
+
+bool HookManager::stopping() {
+  std::lock_guard lock(stop_mu_);
+  return stopping_;
 }
 
 }  // namespace crihook

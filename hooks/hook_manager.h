@@ -17,8 +17,10 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "base/env.h"
 #include "config/config.h"
 #include "hooks/chain.h"
+#include "hooks/process_env.h"
 #include "hooks/registry.h"
 #include "hooks/remote/hookserver_dir.h"
 
@@ -33,10 +35,13 @@ class HookManager {
   // Reads hookserver_dir once.
   // With `metrics` (may be null; outlives the manager), every chain exports
   // per hook and stage numbers there, and built-in hooks get it too.
+  // hookserver_dir is read and watched through `env` (outlives the
+  // manager), which the built-in hooks get as well.
   static absl::StatusOr<std::unique_ptr<HookManager>> create(const Config& config,
                                                              const HookRegistry& registry,
                                                              std::shared_ptr<spdlog::logger> log,
-                                                             metrics::Registry* metrics = nullptr);
+                                                             metrics::Registry* metrics = nullptr,
+                                                             Env& env = processEnv());
   ~HookManager();  // stops watching
 
   const ChainHolder& chains() const { return chains_; }
@@ -47,7 +52,8 @@ class HookManager {
   void reload();
 
   // Starts a thread that calls reload() whenever hookserver_dir changes
-  // (inotify; until the directory exists, a check every second).
+  // (Env::watchDirectory: inotify; until the directory exists, a look for it
+  // every second). The destructor ends it at once.
   void watch();
 
   // Starts a thread that asks the runtime at `endpoint` for its sandboxes
@@ -59,9 +65,10 @@ class HookManager {
                             std::chrono::milliseconds every = std::chrono::minutes(5));
 
  private:
-  HookManager(const Config& config, std::shared_ptr<spdlog::logger> log);
+  HookManager(const Config& config, std::shared_ptr<spdlog::logger> log, Env& env);
   void publish();
   void watchLoop();
+  bool stopping();
 
   const Config config_;
   std::shared_ptr<spdlog::logger> log_;
@@ -80,7 +87,8 @@ class HookManager {
   bool published_ = false;
   ChainHolder chains_{std::make_shared<HookChain>(nullptr)};
   MountPolicy mount_policy_;  // [security.mounts], given to every chain published
-  int stop_fd_ = -1;
+  Env& env_;
+  std::unique_ptr<DirectoryWatch> watch_;  // made by watch(), before watcher_ starts
   std::thread watcher_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "test/support/child_process.h"
 #include "test/support/fake_cri_server.h"
@@ -121,18 +122,48 @@ TEST(PosixEnv, WriteExistingNeitherCreatesNorTruncatesAnythingElse) {
   EXPECT_EQ(readFile(dir.file("reset")), "1");
 }
 
-// A watch reports the directory's appearance and a file written in it, and
-// nothing while nothing changes.
-TEST(PosixEnv, AWatchSeesTheDirectoryAppearAndAFileWrittenInIt) {
+// A watch reports the directory's appearance, a file written in it and its
+// removal, and nothing while nothing changes (a missing directory included).
+TEST(PosixEnv, AWatchSeesTheDirectoryAppearChangeAndGo) {
   TempDir dir;
   PosixEnv env(nullptr);
   auto watch = env.watchDirectory(dir.file("hookserver.d"), 20ms);
-  EXPECT_TRUE(watch->wait(50ms));  // missing: polled, "re-read"
+  EXPECT_FALSE(watch->wait(100ms));  // missing: looked for, quietly
   std::filesystem::create_directory(dir.file("hookserver.d"));
-  EXPECT_TRUE(watch->wait(1s));     // watched from now on
+  EXPECT_TRUE(watch->wait(5s));     // appeared: watched from now on
   EXPECT_FALSE(watch->wait(50ms));  // nothing changed
   std::ofstream(dir.file("hookserver.d/koordlet.json")) << "{}";
   EXPECT_TRUE(watch->wait(5s));
+  while (watch->wait(50ms)) {
+  }
+  std::filesystem::remove_all(dir.file("hookserver.d"));
+  EXPECT_TRUE(watch->wait(5s));
+  while (watch->wait(50ms)) {
+  }
+  std::filesystem::create_directory(dir.file("hookserver.d"));
+  EXPECT_TRUE(watch->wait(5s));  // back: watched again
+}
+
+// stop() from another thread ends a long wait on a watched directory and on
+// a missing one at once, and every wait after it.
+TEST(PosixEnv, AStoppedWatchEndsItsWaitAtOnce) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("watched"));
+  PosixEnv env(nullptr);
+  for (const char* name : {"watched", "missing"}) {
+    auto watch = env.watchDirectory(dir.file(name), 10min);
+    while (watch->wait(50ms)) {
+    }
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(50ms);
+      watch->stop();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(watch->wait(10min)) << name;
+    stopper.join();
+    EXPECT_FALSE(watch->wait(10min)) << name;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5min) << name;
+  }
 }
 
 TEST(PosixEnv, ExecWithoutAnExecutorSaysSo) {

@@ -276,6 +276,28 @@ TEST_F(RemoteHooksTest, RegistrationFilesAddedEditedAndRemovedTakeEffectLive) {
   ASSERT_TRUE(waitForChain(0));
 }
 
+// A hookserver_dir that does not exist when crihookd starts is looked for;
+// once made, its registrations count, and removing the whole directory
+// removes its servers until it is made again.
+TEST_F(RemoteHooksTest, AHookServerDirMadeRemovedAndMadeAgainIsFollowed) {
+  std::filesystem::remove_all(dir_.file("hookserver.d"));
+  startCrihook();
+  manager_->watch();
+  EXPECT_TRUE(manager_->chains().get()->names().empty());
+
+  std::filesystem::create_directories(dir_.file("hookserver.d"));
+  registerServer("k.json", dir_.file("k.sock"), "Ignore");
+  ASSERT_TRUE(waitForChain(1));
+
+  std::filesystem::remove_all(dir_.file("hookserver.d"));
+  ASSERT_TRUE(waitForChain(0));
+
+  std::filesystem::create_directories(dir_.file("hookserver.d"));
+  registerServer("z.json", dir_.file("z.sock"), "Ignore");
+  ASSERT_TRUE(waitForChain(1));
+  EXPECT_EQ(manager_->chains().get()->names(), std::vector<std::string>{"hookserver/z"});
+}
+
 TEST_F(RemoteHooksTest, AllServersAreCalledInFileNameOrderAndConflictsNameBoth) {
   KoordServer a(dir_.file("a.sock"), "same"), b(dir_.file("b.sock"), "same");
   a.start();
