@@ -80,6 +80,13 @@ class FakeRuntime final : public v1::RuntimeService::CallbackService {
     r->Finish(grpc::Status::OK);
     return r;
   }
+  grpc::ServerUnaryReactor* RemoveContainer(grpc::CallbackServerContext* ctx,
+                                            const v1::RemoveContainerRequest*,
+                                            v1::RemoveContainerResponse*) override {
+    auto* r = ctx->DefaultReactor();
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
   size_t listBytes() const { return containers_.ByteSizeLong(); }
 
  private:
@@ -154,7 +161,7 @@ struct Runner {
 void report(const char* scenario, const char* backend, std::vector<double> d, std::vector<double> p,
             double thr_d, double thr_p) {
   double d50 = pct(d, 0.5), p50 = pct(p, 0.5), d99 = pct(d, 0.99), p99 = pct(p, 0.99);
-  std::printf("%-34s %-10s %9.1f %9.1f %6.2f %+8.1f %9.1f %9.1f %9.0f %9.0f %6.2f\n", scenario,
+  std::printf("%-38s %-10s %9.1f %9.1f %6.2f %+8.1f %9.1f %9.1f %9.0f %9.0f %6.2f\n", scenario,
               backend, d50, p50, p50 / d50, p50 - d50, d99, p99, thr_d, thr_p, thr_p / thr_d);
   std::fflush(stdout);
 }
@@ -194,13 +201,18 @@ double cpuMicros(pid_t pid) {
   return ticks * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// Starts crihookd with no config file and a state directory of its own
+// (`listen` + ".state", new), so that no record of an earlier run is read or
+// grown.
 pid_t spawnCrihookd(const std::string& binary, const std::string& listen,
                     const std::string& backend) {
+  const std::string state = listen + ".state";
+  std::filesystem::remove_all(state);
   pid_t pid = ::fork();
   if (pid == 0) {
     std::string b = "unix://" + backend;
     ::execl(binary.c_str(), binary.c_str(), "--listen", listen.c_str(), "--backend", b.c_str(),
-            "--log-level", "warn", static_cast<char*>(nullptr));
+            "--state-dir", state.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   for (int i = 0; i < 500 && !std::filesystem::exists(listen); ++i)
@@ -286,7 +298,7 @@ int main(int argc, char** argv) {
   std::printf(
       "latency in microseconds (p50, p99); throughput in calls/s; ratio = through crihookd / "
       "direct\n\n");
-  std::printf("%-34s %-10s %9s %9s %6s %8s %9s %9s %9s %9s %6s\n", "scenario", "backend", "dir p50",
+  std::printf("%-38s %-10s %9s %9s %6s %8s %9s %9s %9s %9s %6s\n", "scenario", "backend", "dir p50",
               "via p50", "ratio", "added", "dir p99", "via p99", "dir thr", "via thr", "thr r");
 
   const pid_t proxy = spawnCrihookd(crihookd, dir + "/crihook-fake.sock", dir + "/fake.sock");
@@ -303,10 +315,17 @@ int main(int argc, char** argv) {
     v1::ListContainersResponse r;
     return s.ListContainers(&ctx, v1::ListContainersRequest(), &r).ok();
   };
-  Call create_fake = [](v1::RuntimeService::Stub& s, int c, int i) {
+  // As kubelet does: a container created is removed again, so the pod's
+  // record stays the size of a real pod's.
+  Call create_rm_fake = [](v1::RuntimeService::Stub& s, int c, int i) {
     grpc::ClientContext ctx;
     v1::CreateContainerResponse r;
-    return s.CreateContainer(&ctx, createRequest("sandbox", c, i), &r).ok();
+    if (!s.CreateContainer(&ctx, createRequest("sandbox", c, i), &r).ok()) return false;
+    grpc::ClientContext ctx2;
+    v1::RemoveContainerRequest rm;
+    rm.set_container_id(r.container_id());
+    v1::RemoveContainerResponse rr;
+    return s.RemoveContainer(&ctx2, rm, &rr).ok();
   };
 
   auto want = [&](const char* name) { return only.empty() || only == name; };
@@ -332,9 +351,10 @@ int main(int argc, char** argv) {
     });
   }
   if (want("create")) {
-    measured("CreateContainer", [&] {
-      return compare("CreateContainer (intercepted)", "fake", dir + "/fake.sock",
-                     dir + "/crihook-fake.sock", create_fake, iterations, clients, rounds);
+    measured("Create+RemoveContainer", [&] {
+      return 2 * compare("Create+RemoveContainer (intercepted)", "fake", dir + "/fake.sock",
+                         dir + "/crihook-fake.sock", create_rm_fake, iterations / 2, clients,
+                         rounds);
     });
   }
   const long loaded_rss = rssKiB(proxy);
