@@ -1,7 +1,7 @@
 // HTTP/2 from kubelet's side into crihookd's relay (proxy/relay.cc): the
 // bytes any local process that can open crihookd's socket may send. Each
 // input is one connection: the client preface, then the input's bytes, fed
-// to a real Connection over a socketpair on an io_context this harness runs
+// to a real Connection over a socketpair on an EventLoop this harness runs
 // by hand (poll until nothing is left to do, bounded), with crihookd's
 // answers drained as they come. Then the connection is closed and must have
 // released everything.
@@ -19,8 +19,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/connect_pair.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -30,11 +28,10 @@
 #include <string_view>
 
 #include "cri/interceptor.h"
+#include "proxy/event_loop.h"
 #include "proxy/relay.h"
 
 namespace {
-
-namespace asio = boost::asio;
 
 void check(bool ok, const char* what) {
   if (!ok) {
@@ -95,12 +92,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(kPreface);
   bytes.append(reinterpret_cast<const char*>(data) + 1, size - 1);
 
-  asio::io_context loop(1);
-  asio::local::stream_protocol::socket ours(loop), kubelet(loop);
-  asio::local::connect_pair(ours, kubelet);
-  const int fd = kubelet.native_handle();
+  auto made = crihook::relay::EventLoop::create();
+  check(made.ok(), "no event loop");
+  crihook::relay::EventLoop& loop = **made;
+  int pair[2];
+  check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) == 0,
+        "no socketpair");
+  const int fd = pair[1];  // kubelet's end
   {
-    crihook::Connection conn(std::move(ours), ctx);
+    crihook::Connection conn(loop, pair[0], ctx);
     conn.start();
     size_t written = 0;
     for (int round = 0; round < kMaxRounds; ++round) {
@@ -111,17 +111,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;  // crihookd hung up
       }
       const size_t ran = loop.poll();
-      loop.restart();
       drain(fd);
       if (ran == 0 && written == bytes.size()) break;
     }
     conn.close();
-    for (int round = 0; round < kMaxRounds && loop.poll() > 0; ++round) {
-      loop.restart();
-      drain(fd);
-    }
+    for (int round = 0; round < kMaxRounds && loop.poll() > 0; ++round) drain(fd);
     check(!conn.alive(), "the connection still holds its state after close()");
   }
+  ::close(fd);
   check(ctx.active_calls.load() == 0, "calls left counted as active");
   return 0;
 }

@@ -1,7 +1,6 @@
 #include "proxy/downstream.h"
 
 #include <algorithm>
-#include <boost/asio/dispatch.hpp>
 
 #include "base/quote.h"
 #include "base/text.h"
@@ -10,8 +9,6 @@
 #include "proxy/intercept_stage.h"
 
 namespace crihook::relay {
-
-namespace asio = boost::asio;
 
 void Downstream::setupSession() {
   createSession(true, SessionTrampolines<Downstream>::callbacks(),
@@ -24,7 +21,6 @@ void Downstream::start() {
   setupSession();
   startReading();
   flush();
-  tick_ = std::make_unique<asio::steady_timer>(executor());
   armTick();
 }
 
@@ -41,7 +37,8 @@ void Downstream::closeAll(const std::string& why) { fail(why); }
 
 void Downstream::onClosed(const std::string& why) {
   ctx_.log->debug("client connection closed: {}", why);
-  if (tick_) tick_->cancel();
+  if (tick_ != 0) loop().cancel(tick_);
+  tick_ = 0;
   dropAllCalls();
 }
 
@@ -322,7 +319,7 @@ void Downstream::startPreStage(Call& call) {
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   const int32_t id = call.down_id;
   ctx_.interceptor->pre(call.ic, [self, id](absl::Status status) {
-    asio::dispatch(self->executor(), [self, id, status = std::move(status)]() mutable {
+    self->loop().dispatch([self, id, status = std::move(status)]() mutable {
       self->onPreStageDone(id, std::move(status));
       self->scheduleFlush();
     });
@@ -348,7 +345,7 @@ void Downstream::startPostStage(Call& call) {
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   const int32_t id = call.down_id;
   ctx_.interceptor->post(call.ic, [self, id] {
-    asio::dispatch(self->executor(), [self, id] {
+    self->loop().dispatch([self, id] {
       self->onPostStageDone(id);
       self->scheduleFlush();
     });

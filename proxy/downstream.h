@@ -4,14 +4,13 @@
 // owner of its calls and of the upstream connection(s) they are forwarded on.
 // Pass-through calls are relayed frame by frame; intercepted ones are
 // buffered whole and run through the Interceptor's stages around the
-// forward (intercept_stage.h). Runs on its socket's io_context; not
-// thread-safe (Connection, relay.h, posts to it from other threads).
+// forward (intercept_stage.h). Runs on its EventLoop; not thread-safe
+// (Connection, relay.h, posts to it from other threads).
 //
 // The member functions are defined by seam: downstream.cc (session, request
 // path, the upstream connections), downstream_response.cc (response path),
 // downstream_limits.cc (timeouts and buffer budgets).
 
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,8 +29,9 @@ namespace crihook::relay {
 
 class Downstream : public H2Endpoint {
  public:
-  // `ctx` outlives the connection.
-  Downstream(Socket socket, RelayContext& ctx) : H2Endpoint(std::move(socket)), ctx_(ctx) {
+  // `fd`: the accepted socket, non-blocking, now the connection's. `loop`
+  // and `ctx` outlive the connection.
+  Downstream(EventLoop& loop, int fd, RelayContext& ctx) : H2Endpoint(loop, fd), ctx_(ctx) {
     ctx_.open_connections.fetch_add(1);
   }
   ~Downstream() override {
@@ -136,7 +136,7 @@ class Downstream : public H2Endpoint {
   Clock::time_point idle_since_ = Clock::now();  // since calls_ last became empty
   bool settings_seen_ = false;                   // the client's preface and SETTINGS arrived
   bool idle_goaway_ = false;
-  std::unique_ptr<boost::asio::steady_timer> tick_;
+  uint64_t tick_ = 0;  // the limits' timer (EventLoop::runAfter); 0: none
 };
 
 }  // namespace crihook::relay

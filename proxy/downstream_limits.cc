@@ -9,8 +9,6 @@
 
 namespace crihook::relay {
 
-namespace asio = boost::asio;
-
 namespace {
 
 // The timeouts are checked on a tick of a quarter of the shortest one, so
@@ -23,13 +21,12 @@ constexpr auto kMaxTick = std::chrono::milliseconds(1000);
 void Downstream::armTick() {
   const RelayLimits& l = ctx_.limits;
   const auto shortest = std::min({l.preface_timeout, l.idle_timeout, l.request_timeout});
-  tick_->expires_after(std::clamp<std::chrono::milliseconds>(shortest / 4, kMinTick, kMaxTick));
   // A weak reference: a pending tick must not keep a closed connection.
-  tick_->async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
-    if (ec) return;
-    if (auto self = weak.lock(); self && !self->closed())
-      static_cast<Downstream*>(self.get())->onTick();
-  });
+  tick_ = loop().runAfter(std::clamp<std::chrono::milliseconds>(shortest / 4, kMinTick, kMaxTick),
+                          [weak = weak_from_this()] {
+                            if (auto self = weak.lock(); self && !self->closed())
+                              static_cast<Downstream*>(self.get())->onTick();
+                          });
 }
 
 void Downstream::onTick() {

@@ -6,8 +6,6 @@
 
 namespace crihook::relay {
 
-namespace asio = boost::asio;
-
 void Downstream::onResponseHeaders(Call& call) {
   if (call.passThrough()) submitResponse(call);
 }

@@ -6,8 +6,6 @@
 
 namespace crihook::relay {
 
-namespace asio = boost::asio;
-
 std::shared_ptr<Upstream> Downstream::currentUpstream() {
   if (upstream_ && (upstream_->closed() || upstream_->draining())) {
     if (!upstream_->closed()) draining_.push_back(upstream_);
@@ -27,7 +25,7 @@ void Downstream::forward(Call& call) {
   waiting_.push_back(call.down_id);
   if (connecting_) return;
   connecting_ = true;
-  auto up = std::make_shared<Upstream>(Socket(executor()), this);
+  auto up = std::make_shared<Upstream>(loop(), this);
   upstream_ = up;
   auto self = std::static_pointer_cast<Downstream>(shared_from_this());
   up->connect(ctx_.backend_path, ctx_.connect_timeout,

@@ -1,12 +1,14 @@
 #include "proxy/h2_session.h"
 
-#include <boost/asio/write.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "base/text.h"
 
 namespace crihook::relay {
-
-namespace asio = boost::asio;
 
 namespace {
 
@@ -21,12 +23,14 @@ constexpr size_t kMaxContinuations = 8;
 
 H2Endpoint::~H2Endpoint() {
   if (session_) nghttp2_session_del(session_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void H2Endpoint::flush() {
   if (closed_ || writing_ || session_ == nullptr) return;
   for (;;) {
     out_.clear();
+    out_sent_ = 0;
     for (;;) {
       const uint8_t* data = nullptr;
       ssize_t n = nghttp2_session_mem_send(session_, &data);
@@ -44,45 +48,55 @@ void H2Endpoint::flush() {
       }
       return;
     }
-    size_t off = 0;
-    boost::system::error_code ec;
-    while (off < out_.size()) {
-      off += socket_.write_some(asio::buffer(out_.data() + off, out_.size() - off), ec);
-      if (ec) break;
-    }
-    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
-      fail(cat("write: ", ec.message()));
-      return;
-    }
-    if (off < out_.size()) {
-      out_.erase(0, off);
-      writing_ = true;
-      asio::async_write(socket_, asio::buffer(out_),
-                        [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-                          self->writing_ = false;
-                          if (ec) {
-                            self->fail(cat("write: ", ec.message()));
-                            return;
-                          }
-                          self->flush();
-                        });
-      return;
-    }
+    if (!sendPending()) return;
   }
+}
+
+bool H2Endpoint::sendPending() {
+  while (out_sent_ < out_.size()) {
+    const ssize_t n =
+        ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      out_sent_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // Full: the rest goes when the peer has read (onWritable).
+      writing_ = true;
+      loop_.wantWritable(fd_, true);
+      return false;
+    }
+    fail(cat("write: ", std::strerror(errno)));
+    return false;
+  }
+  return true;
+}
+
+void H2Endpoint::onWritable() {
+  if (closed_ || !writing_) return;
+  if (!sendPending()) return;
+  writing_ = false;
+  loop_.wantWritable(fd_, false);
+  flush();
 }
 
 void H2Endpoint::startReading() {
   read_buf_.resize(kReadBufferBytes);
-  boost::system::error_code ec;
-  socket_.non_blocking(true, ec);
-  readAvailable();
+  // Already readable (a kubelet preface that came with the connection) is
+  // reported at once.
+  if (absl::Status s = loop_.watch(fd_, shared_from_this()); !s.ok())
+    fail(cat("watch: ", s.message()));
 }
 
 void H2Endpoint::fail(const std::string& why) {
   if (closed_) return;
   closed_ = true;
-  boost::system::error_code ignored;
-  socket_.close(ignored);
+  if (fd_ >= 0) {
+    loop_.unwatch(fd_);
+    ::close(fd_);
+    fd_ = -1;
+  }
   onClosed(why);
 }
 
@@ -117,40 +131,29 @@ void H2Endpoint::createSession(bool server, const SessionCallbacks& cb,
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kConnectionWindow);
 }
 
-// Reads what the socket holds, then waits for more. A read that did not
-// fill the buffer drained the socket, so the next read waits for
-// readiness instead of trying (and failing) once more: one read per
-// wake-up. Safe because each io_context runs on one thread: data arriving
-// after the read is reported by the loop's next epoll_wait.
-void H2Endpoint::readAvailable() {
+// Reads what the socket holds. The socket is watched edge-triggered, so it
+// must be drained before the next edge can come; a read that did not fill
+// the buffer drained it, so no read is spent on learning so (EAGAIN): one
+// read per wake-up. Data arriving after that read is a new edge; a peer
+// that closed after sending (`hangup`) is read to its end.
+void H2Endpoint::readAvailable(bool hangup) {
   for (int i = 0; i < 16; ++i) {
-    boost::system::error_code ec;
-    size_t n = socket_.read_some(asio::buffer(read_buf_), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-    if (ec) {
-      fail(ec == asio::error::eof ? "peer closed the connection" : cat("read: ", ec.message()));
+    const ssize_t n = ::recv(fd_, read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      fail(n == 0 ? "peer closed the connection" : cat("read: ", std::strerror(errno)));
       return;
     }
-    handleInput(n);
+    handleInput(static_cast<size_t>(n));
     if (closed_) return;
-    if (n < read_buf_.size()) break;
-    if (i == 15) {
-      // A peer that keeps the socket full: let other connections run.
-      asio::post(socket_.get_executor(), [self = shared_from_this()] {
-        if (!self->closed_) self->readAvailable();
-      });
-      return;
-    }
+    if (static_cast<size_t>(n) < read_buf_.size() && !hangup) return;
   }
-  socket_.async_wait(Socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& ec) {
-                       if (self->closed_) return;
-                       if (ec) {
-                         self->fail(cat("wait: ", ec.message()));
-                         return;
-                       }
-                       self->readAvailable();
-                     });
+  // A peer that keeps the socket full: let other connections run, and come
+  // back (no new edge would tell).
+  loop_.post([self = shared_from_this(), hangup] {
+    if (!self->closed_) self->readAvailable(hangup);
+  });
 }
 
 void H2Endpoint::handleInput(size_t n) {

@@ -5,14 +5,11 @@
 // runtime side) derive from H2Endpoint, and install their nghttp2 callbacks
 // through SessionTrampolines, written once for both.
 //
-// Threading: an endpoint and everything it calls run on the io_context its
-// socket is bound to; nothing here is thread-safe.
+// Threading: an endpoint and everything it calls run on the EventLoop its
+// socket is watched by; nothing here is thread-safe.
 
 #include <nghttp2/nghttp2.h>
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/post.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -20,6 +17,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "proxy/event_loop.h"
 
 namespace crihook::relay {
 
@@ -40,17 +39,17 @@ struct SessionCallbacks {
   nghttp2_on_frame_send_callback frame_send = nullptr;
 };
 
-class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
+class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpoint> {
  public:
-  using Socket = boost::asio::local::stream_protocol::socket;
-
-  explicit H2Endpoint(Socket socket) : socket_(std::move(socket)) {}
-  virtual ~H2Endpoint();
+  // `fd`: a connected, non-blocking stream socket the endpoint owns, or -1
+  // until one is set (Upstream::connect). `loop` outlives the endpoint.
+  H2Endpoint(EventLoop& loop, int fd) : loop_(loop), fd_(fd) {}
+  ~H2Endpoint() override;
 
   // Null until createSession.
   nghttp2_session* session() const { return session_; }
   bool closed() const { return closed_; }
-  boost::asio::any_io_executor executor() { return socket_.get_executor(); }
+  EventLoop& loop() { return loop_; }
 
   // Queues a flush of whatever nghttp2 has to send. Inside an input handler
   // of this connection group (a kubelet connection and its upstreams) the
@@ -69,20 +68,20 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
     }
     if (flush_scheduled_) return;
     flush_scheduled_ = true;
-    boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    loop_.post([self = shared_from_this()] {
       self->flush_scheduled_ = false;
       self->flush();
     });
   }
 
-  // Writes what nghttp2 has to send. Writes go out at once while the socket
-  // takes them (no completion to wait for: the common case costs one send);
-  // only a full socket buffer defers the rest to an async write. A send or
-  // write error, or a session with nothing left to do, fails the endpoint.
+  // Writes what nghttp2 has to send, as one send while the socket takes it
+  // (the common case costs one system call); only a full socket buffer
+  // keeps the rest until the loop tells of room (onWritable). A send error,
+  // or a session with nothing left to do, fails the endpoint.
   void flush();
 
-  // Makes the socket non-blocking and starts reading; each read is fed to
-  // the session.
+  // Has the loop watch the socket; each read is fed to the session. FAILs
+  // the endpoint when the loop refuses the socket.
   void startReading();
 
   // Closes the socket and reports why (onClosed), once.
@@ -102,17 +101,24 @@ class H2Endpoint : public std::enable_shared_from_this<H2Endpoint> {
   void createSession(bool server, const SessionCallbacks& cb,
                      std::initializer_list<nghttp2_settings_entry> settings);
 
-  Socket socket_;
+  EventLoop& loop_;
+  int fd_;
   nghttp2_session* session_ = nullptr;
   H2Endpoint* group_ = nullptr;  // the leader; null on the leader itself
 
  private:
-  void readAvailable();
+  void onReadable(bool hangup) override { readAvailable(hangup); }
+  void onWritable() override;
+  void readAvailable(bool hangup = false);
   void handleInput(size_t n);
+  // Sends out_ from out_sent_ on; false when the socket is full (the rest
+  // waits for onWritable) or the endpoint failed.
+  bool sendPending();
 
   std::vector<uint8_t> read_buf_;
   std::string out_;
-  bool writing_ = false;
+  size_t out_sent_ = 0;
+  bool writing_ = false;  // out_ waits for room in the socket
   bool flush_scheduled_ = false;
   bool queued_ = false;  // in the group's dirty_ list
   bool closed_ = false;

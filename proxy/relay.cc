@@ -1,7 +1,5 @@
 #include "proxy/relay.h"
 
-#include <boost/asio/post.hpp>
-
 #include "proxy/downstream.h"
 
 // The relay's parts, by seam: byte_queue.h, h2_headers.h, request_check.h,
@@ -10,8 +8,6 @@
 // entry: Connection, the handle server.cc holds, and LogLimiter.
 
 namespace crihook {
-
-namespace asio = boost::asio;
 
 bool LogLimiter::allow(uint64_t& held_back) {
   std::lock_guard lock(mu_);
@@ -30,8 +26,8 @@ struct Connection::Impl final : public relay::Downstream {
   using relay::Downstream::Downstream;
 };
 
-Connection::Connection(Socket socket, RelayContext& ctx)
-    : starting_(std::make_shared<Impl>(std::move(socket), ctx)), weak_(starting_) {}
+Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx)
+    : starting_(std::make_shared<Impl>(loop, fd, ctx)), weak_(starting_) {}
 
 Connection::~Connection() = default;
 
@@ -39,16 +35,15 @@ void Connection::start() {
   // Runs on the connection's own loop; from then on its I/O handlers keep it
   // alive.
   std::shared_ptr<Impl> impl = std::move(starting_);
-  asio::post(impl->executor(), [impl] { impl->start(); });
+  impl->loop().post([impl] { impl->start(); });
 }
 
 void Connection::shutdown() {
-  if (auto impl = weak_.lock()) asio::post(impl->executor(), [impl] { impl->shutdown(); });
+  if (auto impl = weak_.lock()) impl->loop().post([impl] { impl->shutdown(); });
 }
 
 void Connection::close() {
-  if (auto impl = weak_.lock())
-    asio::post(impl->executor(), [impl] { impl->closeAll("closed by crihookd"); });
+  if (auto impl = weak_.lock()) impl->loop().post([impl] { impl->closeAll("closed by crihookd"); });
 }
 
 bool Connection::alive() const { return !weak_.expired(); }

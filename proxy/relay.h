@@ -4,7 +4,7 @@
 //
 // Each accepted connection gets its own upstream HTTP/2 connection to the
 // backend socket (opened on the first call, replaced after the backend sends
-// GOAWAY or goes away). Both live on one io_context thread, so a call's two
+// GOAWAY or goes away). Both live on one EventLoop thread, so a call's two
 // streams are never touched by two threads and need no lock. Streams of
 // methods that are not intercepted are relayed frame by frame: headers,
 // message bytes and trailers pass through undecoded, with HTTP/2 flow
@@ -15,8 +15,6 @@
 #include <spdlog/logger.h>
 
 #include <atomic>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -25,6 +23,7 @@
 
 #include "cri/interceptor.h"
 #include "metrics/call_metrics.h"
+#include "proxy/event_loop.h"
 
 namespace crihook {
 
@@ -77,21 +76,19 @@ struct RelayContext {
 
 class Connection {
  public:
-  using Socket = boost::asio::local::stream_protocol::socket;
-
-  // `socket` is connected and bound to an io_context; everything the
-  // connection does runs on that io_context.
-  Connection(Socket socket, RelayContext& ctx);
+  // `fd` is an accepted socket, non-blocking, now the connection's;
+  // everything the connection does runs on `loop`, which outlives it.
+  Connection(relay::EventLoop& loop, int fd, RelayContext& ctx);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   // Sends the server preface and starts reading, on the connection's
-  // io_context. Call once, from any thread.
+  // loop. Call once, from any thread.
   void start();
 
   // Graceful: GOAWAY to the client (no new streams), in-flight calls finish.
-  // Thread-safe (posts to the connection's io_context).
+  // Thread-safe (posts to the connection's loop).
   void shutdown();
 
   // Abrupt: closes both sides now. Thread-safe.

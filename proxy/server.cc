@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -20,9 +18,6 @@
 #include "base/unix_listener.h"
 
 namespace crihook {
-
-namespace asio = boost::asio;
-using Stream = asio::local::stream_protocol;
 
 namespace {
 
@@ -34,13 +29,20 @@ namespace {
 constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
 constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
 
-bool outOfResources(const boost::system::error_code& ec) {
-  const int e = ec.value();
-  return ec.category() == boost::system::system_category() &&
-         (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM);
-}
+bool outOfResources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
 
 }  // namespace
+
+// The listening socket's handler on loops_[0].
+class Server::Acceptor final : public relay::IoHandler {
+ public:
+  explicit Acceptor(Server& server) : server_(server) {}
+  void onReadable(bool) override { server_.acceptReady(); }
+  void onWritable() override {}
+
+ private:
+  Server& server_;
+};
 
 Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<spdlog::logger> log)
     : config_(config) {
@@ -60,6 +62,7 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
 Server::~Server() {
   if (running_) shutdown(std::chrono::milliseconds(0));
   if (adopted_ && adopted_->fd >= 0) ::close(adopted_->fd);  // adopted, never served
+  if (listen_fd_ >= 0) ::close(listen_fd_);                  // listened, never served
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -72,7 +75,10 @@ absl::Status Server::start() {
 }
 
 void Server::serve() {
-  asio::post(*loops_[0], [this] { accept(); });
+  loops_[0]->post([this] {
+    accepting_ = true;
+    acceptReady();  // what queued in the backlog since listen()
+  });
 }
 
 absl::Status Server::listen() {
@@ -107,37 +113,40 @@ absl::Status Server::listen() {
   if (!adopted_ && ::unlink(path.c_str()) == 0) ctx_.log->info("removed stale socket {}", path);
 
   const int workers = std::max(1, config_.workers);
-  for (int i = 0; i < workers; ++i) loops_.push_back(std::make_unique<asio::io_context>(1));
+  for (int i = 0; i < workers; ++i) {
+    auto loop = relay::EventLoop::create();
+    if (!loop.ok())
+      return absl::FailedPreconditionError(cat("event loop: ", loop.status().message()));
+    loops_.push_back(std::move(*loop));
+  }
 
-  acceptor_ = std::make_unique<Stream::acceptor>(*loops_[0]);
-  accept_timer_ = std::make_unique<asio::steady_timer>(*loops_[0]);
-  boost::system::error_code bec;
   if (adopted_) {
     // Its mode and group are the socket unit's (SocketMode=, SocketGroup=).
-    acceptor_->assign(Stream(), adopted_->fd, bec);
-    if (bec) {
+    listen_fd_ = adopted_->fd;
+    adopted_->fd = -1;  // the server's now
+    const int flags = ::fcntl(listen_fd_, F_GETFL);
+    if (flags < 0 || ::fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
       return absl::FailedPreconditionError(
-          cat("activated socket ", path, " (fd ", adopted_->fd, "): ", bec.message()));
+          cat("activated socket ", path, " (fd ", listen_fd_, "): ", std::strerror(errno)));
     }
-    adopted_->fd = -1;  // the acceptor's now
   } else {
     // Listening with its mode and group before the path appears
-    // (config/unix_listener.h): a client that dials as soon as the file
+    // (base/unix_listener.h): a client that dials as soon as the file
     // exists is never refused.
     auto fd = listenUnixSocket(
         path, {.mode = config_.socket_mode, .group = config_.socket_group, .what = "listen on"});
     if (!fd.ok()) return fd.status();
-    acceptor_->assign(Stream(), *fd, bec);
-    if (bec) {
-      ::close(*fd);
-      return absl::FailedPreconditionError(cat("listen on ", path, ": ", bec.message()));
-    }
+    listen_fd_ = *fd;
+    const int flags = ::fcntl(listen_fd_, F_GETFL);
+    if (flags < 0 || ::fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK) != 0)
+      return absl::FailedPreconditionError(cat("listen on ", path, ": ", std::strerror(errno)));
   }
+  // Watched before the loop runs; accepted from only once serve() is called.
+  acceptor_ = std::make_shared<Acceptor>(*this);
+  if (absl::Status s = loops_[0]->watch(listen_fd_, acceptor_); !s.ok())
+    return absl::FailedPreconditionError(cat("listen on ", path, ": ", s.message()));
 
-  for (auto& loop : loops_) {
-    guards_.emplace_back(asio::make_work_guard(*loop));
-    threads_.emplace_back([l = loop.get()] { l->run(); });
-  }
+  for (auto& loop : loops_) threads_.emplace_back([l = loop.get()] { l->run(); });
   running_ = true;
   ctx_.log->info("{} {}, relaying to {} ({} event loops)",
                  adopted_ ? "serving the activated socket" : "listening on", path,
@@ -145,51 +154,67 @@ absl::Status Server::listen() {
   return absl::OkStatus();
 }
 
-void Server::accept() {
-  asio::io_context& loop = *loops_[next_loop_++ % loops_.size()];
-  acceptor_->async_accept(loop, [this](const boost::system::error_code& ec, Stream::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
+void Server::acceptReady() {
+  if (!accepting_ || accept_timer_ != 0) return;  // not yet, or backing off
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     uint64_t held_back = 0;
-    if (!ec) {
-      accept_backoff_ = std::chrono::milliseconds(0);
-      if (ctx_.open_connections.load() >= config_.max_connections) {
-        boost::system::error_code ignored;
-        socket.close(ignored);
-        if (refused_log_.allow(held_back)) {
+    if (fd < 0) {
+      const int e = errno;
+      if (e == EAGAIN || e == EWOULDBLOCK) return;  // drained: the next edge tells
+      if (e == EINTR || e == ECONNABORTED) continue;
+      if (outOfResources(e)) {
+        accept_backoff_ = std::clamp(accept_backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+        if (accept_log_.allow(held_back)) {
           ctx_.log->warn(
-              "closed a new connection: {} connections open, server.max_connections is {}; "
-              "{} more closed since the last message",
-              ctx_.open_connections.load(), config_.max_connections, held_back);
+              "accept: {}; retrying after {}ms, backing off up to {}ms; {} more failures "
+              "since the last message",
+              std::strerror(e), accept_backoff_.count(), kAcceptBackoffMax.count(), held_back);
         }
-      } else {
-        std::lock_guard lock(connections_mu_);
-        connections_.remove_if([](const Connection& c) { return !c.alive(); });
-        connections_.emplace_back(std::move(socket), ctx_).start();
+      } else if (accept_log_.allow(held_back)) {
+        ctx_.log->warn("accept: {}; {} more failures since the last message", std::strerror(e),
+                       held_back);
       }
-    } else if (outOfResources(ec)) {
-      accept_backoff_ = std::clamp(accept_backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
-      if (accept_log_.allow(held_back)) {
-        ctx_.log->warn(
-            "accept: {}; retrying after {}ms, backing off up to {}ms; {} more failures "
-            "since the last message",
-            ec.message(), accept_backoff_.count(), kAcceptBackoffMax.count(), held_back);
-      }
+      // The connection stays in the backlog and no new edge comes for it:
+      // try again after the backoff (at least kAcceptBackoffMin).
+      if (!outOfResources(e)) accept_backoff_ = kAcceptBackoffMin;
       acceptLater();
       return;
-    } else if (accept_log_.allow(held_back)) {
-      ctx_.log->warn("accept: {}; {} more failures since the last message", ec.message(),
-                     held_back);
     }
-    accept();
-  });
+    accept_backoff_ = std::chrono::milliseconds(0);
+    if (ctx_.open_connections.load() >= config_.max_connections) {
+      ::close(fd);
+      if (refused_log_.allow(held_back)) {
+        ctx_.log->warn(
+            "closed a new connection: {} connections open, server.max_connections is {}; "
+            "{} more closed since the last message",
+            ctx_.open_connections.load(), config_.max_connections, held_back);
+      }
+      continue;
+    }
+    relay::EventLoop& loop = *loops_[next_loop_++ % loops_.size()];
+    std::lock_guard lock(connections_mu_);
+    connections_.remove_if([](const Connection& c) { return !c.alive(); });
+    connections_.emplace_back(loop, fd, ctx_).start();
+  }
 }
 
 void Server::acceptLater() {
-  accept_timer_->expires_after(accept_backoff_);
-  accept_timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !acceptor_->is_open()) return;
-    accept();
+  accept_timer_ = loops_[0]->runAfter(accept_backoff_, [this] {
+    accept_timer_ = 0;
+    acceptReady();
   });
+}
+
+void Server::closeListener() {
+  accepting_ = false;
+  if (accept_timer_ != 0) loops_[0]->cancel(accept_timer_);
+  accept_timer_ = 0;
+  if (listen_fd_ >= 0) {
+    loops_[0]->unwatch(listen_fd_);
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
 }
 
 int64_t Server::shutdown(std::chrono::milliseconds grace) {
@@ -199,10 +224,8 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
   // connection accepted until then gets its GOAWAY below; one made after it
   // waits in the backlog (an activated socket) for the next crihookd.
   auto closed = std::make_shared<std::promise<void>>();
-  asio::post(*loops_[0], [this, closed] {
-    boost::system::error_code ignored;
-    acceptor_->close(ignored);
-    accept_timer_->cancel();
+  loops_[0]->post([this, closed] {
+    closeListener();
     closed->set_value();
   });
   closed->get_future().wait_for(std::chrono::seconds(2));
@@ -221,24 +244,16 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
     std::lock_guard lock(connections_mu_);
     for (Connection& c : connections_) c.close();
   }
-  // Let the closes and their handlers run out, then stop whatever is left.
-  guards_.clear();
-  const auto stop_by = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (auto& loop : loops_) {
-    while (!loop->stopped() && std::chrono::steady_clock::now() < stop_by) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    loop->stop();
-  }
+  // A loop runs the closes (and what they post) before it stops.
+  for (auto& loop : loops_) loop->stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
   {
     std::lock_guard lock(connections_mu_);
     connections_.clear();
   }
-  accept_timer_.reset();
-  acceptor_.reset();
   loops_.clear();
+  acceptor_.reset();
   // systemd's socket stays: the next crihookd serves what queued meanwhile.
   if (!adopted_) ::unlink(config_.listen_path.c_str());
   return cut;

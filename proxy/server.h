@@ -3,10 +3,6 @@
 // crihookd's listener: the Unix socket kubelet connects to, the event-loop
 // threads, and graceful shutdown. One Server per process.
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -19,6 +15,7 @@
 #include "absl/status/status.h"
 #include "config/config.h"
 #include "cri/interceptor.h"
+#include "proxy/event_loop.h"
 #include "proxy/relay.h"
 #include "proxy/socket_activation.h"
 
@@ -67,20 +64,25 @@ class Server {
   void setCallMetrics(metrics::CallMetrics* m) { ctx_.call_metrics = m; }
 
  private:
-  // Accepts the next connection. A connection past server.max_connections is
-  // closed at once; out of descriptors or memory, accepting backs off
+  class Acceptor;
+
+  // On loops_[0]: accepts every connection waiting, handing each to the
+  // next loop in turn. A connection past server.max_connections is closed
+  // at once; out of descriptors or memory, accepting backs off
   // (kAcceptBackoffMin doubling to kAcceptBackoffMax) instead of spinning.
-  void accept();
+  void acceptReady();
   void acceptLater();
+  void closeListener();
 
   Config config_;
   RelayContext ctx_;
-  std::vector<std::unique_ptr<boost::asio::io_context>> loops_;
-  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guards_;
+  std::vector<std::unique_ptr<relay::EventLoop>> loops_;
   std::vector<std::thread> threads_;
-  std::unique_ptr<boost::asio::local::stream_protocol::acceptor> acceptor_;
+  int listen_fd_ = -1;      // non-blocking, watched by loops_[0]
+  bool accepting_ = false;  // on loops_[0]: serve() was called, not yet shut down
+  std::shared_ptr<Acceptor> acceptor_;
   size_t next_loop_ = 0;
-  std::unique_ptr<boost::asio::steady_timer> accept_timer_;  // on loops_[0], as the acceptor
+  uint64_t accept_timer_ = 0;  // on loops_[0]: the backoff's retry
   std::chrono::milliseconds accept_backoff_{0};
   LogLimiter accept_log_;
   LogLimiter refused_log_;

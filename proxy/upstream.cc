@@ -1,44 +1,71 @@
 #include "proxy/upstream.h"
 
-#include <boost/asio/post.hpp>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "base/text.h"
 #include "proxy/downstream.h"
 
 namespace crihook::relay {
 
-namespace asio = boost::asio;
+namespace {
 
-Upstream::Upstream(Socket socket, Downstream* owner)
-    : H2Endpoint(std::move(socket)), owner_(owner) {
+// How often a backend whose listen backlog is full (EAGAIN) is tried again.
+constexpr std::chrono::milliseconds kConnectRetry(10);
+
+}  // namespace
+
+Upstream::Upstream(EventLoop& loop, Downstream* owner) : H2Endpoint(loop, -1), owner_(owner) {
   group_ = owner;
 }
 
 void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
                        std::function<void(const std::string&)> done) {
-  auto self = std::static_pointer_cast<Upstream>(shared_from_this());
-  connect_timer_ = std::make_unique<asio::steady_timer>(socket_.get_executor(), timeout);
-  auto finished = std::make_shared<bool>(false);
-  connect_timer_->async_wait([self, finished, done, timeout](const boost::system::error_code& ec) {
-    if (ec || *finished) return;
-    *finished = true;
-    boost::system::error_code ignored;
-    self->socket_.close(ignored);
-    done(cat("connect timed out after ", timeout.count(), "ms"));
-  });
-  socket_.async_connect(asio::local::stream_protocol::endpoint(path),
-                        [self, finished, done](const boost::system::error_code& ec) {
-                          if (*finished) return;
-                          *finished = true;
-                          self->connect_timer_->cancel();
-                          if (ec) {
-                            done(ec.message());
-                            return;
-                          }
-                          self->setupSession();
-                          self->startReading();
-                          done("");
-                        });
+  connect_deadline_ = EventLoop::Clock::now() + timeout;
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    loop_.post([done, why = std::string(std::strerror(errno))] { done(why); });
+    return;
+  }
+  tryConnect(path, timeout, std::move(done));
+}
+
+void Upstream::tryConnect(const std::string& path, std::chrono::milliseconds timeout,
+                          std::function<void(const std::string&)> done) {
+  if (closed()) {
+    loop_.post([done] { done("closed while connecting"); });
+    return;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    loop_.post([done] { done("the socket path is longer than a Unix socket path may be"); });
+    return;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+    setupSession();
+    startReading();
+    // Later, as any completion: the caller is still in forward().
+    auto self = shared_from_this();
+    loop_.post([self, done] { done(self->closed() ? "closed while connecting" : ""); });
+    return;
+  }
+  const int e = errno;
+  if ((e == EAGAIN || e == EINTR) && EventLoop::Clock::now() < connect_deadline_) {
+    auto self = std::static_pointer_cast<Upstream>(shared_from_this());
+    // A retry pending when the upstream closes reports that (above).
+    loop_.runAfter(kConnectRetry,
+                   [self, path, timeout, done] { self->tryConnect(path, timeout, done); });
+    return;
+  }
+  const std::string why = e == EAGAIN || e == EINTR
+                              ? cat("connect timed out after ", timeout.count(), "ms")
+                              : std::string(std::strerror(e));
+  loop_.post([done, why] { done(why); });
 }
 
 void Upstream::setupSession() {
@@ -77,7 +104,6 @@ void Upstream::afterInput() {
 }
 
 void Upstream::onClosed(const std::string& why) {
-  if (connect_timer_) connect_timer_->cancel();
   if (owner_) owner_->onUpstreamLost(*this, why);
   streams_.clear();
 }
@@ -159,8 +185,7 @@ int Upstream::onStreamClose(int32_t stream_id, uint32_t error_code) {
   }
   if (draining_ && streams_.empty() && owner_) {
     // The last stream of a connection the backend is retiring.
-    boost::asio::post(executor(),
-                      [self = shared_from_this()] { self->fail("drained after GOAWAY"); });
+    loop_.post([self = shared_from_this()] { self->fail("drained after GOAWAY"); });
   }
   return 0;
 }

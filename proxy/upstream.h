@@ -2,9 +2,8 @@
 
 // The runtime side of a relayed connection: an HTTP/2 client connection to
 // the backend socket, carrying the calls of one kubelet connection (its
-// owner, a Downstream). Runs on the owner's io_context; not thread-safe.
+// owner, a Downstream). Runs on the owner's EventLoop; not thread-safe.
 
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -23,10 +22,12 @@ class Downstream;
 class Upstream final : public H2Endpoint {
  public:
   // `owner` outlives the upstream or detaches it first.
-  Upstream(Socket socket, Downstream* owner);
+  Upstream(EventLoop& loop, Downstream* owner);
 
-  // Connects (bounded by `timeout`) and starts the session; `done` runs on
-  // the executor with the outcome ("" on success, else why not).
+  // Connects to the Unix socket `path` and starts the session; `done` runs
+  // later on the loop with the outcome ("" on success, else why not). A
+  // backend whose backlog is full is tried again every 10 ms until
+  // `timeout`.
   void connect(const std::string& path, std::chrono::milliseconds timeout,
                std::function<void(const std::string& error)> done);
 
@@ -53,6 +54,8 @@ class Upstream final : public H2Endpoint {
   void onClosed(const std::string& why) override;
   void afterInput() override;
   void setupSession();
+  void tryConnect(const std::string& path, std::chrono::milliseconds timeout,
+                  std::function<void(const std::string& error)> done);
 
   // nghttp2 callbacks (SessionTrampolines).
   int onHeader(const nghttp2_frame& frame, std::string_view name, std::string_view value);
@@ -65,7 +68,7 @@ class Upstream final : public H2Endpoint {
   Downstream* owner_;
   std::map<int32_t, int32_t> streams_;  // upstream stream id -> downstream stream id
   bool draining_ = false;
-  std::unique_ptr<boost::asio::steady_timer> connect_timer_;
+  EventLoop::Clock::time_point connect_deadline_{};
 };
 
 }  // namespace crihook::relay

@@ -1,0 +1,224 @@
+// The relay's event loop (proxy/event_loop.h): tasks from its own thread and
+// others, timers, edge-triggered input, room to write, and stop.
+
+#include "proxy/event_loop.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace crihook::relay {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<EventLoop> makeLoop() {
+  auto loop = EventLoop::create();
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  return std::move(*loop);
+}
+
+// A loop on a thread of its own, stopped and joined at the end.
+struct RunningLoop {
+  std::unique_ptr<EventLoop> loop = makeLoop();
+  std::thread thread{[this] { loop->run(); }};
+  ~RunningLoop() {
+    loop->stop();
+    thread.join();
+  }
+  // Runs `f` on the loop's thread and waits for it.
+  template <class F>
+  void on(F f) {
+    std::promise<void> done;
+    loop->post([&] {
+      f();
+      done.set_value();
+    });
+    ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  }
+};
+
+struct SocketPair {
+  int ours = -1, theirs = -1;
+  SocketPair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    ours = fds[0];
+    theirs = fds[1];
+  }
+  ~SocketPair() {
+    if (ours >= 0) ::close(ours);
+    ::close(theirs);
+  }
+};
+
+TEST(EventLoop, TasksPostedFromOtherThreadsRunOnTheLoopInOrder) {
+  RunningLoop r;
+  std::vector<int> seen;
+  std::atomic<bool> all_on_loop{true};
+  std::promise<void> done;
+  for (int i = 0; i < 100; ++i) {
+    r.loop->post([&, i] {
+      if (!r.loop->inLoop()) all_on_loop = false;
+      seen.push_back(i);
+      if (i == 99) done.set_value();
+    });
+  }
+  ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(all_on_loop);
+  ASSERT_EQ(seen.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], i);
+  EXPECT_FALSE(r.loop->inLoop());
+}
+
+TEST(EventLoop, DispatchRunsAtOnceOnTheLoopAndIsPostedElsewhere) {
+  RunningLoop r;
+  std::vector<std::string> order;
+  r.on([&] {
+    r.loop->dispatch([&] { order.push_back("dispatched"); });
+    order.push_back("after");
+  });
+  EXPECT_EQ(order, (std::vector<std::string>{"dispatched", "after"}));
+  std::promise<bool> on_loop;
+  r.loop->dispatch([&] { on_loop.set_value(r.loop->inLoop()); });
+  EXPECT_TRUE(on_loop.get_future().get());
+}
+
+TEST(EventLoop, TimersRunInDeadlineOrderNotEarlyAndCancelledOnesNever) {
+  RunningLoop r;
+  std::mutex mu;
+  std::vector<std::string> fired;
+  std::promise<void> last;
+  const auto start = EventLoop::Clock::now();
+  EventLoop::Clock::time_point late_at{};
+  r.on([&] {
+    r.loop->runAfter(60ms, [&] {
+      std::lock_guard lock(mu);
+      fired.push_back("60");
+    });
+    const uint64_t cancelled = r.loop->runAfter(20ms, [&] {
+      std::lock_guard lock(mu);
+      fired.push_back("cancelled");
+    });
+    r.loop->runAfter(10ms, [&] {
+      std::lock_guard lock(mu);
+      fired.push_back("10");
+    });
+    r.loop->runAfter(100ms, [&] {
+      late_at = EventLoop::Clock::now();
+      last.set_value();
+    });
+    r.loop->cancel(cancelled);
+  });
+  ASSERT_EQ(last.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_GE(late_at - start, 100ms);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(fired, (std::vector<std::string>{"10", "60"}));
+}
+
+// Records what the loop tells it, and reads what it is told to.
+class Reader final : public IoHandler {
+ public:
+  explicit Reader(int fd) : fd_(fd) {}
+  void onReadable(bool hangup) override {
+    ++wakeups;
+    hangups += hangup;
+    char buf[4];  // small: a long input takes several reads
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n <= 0) {
+        eof = eof || n == 0;
+        return;
+      }
+      got.append(buf, static_cast<size_t>(n));
+    }
+  }
+  void onWritable() override { ++writable; }
+
+  int fd_;
+  int wakeups = 0, hangups = 0, writable = 0;
+  bool eof = false;
+  std::string got;
+};
+
+TEST(EventLoop, InputIsReportedOncePerEdgeAndAHangupSaysSo) {
+  SocketPair p;
+  auto loop = makeLoop();
+  auto reader = std::make_shared<Reader>(p.ours);
+  ASSERT_TRUE(loop->watch(p.ours, reader).ok());
+  EXPECT_EQ(loop->poll(), 0u);  // nothing yet
+  ASSERT_EQ(::send(p.theirs, "hello world", 11, 0), 11);
+  EXPECT_EQ(loop->poll(), 1u);
+  EXPECT_EQ(reader->got, "hello world");
+  EXPECT_EQ(loop->poll(), 0u);  // drained: no second report without new input
+  EXPECT_EQ(reader->wakeups, 1);
+  ::shutdown(p.theirs, SHUT_WR);
+  loop->poll();
+  EXPECT_EQ(reader->hangups, 1);
+  EXPECT_TRUE(reader->eof);
+}
+
+TEST(EventLoop, RoomToWriteIsToldOnlyWhileAsked) {
+  SocketPair p;
+  auto loop = makeLoop();
+  auto handler = std::make_shared<Reader>(p.ours);
+  ASSERT_TRUE(loop->watch(p.ours, handler).ok());
+  loop->poll();
+  EXPECT_EQ(handler->writable, 0);  // writable all along, not asked
+  // Fill the socket, then ask.
+  const std::string chunk(65536, 'x');
+  while (::send(p.ours, chunk.data(), chunk.size(), MSG_DONTWAIT) > 0) {
+  }
+  loop->wantWritable(p.ours, true);
+  loop->poll();
+  EXPECT_EQ(handler->writable, 0);  // still full
+  char buf[65536];
+  while (::recv(p.theirs, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+  }
+  loop->poll();
+  EXPECT_EQ(handler->writable, 1);
+  loop->wantWritable(p.ours, false);
+  ::send(p.ours, "y", 1, MSG_DONTWAIT);
+  while (::recv(p.theirs, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+  }
+  loop->poll();
+  EXPECT_EQ(handler->writable, 1);
+}
+
+TEST(EventLoop, AnUnwatchedHandlerIsReleasedAfterItsTurnAndHearsNoMore) {
+  SocketPair p;
+  auto loop = makeLoop();
+  auto reader = std::make_shared<Reader>(p.ours);
+  std::weak_ptr<Reader> weak = reader;
+  ASSERT_TRUE(loop->watch(p.ours, std::move(reader)).ok());
+  loop->unwatch(p.ours);
+  EXPECT_FALSE(weak.expired());  // held until the loop's next task
+  ::send(p.theirs, "late", 4, 0);
+  loop->poll();
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST(EventLoop, StopRunsWhatWasPostedBeforeItThenRunReturns) {
+  auto loop = makeLoop();
+  std::atomic<int> ran{0};
+  std::thread t([&] { loop->run(); });
+  for (int i = 0; i < 10; ++i) {
+    loop->post([&, l = loop.get()] {
+      ++ran;
+      l->post([&] { ++ran; });  // and what those post on the loop
+    });
+  }
+  loop->stop();
+  t.join();
+  EXPECT_EQ(ran.load(), 20);
+}
+
+}  // namespace
+}  // namespace crihook::relay
