@@ -8,6 +8,7 @@
 // Backends: an in-process gRPC CRI server (always), and a real containerd when
 // its socket is given (bench/run.sh starts a private one).
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -113,11 +114,14 @@ double pct(std::vector<double>& v, double p) {
 
 using Call = std::function<bool(v1::RuntimeService::Stub&, int /*client*/, int /*i*/)>;
 
-// Latency with one client; throughput with `clients` clients for `window`.
+// Latency with one client; throughput with `clients` clients, each on its
+// own connection, or with `clients` concurrent streams on one connection
+// (`shared`: kubelet multiplexes all its calls on one).
 struct Runner {
   std::string path;
   int iterations;
   int clients;
+  bool shared = false;
 
   std::vector<double> latency(const Call& call, int n) {
     auto stub = v1::RuntimeService::NewStub(channel(path, 0));
@@ -137,8 +141,9 @@ struct Runner {
 
   double throughput(const Call& call, int per_client) {
     std::vector<std::unique_ptr<v1::RuntimeService::Stub>> stubs;
+    auto one = channel(path, 1);
     for (int c = 0; c < clients; ++c) {
-      stubs.push_back(v1::RuntimeService::NewStub(channel(path, c + 1)));
+      stubs.push_back(v1::RuntimeService::NewStub(shared ? one : channel(path, c + 1)));
       call(*stubs.back(), c, 0);
     }
     std::atomic<int> failures{0};
@@ -169,9 +174,9 @@ void report(const char* scenario, const char* backend, std::vector<double> d, st
 // Runs `call` direct and proxied in alternating rounds and reports both.
 // Returns how many calls went through crihookd.
 long compare(const char* scenario, const char* backend, const std::string& direct,
-             const std::string& proxied, const Call& call, int iterations, int clients,
-             int rounds) {
-  Runner rd{direct, iterations, clients}, rp{proxied, iterations, clients};
+             const std::string& proxied, const Call& call, int iterations, int clients, int rounds,
+             bool shared = false) {
+  Runner rd{direct, iterations, clients, shared}, rp{proxied, iterations, clients, shared};
   std::vector<double> ld, lp;
   std::vector<double> td, tp;
   for (int r = 0; r < rounds; ++r) {
@@ -204,6 +209,38 @@ double cpuMicros(pid_t pid) {
 // Starts crihookd with no config file and a state directory of its own
 // (`listen` + ".state", new), so that no record of an earlier run is read or
 // grown.
+// The system calls crihookd (all its threads) makes while `run` runs,
+// counted by strace -c -f attached to it; -1 without strace. Per call:
+// divide by what `run` returns. strace slows every system call down, so
+// nothing is timed meanwhile.
+double systemCallsPerCall(pid_t pid, const std::string& dir, const std::function<long()>& run) {
+  if (::access("/usr/bin/strace", X_OK) != 0) return -1;
+  const std::string out = dir + "/strace.txt";
+  const std::string target = std::to_string(pid);
+  const pid_t tracer = ::fork();
+  if (tracer == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execl("/usr/bin/strace", "strace", "-f", "-c", "-o", out.c_str(), "-p", target.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Attached to every thread well before this (strace tells no one).
+  std::this_thread::sleep_for(500ms);
+  const long calls = run();
+  ::kill(tracer, SIGINT);
+  ::waitpid(tracer, nullptr, 0);
+  std::ifstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(f), {}};
+    // "% time  seconds  usecs/call  calls  [errors]  total"
+    if (w.size() >= 5 && w.back() == "total")
+      return std::stod(w[3]) / static_cast<double>(std::max(1L, calls));
+  }
+  return -1;
+}
+
 pid_t spawnCrihookd(const std::string& binary, const std::string& listen,
                     const std::string& backend) {
   const std::string state = listen + ".state";
@@ -336,11 +373,29 @@ int main(int argc, char** argv) {
     const long calls = run();
     cpu.emplace_back(name, (cpuMicros(proxy) - before) / static_cast<double>(std::max(1L, calls)));
   };
+  std::vector<std::pair<std::string, double>> syscalls;
   if (want("version")) {
     measured("Version", [&] {
       return compare("Version (tiny unary)", "fake", dir + "/fake.sock", dir + "/crihook-fake.sock",
                      version, iterations, clients, rounds);
     });
+    measured("Version, 16 streams on one connection", [&] {
+      return compare("Version, 16 streams, 1 connection", "fake", dir + "/fake.sock",
+                     dir + "/crihook-fake.sock", version, iterations, 16, rounds, true);
+    });
+    // Counted apart from the timed runs, on warm connections.
+    const int n = std::max(1000, iterations / 2);
+    Runner one{dir + "/crihook-fake.sock", n, 1}, many{dir + "/crihook-fake.sock", n, 16, true};
+    auto stub = v1::RuntimeService::NewStub(channel(one.path, 0));
+    version(*stub, 0, 0);
+    syscalls.emplace_back("1 client", systemCallsPerCall(proxy, dir, [&] {
+                            for (int i = 0; i < n; ++i) version(*stub, 0, i);
+                            return static_cast<long>(n);
+                          }));
+    syscalls.emplace_back("16 streams on one connection", systemCallsPerCall(proxy, dir, [&] {
+                            many.throughput(version, n / 16);
+                            return static_cast<long>(16 + 16 * (n / 16));
+                          }));
   }
   char label[64];
   std::snprintf(label, sizeof(label), "ListContainers 5000 (%zu KiB)", fake.listBytes() / 1024);
@@ -416,6 +471,15 @@ int main(int argc, char** argv) {
               idle_rss, loaded_rss);
   for (const auto& [name, us] : cpu)
     std::printf("crihookd CPU time, %s: %.1f us per relayed call\n", name.c_str(), us);
+  for (const auto& [name, per_call] : syscalls) {
+    if (per_call < 0) {
+      std::printf("crihookd system calls per relayed Version call, %s: not counted (no strace)\n",
+                  name.c_str());
+    } else {
+      std::printf("crihookd system calls per relayed Version call, %s: %.2f (strace -c -f)\n",
+                  name.c_str(), per_call);
+    }
+  }
   server->Shutdown();
   std::filesystem::remove_all(dir);
   return 0;

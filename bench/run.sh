@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs crihook_bench against the in-process fake runtime and a private
 # containerd, with crihookd and, as the baseline a proxy must be measured
-# against, a raw byte relay (socat) in the same place.
+# against, a raw byte relay (socat) in the same place; then the grpc-go
+# client (gocri bench, kubelet's client library) against containerd direct,
+# through crihookd and through socat, in alternating rounds.
 # Usage: bash bench/run.sh [crihook_bench flags, e.g. --iterations 8000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
-command -v socat >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat >/dev/null
+for tool in socat strace; do
+  command -v $tool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $tool >/dev/null
+done
 [[ $(id -u) -eq 0 ]] || { echo "bench: containerd needs root" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/crihook-benchrun-XXXXXX)
@@ -15,6 +19,7 @@ ctd_pid=""
 cleanup() {
   [[ -z "$ctd_pid" ]] || kill "$ctd_pid" 2>/dev/null || true
   pkill -f "socat UNIX-LISTEN:$work" 2>/dev/null || true
+  pkill -f "crihookd --listen $work/" 2>/dev/null || true
   sleep 0.5
   rm -rf "$work" 2>/dev/null || true
 }
@@ -34,4 +39,46 @@ build/bench/crihook_bench --crihookd build/tools/crihookd --containerd "$work/ct
 echo
 echo "### through a raw byte relay (socat), for comparison"
 build/bench/crihook_bench --crihookd "$work/raw-relay.sh" --containerd "$work/ctd/containerd.sock" "$@" \
-  | grep -v -e 'resident memory' -e 'CPU time'
+  | grep -v -e 'resident memory' -e 'CPU time' -e 'system calls'
+
+# The grpc-go client: Version against containerd, direct, through crihookd
+# (no config file, a state directory of its own) and through socat, three
+# alternating rounds; one line each, medians over the rounds.
+gocri=build/test/e2e/gocri/gocri
+ctd="$work/ctd/containerd.sock"
+build/tools/crihookd --listen "$work/go-crihook.sock" --backend "unix://$ctd" \
+  --state-dir "$work/go-state" --log-level warn &
+go_crihookd=$!
+socat "UNIX-LISTEN:$work/go-socat.sock,fork" "UNIX-CONNECT:$ctd" &
+go_socat=$!
+sleep 1
+echo
+echo "### grpc-go client (gocri bench), Version against containerd: p50 µs (1 client), calls/s (4 connections; 16 streams on 1 connection)"
+for shape in "-conns 1 -streams 1" "-conns 4 -streams 1" "-conns 1 -streams 16"; do
+  for round in 1 2 3; do
+    for via in direct crihookd socat; do
+      sock=$ctd
+      [[ $via == crihookd ]] && sock=$work/go-crihook.sock
+      [[ $via == socat ]] && sock=$work/go-socat.sock
+      # shellcheck disable=SC2086
+      echo "$shape $via $("$gocri" -endpoint "$sock" bench -calls 4000 $shape)"
+    done
+  done
+done | python3 -c '
+import json, statistics, sys
+rows = {}
+for line in sys.stdin:
+    parts = line.split()
+    shape = " ".join(parts[:4]); via = parts[4]; r = json.loads(" ".join(parts[5:]))
+    rows.setdefault(shape, {}).setdefault(via, []).append(r)
+for shape, vias in rows.items():
+    med = {v: (statistics.median(x["p50_us"] for x in rs), statistics.median(x["calls_per_s"] for x in rs)) for v, rs in vias.items()}
+    d = med["direct"]
+    out = [shape]
+    for v in ("direct", "crihookd", "socat"):
+        p50, thr = med[v]
+        out.append(f"{v}: p50 {p50:.1f} thr {thr:.0f}" + ("" if v == "direct" else f" ({p50/d[0]:.2f}x, thr {thr/d[1]:.2f}x)"))
+    print("  " + "; ".join(out))
+'
+kill $go_crihookd $go_socat 2>/dev/null || true
+

@@ -12,6 +12,12 @@
 //
 //	gocri -endpoint SOCK [-authority-mode path|localhost] version
 //	gocri -endpoint SOCK [-authority-mode path|localhost] lifecycle -image NAME [-pod NAME] [-log-dir DIR]
+//	gocri -endpoint SOCK bench [-calls N] [-conns C] [-streams S]
+//
+// bench: Version calls from C connections, S goroutines on each (one
+// connection carrying S concurrent streams, as kubelet's does), N calls in
+// all after a warm-up; prints one JSON line with the p50 and p99 latency in
+// microseconds and the calls per second.
 package main
 
 import (
@@ -21,6 +27,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -188,10 +196,78 @@ func lifecycle(rs cri.RuntimeServiceClient, args []string) {
 	report("RemovePodSandbox", nil)
 }
 
+func bench(args []string) {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	calls := fs.Int("calls", 4000, "Version calls in all")
+	conns := fs.Int("conns", 1, "connections")
+	streams := fs.Int("streams", 1, "concurrent callers on each connection")
+	fs.Parse(args)
+	workers := *conns * *streams
+	if workers < 1 || *calls < workers {
+		fmt.Fprintln(os.Stderr, "gocri bench: need -conns, -streams >= 1 and -calls >= conns*streams")
+		os.Exit(2)
+	}
+	clients := make([]cri.RuntimeServiceClient, *conns)
+	for i := range clients {
+		conn := dial()
+		defer conn.Close()
+		clients[i] = cri.NewRuntimeServiceClient(conn)
+	}
+	one := func(rs cri.RuntimeServiceClient) error {
+		ctx, cancel := call()
+		defer cancel()
+		_, err := rs.Version(ctx, &cri.VersionRequest{Version: "v1"})
+		return err
+	}
+	for _, rs := range clients { // warm each connection
+		for i := 0; i < 20; i++ {
+			check("Version", one(rs))
+		}
+	}
+	per := *calls / workers
+	latencies := make([][]time.Duration, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rs := clients[w%*conns]
+			l := make([]time.Duration, 0, per)
+			for i := 0; i < per; i++ {
+				t0 := time.Now()
+				if err := one(rs); err != nil {
+					errs[w] = err
+					return
+				}
+				l = append(l, time.Since(t0))
+			}
+			latencies[w] = l
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	all := []time.Duration{}
+	for w := range latencies {
+		check("Version", errs[w])
+		all = append(all, latencies[w]...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	at := func(p float64) float64 {
+		return float64(all[int(p*float64(len(all)-1))].Nanoseconds()) / 1000
+	}
+	report("bench", map[string]interface{}{
+		"calls": len(all), "conns": *conns, "streams": *streams,
+		"p50_us": at(0.5), "p99_us": at(0.99),
+		"calls_per_s": float64(len(all)) / elapsed.Seconds(),
+	})
+}
+
 func main() {
 	flag.Parse()
 	if *endpoint == "" || flag.NArg() < 1 {
-		fmt.Fprintln(os.Stderr, "usage: gocri -endpoint SOCK [-authority-mode path|localhost] version|lifecycle ...")
+		fmt.Fprintln(os.Stderr, "usage: gocri -endpoint SOCK [-authority-mode path|localhost] version|lifecycle|bench ...")
 		os.Exit(2)
 	}
 	conn := dial()
@@ -202,6 +278,8 @@ func main() {
 		version(rs)
 	case "lifecycle":
 		lifecycle(rs, flag.Args()[1:])
+	case "bench":
+		bench(flag.Args()[1:])
 	default:
 		fmt.Fprintf(os.Stderr, "gocri: unknown command %q\n", flag.Arg(0))
 		os.Exit(2)
