@@ -1,5 +1,6 @@
 // The relay's event loop (proxy/event_loop.h): tasks from its own thread and
-// others, timers, edge-triggered input, room to write, and stop.
+// others, timers, edge-triggered input, room to write, and stop; and a
+// relayed connection driven on it by hand.
 
 #include "proxy/event_loop.h"
 
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "proxy/relay.h"
 
 namespace crihook::relay {
 namespace {
@@ -218,6 +221,29 @@ TEST(EventLoop, StopRunsWhatWasPostedBeforeItThenRunReturns) {
   loop->stop();
   t.join();
   EXPECT_EQ(ran.load(), 20);
+}
+
+// One edge can carry a client's last bytes and its hang-up together; no
+// other edge follows. The connection must read on to the end and close,
+// not sit on a dead socket until a timeout.
+TEST(EventLoop, AConnectionWhosePeerSentAndHungUpAtOnceIsClosedOnThatEdge) {
+  RelayContext ctx;
+  ctx.backend_path = "/nonexistent/crihook-event-loop-test.sock";
+  ctx.log = std::make_shared<spdlog::logger>("proxy");
+  PassThroughInterceptor pass;
+  ctx.interceptor = &pass;
+  auto loop = makeLoop();
+  SocketPair p;
+  Connection conn(*loop, p.ours, ctx);
+  p.ours = -1;  // the connection's now
+  conn.start();
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  ASSERT_EQ(::send(p.theirs, preface.data(), preface.size(), 0),
+            static_cast<ssize_t>(preface.size()));
+  ::shutdown(p.theirs, SHUT_WR);
+  for (int i = 0; i < 10 && conn.alive(); ++i) loop->poll();
+  EXPECT_FALSE(conn.alive());
+  EXPECT_EQ(ctx.open_connections.load(), 0);
 }
 
 }  // namespace
