@@ -14,17 +14,14 @@
 #include "base/text.h"
 
 namespace crihook {
-namespace {
 
-bool fillAddress(const std::string& path, sockaddr_un& addr) {
+bool unixSocketAddress(const std::string& path, sockaddr_un& addr) {
   if (path.size() >= sizeof(addr.sun_path)) return false;
   addr = {};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
   return true;
 }
-
-}  // namespace
 
 absl::StatusOr<int> listenUnixSocket(const std::string& path, const UnixListenerOptions& options) {
   const std::filesystem::path p(path);
@@ -34,7 +31,7 @@ absl::StatusOr<int> listenUnixSocket(const std::string& path, const UnixListener
   if (path.size() >= sizeof(addr.sun_path))
     return absl::InvalidArgumentError(
         cat(options.what, " ", path, ": longer than a Unix socket path may be"));
-  if (!fillAddress(tmp, addr))
+  if (!unixSocketAddress(tmp, addr))
     return absl::InvalidArgumentError(cat(options.what, " ", path, ": its temporary name ", tmp,
                                           " is longer than a Unix socket path may be"));
   gid_t gid = static_cast<gid_t>(-1);
@@ -72,7 +69,7 @@ absl::StatusOr<int> listenUnixSocket(const std::string& path, const UnixListener
 
 bool unixSocketIsLive(const std::string& path) {
   sockaddr_un addr;
-  if (!fillAddress(path, addr)) return false;
+  if (!unixSocketAddress(path, addr)) return false;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;

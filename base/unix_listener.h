@@ -7,6 +7,7 @@
 // socket (metrics/http_endpoint.cc).
 
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <string>
 
@@ -31,5 +32,9 @@ absl::StatusOr<int> listenUnixSocket(const std::string& path, const UnixListener
 
 // True when something accepts connections on `path` right now.
 bool unixSocketIsLive(const std::string& path);
+
+// Fills `addr` with `path` (AF_UNIX); false, `addr` untouched, when the path
+// is too long for a Unix socket address.
+bool unixSocketAddress(const std::string& path, sockaddr_un& addr);
 
 }  // namespace crihook

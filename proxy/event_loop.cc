@@ -102,9 +102,15 @@ size_t EventLoop::poll() {
 
 void EventLoop::stop() {
   stopping_.store(true);
-  const uint64_t one = 1;
-  woken_.store(true);
-  (void)!::write(wake_fd_, &one, sizeof(one));
+  wake();
+}
+
+void EventLoop::wake() {
+  // One eventfd write per wake-up, however many posts it carries.
+  if (!woken_.exchange(true)) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
 }
 
 void EventLoop::post(Task task) {
@@ -116,11 +122,7 @@ void EventLoop::post(Task task) {
     std::lock_guard lock(remote_mu_);
     remote_.push_back(std::move(task));
   }
-  // One eventfd write per wake-up, however many tasks it carries.
-  if (!woken_.exchange(true)) {
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof(one));
-  }
+  wake();
 }
 
 void EventLoop::dispatch(Task task) {

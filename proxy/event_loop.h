@@ -93,6 +93,8 @@ class EventLoop {
 
  private:
   EventLoop(int epoll_fd, int wake_fd);
+  // Makes the loop's epoll_wait return, unless a wake-up is already pending.
+  void wake();
   size_t runTasks();
   size_t runTimers();
   int waitMillis() const;

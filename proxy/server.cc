@@ -124,11 +124,6 @@ absl::Status Server::listen() {
     // Its mode and group are the socket unit's (SocketMode=, SocketGroup=).
     listen_fd_ = adopted_->fd;
     adopted_->fd = -1;  // the server's now
-    const int flags = ::fcntl(listen_fd_, F_GETFL);
-    if (flags < 0 || ::fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
-      return absl::FailedPreconditionError(
-          cat("activated socket ", path, " (fd ", listen_fd_, "): ", std::strerror(errno)));
-    }
   } else {
     // Listening with its mode and group before the path appears
     // (base/unix_listener.h): a client that dials as soon as the file
@@ -137,9 +132,13 @@ absl::Status Server::listen() {
         path, {.mode = config_.socket_mode, .group = config_.socket_group, .what = "listen on"});
     if (!fd.ok()) return fd.status();
     listen_fd_ = *fd;
-    const int flags = ::fcntl(listen_fd_, F_GETFL);
-    if (flags < 0 || ::fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK) != 0)
-      return absl::FailedPreconditionError(cat("listen on ", path, ": ", std::strerror(errno)));
+  }
+  // Non-blocking: accepted until EAGAIN on each edge (acceptReady).
+  if (const int flags = ::fcntl(listen_fd_, F_GETFL);
+      flags < 0 || ::fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return absl::FailedPreconditionError(
+        adopted_ ? cat("activated socket ", path, " (fd ", listen_fd_, "): ", std::strerror(errno))
+                 : cat("listen on ", path, ": ", std::strerror(errno)));
   }
   // Watched before the loop runs; accepted from only once serve() is called.
   acceptor_ = std::make_shared<Acceptor>(*this);
@@ -171,13 +170,15 @@ void Server::acceptReady() {
               "since the last message",
               std::strerror(e), accept_backoff_.count(), kAcceptBackoffMax.count(), held_back);
         }
-      } else if (accept_log_.allow(held_back)) {
-        ctx_.log->warn("accept: {}; {} more failures since the last message", std::strerror(e),
-                       held_back);
+      } else {
+        accept_backoff_ = kAcceptBackoffMin;
+        if (accept_log_.allow(held_back)) {
+          ctx_.log->warn("accept: {}; {} more failures since the last message", std::strerror(e),
+                         held_back);
+        }
       }
       // The connection stays in the backlog and no new edge comes for it:
-      // try again after the backoff (at least kAcceptBackoffMin).
-      if (!outOfResources(e)) accept_backoff_ = kAcceptBackoffMin;
+      // try again after the backoff.
       acceptLater();
       return;
     }

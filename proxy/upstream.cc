@@ -1,12 +1,12 @@
 #include "proxy/upstream.h"
 
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "base/text.h"
+#include "base/unix_listener.h"
 #include "proxy/downstream.h"
 
 namespace crihook::relay {
@@ -25,27 +25,25 @@ Upstream::Upstream(EventLoop& loop, Downstream* owner) : H2Endpoint(loop, -1), o
 void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
                        std::function<void(const std::string&)> done) {
   connect_deadline_ = EventLoop::Clock::now() + timeout;
+  sockaddr_un addr;
+  if (!unixSocketAddress(path, addr)) {
+    loop_.post([done] { done("the socket path is longer than a Unix socket path may be"); });
+    return;
+  }
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) {
     loop_.post([done, why = std::string(std::strerror(errno))] { done(why); });
     return;
   }
-  tryConnect(path, timeout, std::move(done));
+  tryConnect(addr, timeout, std::move(done));
 }
 
-void Upstream::tryConnect(const std::string& path, std::chrono::milliseconds timeout,
+void Upstream::tryConnect(const sockaddr_un& addr, std::chrono::milliseconds timeout,
                           std::function<void(const std::string&)> done) {
   if (closed()) {
     loop_.post([done] { done("closed while connecting"); });
     return;
   }
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    loop_.post([done] { done("the socket path is longer than a Unix socket path may be"); });
-    return;
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
     setupSession();
     startReading();
@@ -59,7 +57,7 @@ void Upstream::tryConnect(const std::string& path, std::chrono::milliseconds tim
     auto self = std::static_pointer_cast<Upstream>(shared_from_this());
     // A retry pending when the upstream closes reports that (above).
     loop_.runAfter(kConnectRetry,
-                   [self, path, timeout, done] { self->tryConnect(path, timeout, done); });
+                   [self, addr, timeout, done] { self->tryConnect(addr, timeout, done); });
     return;
   }
   const std::string why = e == EAGAIN || e == EINTR

@@ -4,6 +4,8 @@
 // the backend socket, carrying the calls of one kubelet connection (its
 // owner, a Downstream). Runs on the owner's EventLoop; not thread-safe.
 
+#include <sys/un.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -54,7 +56,7 @@ class Upstream final : public H2Endpoint {
   void onClosed(const std::string& why) override;
   void afterInput() override;
   void setupSession();
-  void tryConnect(const std::string& path, std::chrono::milliseconds timeout,
+  void tryConnect(const sockaddr_un& addr, std::chrono::milliseconds timeout,
                   std::function<void(const std::string& error)> done);
 
   // nghttp2 callbacks (SessionTrampolines).
