@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "proxy/grpc_wire.h"
+#include "base/grpc_wire.h"
 
 namespace {
 

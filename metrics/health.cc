@@ -1,9 +1,8 @@
 #include "metrics/health.h"
 
-#include <grpcpp/grpcpp.h>
-
+#include "base/grpc_channel.h"
 #include "base/text.h"
-#include "cri-api/runtime_v1.grpc.pb.h"
+#include "cri-api/runtime_v1.pb.h"
 
 namespace crihook::metrics {
 
@@ -86,22 +85,18 @@ void BackendHealth::loop() {
 }
 
 BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint) {
-  const std::string target = endpoint.starts_with("unix://") ? endpoint : "unix://" + endpoint;
-  // Made on the first probe (on the health thread, the probe's only caller):
-  // a crihookd nobody probes starts no gRPC client machinery for it.
-  auto stub = std::make_shared<std::unique_ptr<runtime::v1::RuntimeService::Stub>>();
-  return [stub, target, endpoint](std::chrono::milliseconds timeout) -> absl::Status {
-    if (!*stub) {
-      *stub = runtime::v1::RuntimeService::NewStub(
-          grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  const std::string path = endpoint.starts_with("unix://") ? endpoint.substr(7) : endpoint;
+  // Connects on each probe (of at most one per cache period), none until the first.
+  auto channel = std::make_shared<const GrpcChannel>(path);
+  const std::string request = runtime::v1::VersionRequest().SerializeAsString();
+  return [channel, request, endpoint](std::chrono::milliseconds timeout) -> absl::Status {
+    auto reply =
+        channel->call("/runtime.v1.RuntimeService/Version", request, Clock::now() + timeout);
+    if (reply.ok() || reply.status().code() == absl::StatusCode::kUnimplemented) {
+      return absl::OkStatus();
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-    runtime::v1::VersionResponse reply;
-    const grpc::Status s = (*stub)->Version(&ctx, runtime::v1::VersionRequest(), &reply);
-    if (s.ok() || s.error_code() == grpc::StatusCode::UNIMPLEMENTED) return absl::OkStatus();
     return absl::UnavailableError(cat("runtime ", endpoint, " did not answer Version within ",
-                                      timeout.count(), "ms: ", s.error_message()));
+                                      timeout.count(), "ms: ", sv(reply.status().message())));
   };
 }
 

@@ -15,7 +15,7 @@
 #include "cri/interceptor.h"
 #include "cri/lifecycle.h"
 #include "proxy/byte_queue.h"
-#include "proxy/grpc_wire.h"
+#include "base/grpc_wire.h"
 #include "proxy/h2_headers.h"
 #include "proxy/request_check.h"
 

@@ -1,6 +1,7 @@
 // Downstream: the response path, from the runtime's reply (or crihookd's own
 // answer) to kubelet's stream.
 
+#include "base/grpc_wire.h"
 #include "base/text.h"
 #include "proxy/downstream.h"
 
@@ -78,7 +79,7 @@ void Downstream::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
     forward(call);
     return;
   }
-  auto status = absl::Status(codeOfReset(error_code),
+  auto status = absl::Status(grpcwire::codeOfReset(error_code),
                              cat("crihookd: backend reset the stream, HTTP/2 error ", error_code));
   if (!call.passThrough()) {
     replyWithStatus(call, status);

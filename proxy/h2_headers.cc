@@ -1,10 +1,8 @@
 #include "proxy/h2_headers.h"
 
-#include <cstdlib>
-
+#include "base/grpc_wire.h"
 #include "base/quote.h"
 #include "base/text.h"
-#include "proxy/grpc_wire.h"
 
 namespace crihook::relay {
 
@@ -40,30 +38,9 @@ Headers trailersOnly(const absl::Status& status, int http_status) {
   return h;
 }
 
-// The status a reply's trailers (or trailers-only headers) carry.
 absl::Status statusFrom(const Headers& trailers) {
-  const std::string* code = findHeader(trailers, "grpc-status");
-  if (code == nullptr) return absl::UnknownError("reply without grpc-status");
-  int n = std::atoi(code->c_str());
-  const std::string* message = findHeader(trailers, "grpc-message");
-  return absl::Status(static_cast<absl::StatusCode>(n),
-                      message ? grpcwire::percentDecode(*message) : "");
-}
-
-// How a gRPC client reads an RST_STREAM (gRPC's HTTP/2 error mapping).
-absl::StatusCode codeOfReset(uint32_t error_code) {
-  switch (error_code) {
-    case NGHTTP2_REFUSED_STREAM:
-      return absl::StatusCode::kUnavailable;
-    case NGHTTP2_CANCEL:
-      return absl::StatusCode::kCancelled;
-    case NGHTTP2_ENHANCE_YOUR_CALM:
-      return absl::StatusCode::kResourceExhausted;
-    case NGHTTP2_INADEQUATE_SECURITY:
-      return absl::StatusCode::kPermissionDenied;
-    default:
-      return absl::StatusCode::kInternal;
-  }
+  return grpcwire::statusOfFields(findHeader(trailers, "grpc-status"),
+                                  findHeader(trailers, "grpc-message"));
 }
 
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 
 // HTTP/2 header lists as the relay holds them, and the gRPC meaning of a few
-// of their fields (status trailers, RST_STREAM codes). Pure functions, no
+// of their fields (status trailers, a request made canonical). Pure functions, no
 // state: safe from any thread.
 
 #include <nghttp2/nghttp2.h>
@@ -35,12 +35,9 @@ Headers statusTrailers(const absl::Status& status);
 // A trailers-only reply: :status, content-type and statusTrailers(status).
 Headers trailersOnly(const absl::Status& status, int http_status = 200);
 
-// The status a reply's trailers (or trailers-only headers) carry; UNKNOWN
-// when they have no grpc-status.
+// The status a reply's trailers (or trailers-only headers) carry
+// (grpcwire::statusOfFields: UNKNOWN when they have no grpc-status).
 absl::Status statusFrom(const Headers& trailers);
-
-// How a gRPC client reads an RST_STREAM (gRPC's HTTP/2 error mapping).
-absl::StatusCode codeOfReset(uint32_t error_code);
 
 // Makes a request that grpc-go's server accepts one that every gRPC server
 // accepts: ":path" with its leading '/', connection-specific fields dropped,

@@ -4,7 +4,7 @@
 
 #include "base/text.h"
 #include "cri/lifecycle.h"
-#include "proxy/grpc_wire.h"
+#include "base/grpc_wire.h"
 
 namespace crihook::relay {
 

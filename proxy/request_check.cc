@@ -4,7 +4,7 @@
 
 #include "base/quote.h"
 #include "base/text.h"
-#include "proxy/grpc_wire.h"
+#include "base/grpc_wire.h"
 
 namespace crihook::relay {
 

@@ -1,14 +1,13 @@
 #include "hooks/remote/remote_hooks.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <map>
 #include <set>
 
+#include "base/grpc_channel.h"
 #include "base/quote.h"
 #include "base/text.h"
-#include "cri-api/crihook_hook_v1.grpc.pb.h"
-#include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "cri-api/crihook_hook_v1.pb.h"
+#include "cri-api/koordinator_runtime_v1alpha1.pb.h"
 #include "hooks/adjustment_schema.h"
 
 namespace crihook {
@@ -19,41 +18,50 @@ namespace koord = ::runtime::v1alpha1;
 namespace hv1 = ::crihook::hook::v1;
 using Clock = std::chrono::steady_clock;
 
-// What a hook server's reply may hold.
-constexpr int kMaxHookReplyBytes = 4 << 20;
+// A reply is an adjustment of a few KiB; gRPC's default cap (4 MiB) made
+// explicit, so what a server may make crihookd hold is written down here.
+constexpr size_t kMaxHookReplyBytes = 4 << 20;
 
-std::shared_ptr<grpc::Channel> unixChannel(const std::string& path) {
-  grpc::ChannelArguments args;
-  // A hook server that restarts must be reachable again within a second, not
-  // after gRPC's default reconnect backoff (up to two minutes).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // A reply is an adjustment of a few KiB; gRPC's default cap (4 MiB) made
-  // explicit, so what a server may make crihookd hold is written down here.
-  args.SetMaxReceiveMessageSize(kMaxHookReplyBytes);
-  return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+// A hook run without a deadline (none of the chain's runs: it gives every
+// hook its timeout) still ends.
+constexpr auto kDefaultHookDeadline = std::chrono::milliseconds(2000);
+
+Clock::time_point deadlineOf(const HookInput& in) {
+  return in.deadline == Clock::time_point::max() ? Clock::now() + kDefaultHookDeadline
+                                                 : in.deadline;
 }
 
-void setDeadline(grpc::ClientContext& ctx, Clock::time_point deadline) {
-  auto left = deadline == Clock::time_point::max() ? std::chrono::milliseconds(2000)
-                                                   : deadline - Clock::now();
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
+HookDecision failed(const absl::Status& s, const std::string& endpoint) {
+  return HookDecision::error(absl::Status(
+      s.code(), cat("hook server ", endpoint, ": ", boundedMessage(sv(s.message()), 1024))));
 }
 
-HookDecision failed(const grpc::Status& s, const std::string& endpoint) {
-  return HookDecision::error(
-      absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                   cat("hook server ", endpoint, ": ", boundedMessage(s.error_message(), 1024))));
+// `reply` from `method` of a server, parsed as `Reply`.
+template <typename Reply>
+absl::StatusOr<Reply> callServer(const GrpcChannel& channel, std::string_view method,
+                                 const google::protobuf::Message& request,
+                                 Clock::time_point deadline) {
+  auto bytes = channel.call(method, request.SerializeAsString(), deadline);
+  if (!bytes.ok()) return bytes.status();
+  Reply reply;
+  if (!reply.ParseFromString(*bytes)) {
+    return absl::InternalError(
+        cat("reply to ", method, " does not parse as ", Reply::descriptor()->full_name()));
+  }
+  return reply;
 }
 
 // What both protocols' hooks share: a name, a socket, the stages they are
-// called on, and a gRPC deadline that bounds every call.
+// called on, and a gRPC deadline that bounds every call. Each run connects
+// afresh (base/grpc_channel.h), so a server that restarts is reached again on
+// the next run.
 class RemoteHook : public Hook {
  public:
   RemoteHook(std::string name, std::string path, const std::vector<StageId>& stages)
-      : name_(std::move(name)), path_(std::move(path)), stages_(stageMask(stages)) {}
+      : name_(std::move(name)),
+        path_(std::move(path)),
+        stages_(stageMask(stages)),
+        channel_(path_, {.max_reply_bytes = kMaxHookReplyBytes}) {}
   const std::string& name() const override { return name_; }
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return (stages_ & stageBit(m, p)) != 0;
@@ -63,25 +71,20 @@ class RemoteHook : public Hook {
  protected:
   std::string name_, path_;
   uint32_t stages_;
+  GrpcChannel channel_;
 };
 
 class CrihookRemoteHook final : public RemoteHook {
  public:
   CrihookRemoteHook(std::string name, std::string path, std::vector<StageId> stages)
-      : RemoteHook(std::move(name), std::move(path), stages),
-        stub_(hv1::HookService::NewStub(unixChannel(path_))) {}
+      : RemoteHook(std::move(name), std::move(path), stages) {}
 
   HookDecision run(const HookInput& in) override {
-    grpc::ClientContext ctx;
-    setDeadline(ctx, in.deadline);
-    hv1::HookResponse reply;
-    grpc::Status s = stub_->Handle(&ctx, hookRequest(in), &reply);
-    if (!s.ok()) return failed(s, path_);
-    return hookDecision(reply, in.phase, name_);
+    auto reply = callServer<hv1::HookResponse>(channel_, "/crihook.hook.v1.HookService/Handle",
+                                               hookRequest(in), deadlineOf(in));
+    if (!reply.ok()) return failed(reply.status(), path_);
+    return hookDecision(*reply, in.phase, name_);
   }
-
- private:
-  std::unique_ptr<hv1::HookService::Stub> stub_;
 };
 
 // runtime.v1 and Koordinator's runtime.v1alpha1 LinuxContainerResources have
@@ -173,8 +176,7 @@ void podMeta(const HookInput& in, koord::PodSandboxMetadata& meta) {
 class KoordinatorHook final : public RemoteHook {
  public:
   KoordinatorHook(std::string name, std::string path, std::vector<StageId> stages)
-      : RemoteHook(std::move(name), std::move(path), stages),
-        stub_(koord::RuntimeHookService::NewStub(unixChannel(path_))) {}
+      : RemoteHook(std::move(name), std::move(path), stages) {}
 
   bool appliesTo(const HookInput& in) const override {
     if (!in.pod) return true;
@@ -183,10 +185,8 @@ class KoordinatorHook final : public RemoteHook {
   }
 
   HookDecision run(const HookInput& in) override {
-    grpc::ClientContext ctx;
-    setDeadline(ctx, in.deadline);
+    const Clock::time_point deadline = deadlineOf(in);
     Adjustment a;
-    grpc::Status s;
     if (in.method == LifecycleMethod::kRunPodSandbox ||
         in.method == LifecycleMethod::kStopPodSandbox) {
       koord::PodSandboxHookRequest req;
@@ -201,11 +201,13 @@ class KoordinatorHook final : public RemoteHook {
         if (c.linux().has_resources())
           *req.mutable_resources() = toKoordinator(c.linux().resources());
       }
-      koord::PodSandboxHookResponse reply;
-      s = in.method == LifecycleMethod::kRunPodSandbox
-              ? stub_->PreRunPodSandboxHook(&ctx, req, &reply)
-              : stub_->PostStopPodSandboxHook(&ctx, req, &reply);
-      if (!s.ok()) return failed(s, path_);
+      auto answer = callServer<koord::PodSandboxHookResponse>(
+          channel_,
+          in.method == LifecycleMethod::kRunPodSandbox ? cat(kService, "PreRunPodSandboxHook")
+                                                       : cat(kService, "PostStopPodSandboxHook"),
+          req, deadline);
+      if (!answer.ok()) return failed(answer.status(), path_);
+      const koord::PodSandboxHookResponse& reply = *answer;
       // koord-runtime-proxy takes no resources from a pod-level answer.
       takeMap(req.labels(), reply.labels(), a.labels);
       takeMap(req.annotations(), reply.annotations(), a.annotations);
@@ -246,30 +248,27 @@ class KoordinatorHook final : public RemoteHook {
         const auto& u = static_cast<const v1::UpdateContainerResourcesRequest&>(*in.request);
         *req.mutable_container_resources() = toKoordinator(u.linux());
       }
-      koord::ContainerResourceHookResponse reply;
-      using Call = grpc::Status (koord::RuntimeHookService::Stub::*)(
-          grpc::ClientContext*, const koord::ContainerResourceHookRequest&,
-          koord::ContainerResourceHookResponse*);
-      Call call = nullptr;
+      const char* rpc = nullptr;
       switch (in.method) {
         case LifecycleMethod::kCreateContainer:
-          call = &koord::RuntimeHookService::Stub::PreCreateContainerHook;
+          rpc = "PreCreateContainerHook";
           break;
         case LifecycleMethod::kStartContainer:
-          call = in.phase == Phase::kPre ? &koord::RuntimeHookService::Stub::PreStartContainerHook
-                                         : &koord::RuntimeHookService::Stub::PostStartContainerHook;
+          rpc = in.phase == Phase::kPre ? "PreStartContainerHook" : "PostStartContainerHook";
           break;
         case LifecycleMethod::kStopContainer:
-          call = &koord::RuntimeHookService::Stub::PostStopContainerHook;
+          rpc = "PostStopContainerHook";
           break;
         case LifecycleMethod::kUpdateContainerResources:
-          call = &koord::RuntimeHookService::Stub::PreUpdateContainerResourcesHook;
+          rpc = "PreUpdateContainerResourcesHook";
           break;
         default:
           return HookDecision::proceed();  // not a stage of Koordinator's protocol
       }
-      s = (stub_.get()->*call)(&ctx, req, &reply);
-      if (!s.ok()) return failed(s, path_);
+      auto answer = callServer<koord::ContainerResourceHookResponse>(channel_, cat(kService, rpc),
+                                                                     req, deadline);
+      if (!answer.ok()) return failed(answer.status(), path_);
+      const koord::ContainerResourceHookResponse& reply = *answer;
       takeMap(req.container_annotations(), reply.container_annotations(), a.annotations);
       if (reply.has_container_resources())
         takeResources(req.container_resources(), reply.container_resources(), a);
@@ -290,7 +289,10 @@ class KoordinatorHook final : public RemoteHook {
   }
 
  private:
-  std::unique_ptr<koord::RuntimeHookService::Stub> stub_;
+  // Koordinator's service (apis/runtime/v1alpha1/api.proto: package
+  // runtime.v1alpha1, service RuntimeHookService); cri-api/koordinator_proto_test
+  // checks the RPC names against the proto.
+  static constexpr std::string_view kService = "/runtime.v1alpha1.RuntimeHookService/";
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ struct Stream {
   std::string path;
   std::string body;
   size_t sent = 0;
+  bool no_status = false;  // trailers without grpc-status
 };
 
 struct Session {
@@ -26,6 +27,7 @@ struct Session {
   std::atomic<int>* streams;
   std::map<int32_t, Stream> by_id;
   nghttp2_session* h2 = nullptr;
+  bool hangup = false;
 };
 
 nghttp2_nv nv(const char* name, const std::string& value) {
@@ -43,8 +45,8 @@ ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint
   st.sent += n;
   if (st.sent == st.body.size()) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    static const std::string ok = "0";
-    nghttp2_nv trailers[] = {nv("grpc-status", ok)};
+    static const std::string ok = "0", pad = "x";
+    nghttp2_nv trailers[] = {st.no_status ? nv("x-pad", pad) : nv("grpc-status", ok)};
     nghttp2_submit_trailer(h2, id, trailers, 1);
   }
   return static_cast<ssize_t>(n);
@@ -71,7 +73,18 @@ void respond(Session& s, int32_t id) {
                                  nv("grpc-status", ok)};
     for (int i = 0; i < 100; ++i) h.push_back(nv("x-pad", pad));
     nghttp2_submit_response(s.h2, id, h.data(), h.size(), nullptr);
+  } else if (verb == "Http503" || verb == "TextHtml") {
+    static const std::string status503 = "503", html = "text/html";
+    nghttp2_nv h[] = {nv(":status", verb == "Http503" ? status503 : status200),
+                      nv("content-type", verb == "Http503" ? grpc : html)};
+    nghttp2_submit_response(s.h2, id, h, verb == "Http503" ? 1 : 2, nullptr);
+  } else if (verb == "Silent") {
+  } else if (verb == "Hangup") {
+    s.hangup = true;
   } else {
+    if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
+    if (verb == "TwoMessages") st.body += st.body;
+    if (verb == "NoStatus") st.no_status = true;
     if (verb == "GoawayEcho")
       nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
     nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
@@ -166,6 +179,7 @@ void RawH2Backend::serveConnection(int fd) {
       if (n <= 0) break;
       if (::send(fd, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) goto done;
     }
+    if (s.hangup) break;
     if (!nghttp2_session_want_read(s.h2) && !nghttp2_session_want_write(s.h2)) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 50) <= 0) continue;

@@ -12,6 +12,14 @@
 //   .../GoawayEcho      GOAWAY (last stream id = this one) then Echo
 //   .../HugeHeaders     trailers-only grpc-status 0 with 100 x 3000-byte x-pad
 //                       fields (HPACK-amplified: ~300 KB decoded)
+// and, for a client's view of a broken server (base/grpc_channel.h):
+//   .../Http503         :status 503, no gRPC fields, END_STREAM
+//   .../TextHtml        :status 200, content-type text/html, END_STREAM
+//   .../Compressed      Echo with the message's compressed flag set
+//   .../TwoMessages     the request message back twice, grpc-status 0
+//   .../NoStatus        Echo with trailers that lack grpc-status
+//   .../Silent          nothing, ever (the stream stays open)
+//   .../Hangup          the connection closed, no reply
 // One connection at a time, served on its own thread.
 
 #include <atomic>

@@ -8,10 +8,14 @@ set -euo pipefail
 src=$(realpath "$1") work=$(realpath -m "$2") out=$(realpath -m "$3") plugin=$(realpath "$4")
 gopath=$work/gopath
 rm -rf "$gopath"
-mkdir -p "$gopath/src/crihook/cri" "$gopath/src/crihook/gocri" "$work/gocache"
+mkdir -p "$gopath/src/crihook/cri" "$gopath/src/crihook/koord" "$gopath/src/crihook/gocri" \
+  "$work/gocache"
 # The proto has no go_package: the M flag names its Go import path.
 protoc -I "$src/cri-api" --plugin=protoc-gen-go="$plugin" \
   --go_out=plugins=grpc,Mruntime_v1.proto=crihook/cri:"$gopath/src/crihook/cri" runtime_v1.proto
+protoc -I "$src/cri-api" --plugin=protoc-gen-go="$plugin" \
+  --go_out=plugins=grpc,Mkoordinator_runtime_v1alpha1.proto=crihook/koord:"$gopath/src/crihook/koord" \
+  koordinator_runtime_v1alpha1.proto
 cp "$src/test/e2e/gocri/main.go" "$gopath/src/crihook/gocri/"
 cd "$gopath/src/crihook/gocri"
 GOPATH="$gopath:/usr/share/gocode" GO111MODULE=off GOCACHE="$work/gocache" GOFLAGS= \

@@ -13,11 +13,21 @@
 //	gocri -endpoint SOCK [-authority-mode path|localhost] version
 //	gocri -endpoint SOCK [-authority-mode path|localhost] lifecycle -image NAME [-pod NAME] [-log-dir DIR]
 //	gocri -endpoint SOCK bench [-calls N] [-conns C] [-streams S]
+//	gocri -endpoint SOCK koordhook
 //
 // bench: Version calls from C connections, S goroutines on each (one
 // connection carrying S concurrent streams, as kubelet's does), N calls in
 // all after a warm-up; prints one JSON line with the p50 and p99 latency in
 // microseconds and the calls per second.
+//
+// koordhook: serves Koordinator's RuntimeHookService (runtime.v1alpha1) on
+// SOCK with grpc-go, as koordlet's hook server does, until killed:
+// PreRunPodSandboxHook adds the label go-hook=grpc-go; PreCreateContainerHook
+// answers the container's environment with GO_HOOK=grpc-go added and
+// cpuset_cpus "0-1" - or, for a pod named "refuse", FailedPrecondition with a
+// message that is not ASCII, and for a pod named "slow", the same answer
+// after 3 s. The other RPCs echo nothing. Prints {"step":"koordhook"} once it
+// serves.
 package main
 
 import (
@@ -34,7 +44,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/grpc/codes"
+
 	cri "crihook/cri"
+	koord "crihook/koord"
 )
 
 var (
@@ -264,11 +277,72 @@ func bench(args []string) {
 	})
 }
 
+type koordHook struct{}
+
+func (koordHook) PreRunPodSandboxHook(ctx context.Context, req *koord.PodSandboxHookRequest) (*koord.PodSandboxHookResponse, error) {
+	labels := map[string]string{"go-hook": "grpc-go"}
+	for k, v := range req.Labels {
+		labels[k] = v
+	}
+	return &koord.PodSandboxHookResponse{Labels: labels}, nil
+}
+
+func (koordHook) PreCreateContainerHook(ctx context.Context, req *koord.ContainerResourceHookRequest) (*koord.ContainerResourceHookResponse, error) {
+	switch req.GetPodMeta().GetName() {
+	case "refuse":
+		return nil, status.Error(codes.FailedPrecondition, "refused by the grpc-go hook server: pod gehört nicht hierher")
+	case "slow":
+		time.Sleep(3 * time.Second)
+	}
+	envs := map[string]string{"GO_HOOK": "grpc-go"}
+	for k, v := range req.ContainerEnvs {
+		envs[k] = v
+	}
+	return &koord.ContainerResourceHookResponse{
+		ContainerEnvs:      envs,
+		ContainerResources: &koord.LinuxContainerResources{CpusetCpus: "0-1"},
+	}, nil
+}
+
+func (koordHook) PostStopPodSandboxHook(context.Context, *koord.PodSandboxHookRequest) (*koord.PodSandboxHookResponse, error) {
+	return &koord.PodSandboxHookResponse{}, nil
+}
+
+func (koordHook) PreStartContainerHook(context.Context, *koord.ContainerResourceHookRequest) (*koord.ContainerResourceHookResponse, error) {
+	return &koord.ContainerResourceHookResponse{}, nil
+}
+
+func (koordHook) PostStartContainerHook(context.Context, *koord.ContainerResourceHookRequest) (*koord.ContainerResourceHookResponse, error) {
+	return &koord.ContainerResourceHookResponse{}, nil
+}
+
+func (koordHook) PostStopContainerHook(context.Context, *koord.ContainerResourceHookRequest) (*koord.ContainerResourceHookResponse, error) {
+	return &koord.ContainerResourceHookResponse{}, nil
+}
+
+func (koordHook) PreUpdateContainerResourcesHook(context.Context, *koord.ContainerResourceHookRequest) (*koord.ContainerResourceHookResponse, error) {
+	return &koord.ContainerResourceHookResponse{}, nil
+}
+
+func koordhook() {
+	os.Remove(*endpoint)
+	l, err := net.Listen("unix", *endpoint)
+	check("koordhook", err)
+	s := grpc.NewServer()
+	koord.RegisterRuntimeHookServiceServer(s, koordHook{})
+	report("koordhook", map[string]interface{}{"listening": *endpoint})
+	check("koordhook", s.Serve(l))
+}
+
 func main() {
 	flag.Parse()
 	if *endpoint == "" || flag.NArg() < 1 {
-		fmt.Fprintln(os.Stderr, "usage: gocri -endpoint SOCK [-authority-mode path|localhost] version|lifecycle|bench ...")
+		fmt.Fprintln(os.Stderr, "usage: gocri -endpoint SOCK [-authority-mode path|localhost] version|lifecycle|bench|koordhook ...")
 		os.Exit(2)
+	}
+	if flag.Arg(0) == "koordhook" {
+		koordhook()
+		return
 	}
 	conn := dial()
 	defer conn.Close()

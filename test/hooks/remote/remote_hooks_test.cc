@@ -22,6 +22,7 @@
 #include "hooks/hook_interceptor.h"
 #include "hooks/hook_manager.h"
 #include "hooks/remote/hookserver_dir.h"
+#include "test/support/child_process.h"
 #include "test/support/koord_server.h"
 #include "test/support/proxy_fixture.h"
 
@@ -169,6 +170,66 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
   EXPECT_EQ(c.container_annotations().at("from"), "kubelet");
   // The pod's record from RunPodSandbox, with what the server itself decided then.
   EXPECT_EQ(c.pod_labels().at("koordinator.sh/qos"), "LS");
+}
+
+// koordlet's hook server is a grpc-go server: crihookd's gRPC client
+// (base/grpc_channel.h) against grpc-go itself (gocri koordhook, built from
+// Debian's grpc-go), not only against the gRPC C++ servers of these tests.
+TEST_F(RemoteHooksTest, AGrpcGoKoordinatorServersAnswersAndErrorsArrive) {
+  ChildProcess go(GOCRI_BINARY, {"-endpoint", dir_.file("go.sock"), "koordhook"},
+                  dir_.file("go.log"));
+  for (int i = 0; i < 200 && !std::filesystem::exists(dir_.file("go.sock")); ++i)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("go.sock")));
+  registerServer("go.json", dir_.file("go.sock"), "Fail");
+  startCrihook();
+
+  v1::RunPodSandboxRequest run;
+  run.mutable_config()->mutable_metadata()->set_name("train-0");
+  (*run.mutable_config()->mutable_labels())["app"] = "train";
+  {
+    auto stub = v1::RuntimeService::NewStub(proxyChannel());
+    grpc::ClientContext ctx;
+    v1::RunPodSandboxResponse resp;
+    ASSERT_TRUE(stub->RunPodSandbox(&ctx, run, &resp).ok());
+  }
+  v1::RunPodSandboxRequest sandbox_seen;
+  ASSERT_TRUE(sandbox_seen.ParseFromString(backend_.calls().back().request));
+  EXPECT_EQ(sandbox_seen.config().labels().at("go-hook"), "grpc-go");
+  EXPECT_EQ(sandbox_seen.config().labels().at("app"), "train");
+
+  v1::CreateContainerRequest req = createRequest();
+  auto* env = req.mutable_config()->add_envs();
+  env->set_key("PATH");
+  env->set_value("/bin");
+  ASSERT_TRUE(create(req).ok());
+  v1::CreateContainerRequest seen = lastCreateSeenByRuntime();
+  ASSERT_EQ(seen.config().envs_size(), 2);
+  EXPECT_EQ(seen.config().envs(0).key(), "PATH");
+  EXPECT_EQ(seen.config().envs(1).key(), "GO_HOOK");
+  EXPECT_EQ(seen.config().envs(1).value(), "grpc-go");
+  EXPECT_EQ(seen.config().linux().resources().cpuset_cpus(), "0-1");
+
+  // A pod the server refuses: its message, one line of ASCII (base/quote.h).
+  v1::CreateContainerRequest refused = createRequest();
+  refused.set_pod_sandbox_id("sb-refuse");
+  refused.mutable_sandbox_config()->mutable_metadata()->set_name("refuse");
+  grpc::Status s = create(refused);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("hook server " + dir_.file("go.sock") +
+                        ": refused by the grpc-go hook server: pod geh??rt nicht hierher"));
+
+  // A server slower than the hook timeout (300 ms here) is cut off.
+  v1::CreateContainerRequest slow = createRequest();
+  slow.set_pod_sandbox_id("sb-slow");
+  slow.mutable_sandbox_config()->mutable_metadata()->set_name("slow");
+  const auto start = std::chrono::steady_clock::now();
+  s = create(slow);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  // And the server is used again at once.
+  EXPECT_TRUE(create(createRequest()).ok());
 }
 
 TEST_F(RemoteHooksTest, ServerErrorsFailTheCallUnderFailAndAreSkippedUnderIgnore) {

@@ -1,8 +1,9 @@
-#include "proxy/grpc_wire.h"
+#include "base/grpc_wire.h"
 
 #include <cstring>
 
 #include "absl/status/statusor.h"
+#include "base/quote.h"
 #include "base/text.h"
 
 namespace crihook::grpcwire {
@@ -155,6 +156,57 @@ std::string percentDecode(std::string_view m) {
     }
   }
   return out;
+}
+
+absl::Status statusOfFields(const std::string* grpc_status, const std::string* grpc_message) {
+  if (grpc_status == nullptr) return absl::UnknownError("reply without grpc-status");
+  const std::string& v = *grpc_status;
+  int n = 0;
+  if (v.empty() || v.size() > 3 || v.find_first_not_of("0123456789") != std::string::npos) {
+    return absl::InternalError(cat("malformed grpc-status ", quote(v)));
+  }
+  for (char c : v) n = n * 10 + (c - '0');
+  if (n > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::UnknownError(cat("grpc-status ", n, " is not a gRPC code",
+                                  grpc_message ? cat(": ", percentDecode(*grpc_message)) : ""));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(n),
+                      grpc_message ? percentDecode(*grpc_message) : "");
+}
+
+absl::StatusCode codeOfReset(uint32_t http2_error_code) {
+  switch (http2_error_code) {
+    case 0x7:  // REFUSED_STREAM: the server did not start it, a retry is safe
+      return absl::StatusCode::kUnavailable;
+    case 0x8:  // CANCEL
+      return absl::StatusCode::kCancelled;
+    case 0xb:  // ENHANCE_YOUR_CALM
+      return absl::StatusCode::kResourceExhausted;
+    case 0xc:  // INADEQUATE_SECURITY
+      return absl::StatusCode::kPermissionDenied;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::StatusCode codeOfHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400:
+      return absl::StatusCode::kInternal;
+    case 401:
+      return absl::StatusCode::kUnauthenticated;
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kUnimplemented;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kUnknown;
+  }
 }
 
 }  // namespace crihook::grpcwire

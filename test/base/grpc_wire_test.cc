@@ -1,4 +1,4 @@
-#include "proxy/grpc_wire.h"
+#include "base/grpc_wire.h"
 
 #include <gtest/gtest.h>
 
@@ -104,6 +104,32 @@ TEST(PercentEncoding, RoundTripsAnyMessage) {
   EXPECT_EQ(enc.find('\n'), std::string::npos);
   EXPECT_EQ(percentDecode(enc), m);
   EXPECT_EQ(percentDecode("a%2"), "a%2") << "a truncated escape stays as it is";
+}
+
+TEST(Status, FieldsReadAsGrpcGoReadsThem) {
+  const std::string five = "5", msg = "pod %22x%22 %C3%B6", junk = "5x", big = "99", zero = "0";
+  absl::Status s = statusOfFields(&five, &msg);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "pod \"x\" \xc3\xb6");
+  EXPECT_TRUE(statusOfFields(&zero, nullptr).ok());
+  EXPECT_EQ(statusOfFields(nullptr, nullptr).code(), absl::StatusCode::kUnknown);
+  // atoi would read "5x" as 5 and "" as OK.
+  EXPECT_EQ(statusOfFields(&junk, nullptr).code(), absl::StatusCode::kInternal);
+  const std::string empty;
+  EXPECT_EQ(statusOfFields(&empty, nullptr).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(statusOfFields(&big, &msg).code(), absl::StatusCode::kUnknown);
+}
+
+TEST(Status, HttpStatusAndResetCodesMapAsGrpcDocumentsThem) {
+  EXPECT_EQ(codeOfHttpStatus(400), absl::StatusCode::kInternal);
+  EXPECT_EQ(codeOfHttpStatus(401), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(codeOfHttpStatus(403), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(codeOfHttpStatus(404), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(codeOfHttpStatus(503), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(codeOfHttpStatus(500), absl::StatusCode::kUnknown);
+  EXPECT_EQ(codeOfReset(0x7), absl::StatusCode::kUnavailable);  // REFUSED_STREAM
+  EXPECT_EQ(codeOfReset(0x8), absl::StatusCode::kCancelled);    // CANCEL
+  EXPECT_EQ(codeOfReset(0x2), absl::StatusCode::kInternal);     // INTERNAL_ERROR
 }
 
 }  // namespace

@@ -69,4 +69,18 @@ std::string percentDecode(std::string_view message);
 // grpc-status numbers are absl::StatusCode numbers.
 inline int statusNumber(absl::StatusCode code) { return static_cast<int>(code); }
 
+// The status that a reply's grpc-status and grpc-message fields (either may
+// be null) carry, read as grpc-go reads them: no grpc-status is UNKNOWN, one
+// that is not a decimal number is INTERNAL, a number gRPC does not define is
+// UNKNOWN; the message is percent-decoded.
+absl::Status statusOfFields(const std::string* grpc_status, const std::string* grpc_message);
+
+// How a gRPC client reads an RST_STREAM's HTTP/2 error code (RFC 9113
+// section 7; gRPC's doc/PROTOCOL-HTTP2.md "Errors").
+absl::StatusCode codeOfReset(uint32_t http2_error_code);
+
+// How a gRPC client reads a reply whose :status is not 200, when it carries
+// no grpc-status (gRPC's doc/http-grpc-status-mapping.md).
+absl::StatusCode codeOfHttpStatus(int http_status);
+
 }  // namespace crihook::grpcwire

@@ -1,0 +1,280 @@
+// GrpcChannel, crihookd's unary gRPC client, against the gRPC library's own
+// server (what a hook server written with gRPC, or the runtime, is) and
+// against a raw HTTP/2 server that breaks gRPC's mapping on purpose.
+
+#include "base/grpc_channel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "base/grpc_wire.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/raw_h2_backend.h"
+
+namespace crihook {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::FakeCall;
+using testing::FakeCriServer;
+using testing::RawH2Backend;
+using testing::TempDir;
+
+constexpr char kVersion[] = "/runtime.v1.RuntimeService/Version";
+
+std::string versionReply(const std::string& name) {
+  runtime::v1::VersionResponse r;
+  r.set_runtime_name(name);
+  return r.SerializeAsString();
+}
+
+class GrpcLibraryServerTest : public ::testing::Test {
+ protected:
+  GrpcLibraryServerTest() : server_(dir_.file("grpc.sock")) {
+    server_.onUnary(kVersion, [](FakeCall& call, std::string* out) {
+      runtime::v1::VersionRequest req;
+      req.ParseFromString(call.request);
+      if (req.version() == "refuse") {
+        // Not ASCII, a newline, a percent sign: all percent-encoded on the wire.
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "pod \"näme\"\n100% gone");
+      }
+      if (req.version() == "slow") {
+        for (int i = 0; i < 300 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+        return grpc::Status(grpc::StatusCode::CANCELLED, "");
+      }
+      *out = versionReply("fake:" + req.version());
+      return grpc::Status::OK;
+    });
+    server_.start();
+  }
+
+  std::string request(const std::string& version) {
+    runtime::v1::VersionRequest r;
+    r.set_version(version);
+    return r.SerializeAsString();
+  }
+
+  TempDir dir_;
+  FakeCriServer server_;
+};
+
+TEST_F(GrpcLibraryServerTest, AReplyComesBackAndTheServerIsToldTheDeadline) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  auto reply = channel.call(kVersion, request("v1"), Clock::now() + 5s);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  runtime::v1::VersionResponse r;
+  ASSERT_TRUE(r.ParseFromString(*reply));
+  EXPECT_EQ(r.runtime_name(), "fake:v1");
+
+  const FakeCall seen = server_.calls().back();
+  const auto left = seen.deadline - std::chrono::system_clock::now();
+  EXPECT_GT(left, 3s);
+  EXPECT_LE(left, 5s);
+  auto agent = seen.metadata.find("user-agent");
+  ASSERT_NE(agent, seen.metadata.end());
+  EXPECT_THAT(agent->second, HasSubstr("crihook"));
+}
+
+TEST_F(GrpcLibraryServerTest, TheServersStatusAndMessageArriveIntact) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  auto reply = channel.call(kVersion, request("refuse"), Clock::now() + 5s);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(reply.status().message(), "pod \"näme\"\n100% gone");
+}
+
+TEST_F(GrpcLibraryServerTest, AMethodTheServerLacksIsUnimplemented) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  auto reply = channel.call("/runtime.v1.RuntimeService/NoSuchMethod", "", Clock::now() + 5s);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnimplemented) << reply.status();
+}
+
+TEST_F(GrpcLibraryServerTest, TheDeadlineEndsTheCallAndCancelsItOnTheServer) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  const auto start = Clock::now();
+  auto reply = channel.call(kVersion, request("slow"), start + 200ms);
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kDeadlineExceeded) << reply.status();
+  EXPECT_GE(took, 190ms);
+  EXPECT_LT(took, 1500ms);
+  // The channel still serves the next call.
+  EXPECT_TRUE(channel.call(kVersion, request("after"), Clock::now() + 5s).ok());
+}
+
+TEST_F(GrpcLibraryServerTest, ConcurrentCallsEachGetTheirOwnReply) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  std::atomic<int> right{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        const std::string v = std::to_string(t) + "." + std::to_string(i);
+        auto reply = channel.call(kVersion, request(v), Clock::now() + 10s);
+        runtime::v1::VersionResponse r;
+        if (reply.ok() && r.ParseFromString(*reply) && r.runtime_name() == "fake:" + v) ++right;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(right.load(), 200);
+}
+
+TEST_F(GrpcLibraryServerTest, AServerThatDroppedItsConnectionsIsReachedAgain) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  ASSERT_TRUE(channel.call(kVersion, request("a"), Clock::now() + 5s).ok());
+  // The idle connection cut under the channel, as by a runtime that restarts.
+  EXPECT_GE(server_.dropConnections(), 1);
+  auto reply = channel.call(kVersion, request("b"), Clock::now() + 5s);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+}
+
+TEST_F(GrpcLibraryServerTest, AStoppedServerIsUnavailableAtOnceAndServesOnceStarted) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  ASSERT_TRUE(channel.call(kVersion, request("a"), Clock::now() + 5s).ok());
+  server_.stop();
+  const auto start = Clock::now();
+  auto down = channel.call(kVersion, request("b"), start + 5s);
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
+  EXPECT_LT(Clock::now() - start, 1s);
+  server_.start();
+  EXPECT_TRUE(channel.call(kVersion, request("c"), Clock::now() + 5s).ok());
+}
+
+TEST(GrpcChannelTest, NoSocketIsUnavailable) {
+  TempDir dir;
+  GrpcChannel channel(dir.file("none.sock"));
+  auto reply = channel.call(kVersion, "", Clock::now() + 5s);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(reply.status().message()), HasSubstr("No such file"));
+}
+
+// A gRPC C++ server shuts down at once after a call: its GOAWAY closes the
+// channel's idle connection, which it would otherwise wait for.
+TEST_F(GrpcLibraryServerTest, AServerStopsAtOnceAfterACall) {
+  GrpcChannel channel(dir_.file("grpc.sock"));
+  ASSERT_TRUE(channel.call(kVersion, request("a"), Clock::now() + 5s).ok());
+  const auto start = Clock::now();
+  server_.stop(std::chrono::milliseconds(5000));
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+class BrokenServerTest : public ::testing::Test {
+ protected:
+  BrokenServerTest() : backend_(dir_.file("raw.sock")), channel_(dir_.file("raw.sock")) {}
+  absl::StatusOr<std::string> call(const std::string& verb, const std::string& message = "hi",
+                                   std::chrono::milliseconds timeout = 5s) {
+    return channel_.call("/test.Raw/" + verb, message, Clock::now() + timeout);
+  }
+  TempDir dir_;
+  RawH2Backend backend_;
+  GrpcChannel channel_;
+};
+
+TEST_F(BrokenServerTest, CallsOneAfterAnotherShareOneConnection) {
+  for (const std::string m : {"one", "two", "three"}) {
+    auto reply = call("Echo", m);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(*reply, m);
+  }
+  EXPECT_EQ(backend_.connections(), 1);
+}
+
+TEST_F(BrokenServerTest, WithNoIdleConnectionsEachCallConnects) {
+  GrpcChannel fresh(dir_.file("raw.sock"), {.max_idle_connections = 0});
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(fresh.call("/test.Raw/Echo", "x", Clock::now() + 5s).ok());
+  EXPECT_EQ(backend_.connections(), 3);
+}
+
+// The backend serves one connection at a time, so a second channel is served
+// only once the first channel's idle connection is closed.
+TEST_F(BrokenServerTest, AnIdleConnectionIsClosedAfterItsTimeout) {
+  GrpcChannel brief(dir_.file("raw.sock"), {.idle_timeout = 100ms});
+  ASSERT_TRUE(brief.call("/test.Raw/Echo", "a", Clock::now() + 5s).ok());
+  const auto start = Clock::now();
+  auto reply = call("Echo", "b", 3s);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_LT(Clock::now() - start, 1500ms);
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
+TEST_F(BrokenServerTest, AMegabyteReplyComesWhole) {
+  const std::string big(1 << 20, 'm');
+  auto reply = call("Echo", big);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(*reply, big);
+}
+
+TEST_F(BrokenServerTest, AReplyAboveTheLimitIsResourceExhausted) {
+  GrpcChannel small(dir_.file("raw.sock"), {.max_reply_bytes = 1000});
+  auto reply = small.call("/test.Raw/Echo", std::string(5000, 'x'), Clock::now() + 5s);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kResourceExhausted) << reply.status();
+}
+
+TEST_F(BrokenServerTest, TrailersOnlyCarryTheStatus) {
+  auto reply = call("TrailersOnly");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(reply.status().message(), "denied by raw backend");
+}
+
+TEST_F(BrokenServerTest, AResetStreamIsReadAsGrpcReadsIt) {
+  EXPECT_EQ(call("ResetCancel").status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(call("ResetInternal").status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(call("Echo").ok());
+}
+
+TEST_F(BrokenServerTest, HeaderFieldsAboveTheCapAreRefused) {
+  auto reply = call("HugeHeaders");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kResourceExhausted) << reply.status();
+  EXPECT_THAT(std::string(reply.status().message()), HasSubstr("header fields"));
+}
+
+TEST_F(BrokenServerTest, RepliesThatBreakTheMappingAreErrorsNamingTheFault) {
+  auto r503 = call("Http503");
+  EXPECT_EQ(r503.status().code(), absl::StatusCode::kUnavailable) << r503.status();
+  EXPECT_THAT(std::string(r503.status().message()), HasSubstr("503"));
+  auto html = call("TextHtml");
+  EXPECT_EQ(html.status().code(), absl::StatusCode::kUnknown) << html.status();
+  EXPECT_THAT(std::string(html.status().message()), HasSubstr("text/html"));
+  auto compressed = call("Compressed");
+  EXPECT_EQ(compressed.status().code(), absl::StatusCode::kInternal) << compressed.status();
+  EXPECT_THAT(std::string(compressed.status().message()), HasSubstr("compressed"));
+  auto two = call("TwoMessages");
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kInternal) << two.status();
+  auto none = call("NoStatus");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnknown) << none.status();
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("grpc-status"));
+}
+
+TEST_F(BrokenServerTest, ASilentServerMeetsTheDeadlineAndTheNextCallConnectsAfresh) {
+  const auto start = Clock::now();
+  auto reply = call("Silent", "hi", 200ms);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kDeadlineExceeded) << reply.status();
+  EXPECT_LT(Clock::now() - start, 1500ms);
+  EXPECT_TRUE(call("Echo").ok());
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
+TEST_F(BrokenServerTest, AServerThatHangsUpIsUnavailableAndTheNextCallConnectsAfresh) {
+  auto reply = call("Hangup");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable) << reply.status();
+  EXPECT_THAT(std::string(reply.status().message()), HasSubstr("closed the connection"));
+  EXPECT_TRUE(call("Echo").ok());
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
+TEST_F(BrokenServerTest, AGoawayLetsTheCallFinishAndTheConnectionIsNotUsedAgain) {
+  auto reply = call("GoawayEcho", "last");
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(*reply, "last");
+  EXPECT_TRUE(call("Echo").ok());
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
+}  // namespace
+}  // namespace crihook
