@@ -1,8 +1,7 @@
 #include "metrics/call_metrics.h"
 
-#include <google/protobuf/descriptor.h>
-
-#include "cri-api/runtime_v1.pb.h"
+#include "base/text.h"
+#include "cri-api/runtime_v1.rpcs.h"
 
 namespace crihook::metrics {
 
@@ -54,19 +53,14 @@ CallMetrics::CallMetrics(Registry& registry)
                                    {"service", "method", "code"})) {
   // runtime.v1alpha2 has the same services and (a subset of the) method
   // names; kubelets before 1.26 speak it.
-  const auto* file = runtime::v1::VersionRequest::descriptor()->file();
-  for (int s = 0; s < file->service_count(); ++s) {
-    const auto* service = file->service(s);
+  for (const criapi::Rpc& rpc : criapi::kRuntimeRpcs) {
     for (const char* api : {"runtime.v1", "runtime.v1alpha2"}) {
-      const std::string service_name = std::string(api) + "." + service->name();
-      for (int m = 0; m < service->method_count(); ++m) {
-        auto method = std::make_unique<Method>();
-        method->service = service_name;
-        method->name = service->method(m)->name();
-        method->path = "/" + service_name + "/" + method->name;
-        const std::string_view key = method->path;
-        methods_.emplace(key, std::move(method));
-      }
+      auto method = std::make_unique<Method>();
+      method->service = cat(api, ".", rpc.service);
+      method->name = std::string(rpc.method);
+      method->path = cat("/", method->service, "/", method->name);
+      const std::string_view key = method->path;
+      methods_.emplace(key, std::move(method));
     }
   }
   other_ = std::make_unique<Method>();

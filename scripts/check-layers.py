@@ -34,7 +34,7 @@ TOP = {'tools', 'test', 'bench', 'fuzz'}
 # module sources include as their authors do (installed as crihook/crihook_module.h).
 EXTERNAL = ('absl/', 'google/', 'grpcpp/', 'grpc/')
 MODULE_HEADER = 'crihook_module.h'
-GENERATED = re.compile(r'^cri-api/[a-z0-9_]+(\.grpc)?\.pb\.h$')
+GENERATED = re.compile(r'^cri-api/[a-z0-9_]+((\.grpc)?\.pb|\.rpcs)\.h$')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

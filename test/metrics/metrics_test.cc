@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "cri-api/runtime_v1.pb.h"
+#include "cri-api/runtime_v1.rpcs.h"
 #include "metrics/call_metrics.h"
 #include "metrics/health.h"
 #include "metrics/hook_metrics.h"
@@ -124,6 +126,23 @@ TEST(RegistryTest, ConcurrentRecordingLosesNothing) {
   EXPECT_EQ(c.value(), 40000u);
   EXPECT_EQ(h.snapshot().count, 40000u);
   EXPECT_NEAR(h.snapshot().sum, 80.0, 1e-6);
+}
+
+// The build's table of RPC names (cri-api/gen_rpcs.py reads the .proto's
+// text) against what protoc made of the same file: every service and method,
+// in order, nothing more.
+TEST(CallMetricsTest, TheRpcTableIsTheProtosServicesAndMethods) {
+  const auto* file = runtime::v1::VersionRequest::descriptor()->file();
+  std::vector<std::string> from_descriptors, from_table;
+  for (int s = 0; s < file->service_count(); ++s) {
+    for (int m = 0; m < file->service(s)->method_count(); ++m)
+      from_descriptors.push_back(file->service(s)->name() + "/" +
+                                 file->service(s)->method(m)->name());
+  }
+  for (const criapi::Rpc& rpc : criapi::kRuntimeRpcs)
+    from_table.push_back(std::string(rpc.service) + "/" + std::string(rpc.method));
+  EXPECT_EQ(from_table, from_descriptors);
+  EXPECT_GE(from_table.size(), 30u);  // 29 RuntimeService + 5 ImageService RPCs today
 }
 
 TEST(CallMetricsTest, KnownMethodsByNameAndCodeUnknownPathsAsOther) {
