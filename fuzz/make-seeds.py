@@ -222,4 +222,37 @@ write("fuzz_relay", "trailers-from-client", b"\x01" + SETTINGS +
       h2frame(1, END_HEADERS, 1, headers(RT + "StopContainer")) + h2frame(0, 0, 1, stop) +
       h2frame(1, END_HEADERS | END_STREAM, 1, hpack_literal("x-trailer", "1")))
 
+# --- A server's reply to crihookd's gRPC client ----------------------------
+# The server's side of a connection whose first (client) stream is 1.
+STATUS_200 = b"\x88"  # :status 200, static table index 8 (RFC 7541 appendix A)
+RESPONSE = h2frame(1, END_HEADERS, 1, STATUS_200 + hpack_literal("content-type", "application/grpc"))
+SETTINGS_ACK = h2frame(4, 0x1, 0)
+
+
+def trailers(status, message=None, flags=END_HEADERS | END_STREAM):
+    block = hpack_literal("grpc-status", status)
+    if message is not None:
+        block += hpack_literal("grpc-message", message)
+    return h2frame(1, flags, 1, block)
+
+
+answer = grpc(b"\x0a\x02ok")
+write("fuzz_grpc_channel", "reply", SETTINGS + SETTINGS_ACK + RESPONSE + h2frame(0, 0, 1, answer) +
+      trailers("0"))
+write("fuzz_grpc_channel", "trailers-only", SETTINGS + SETTINGS_ACK +
+      h2frame(1, END_HEADERS | END_STREAM, 1, STATUS_200 +
+              hpack_literal("content-type", "application/grpc") + hpack_literal("grpc-status", "9") +
+              hpack_literal("grpc-message", "pod %22x%22 %C3%B6")))
+write("fuzz_grpc_channel", "split-data-and-window", SETTINGS + RESPONSE +
+      h2frame(0, 0, 1, answer[:3]) + h2frame(8, 0, 0, struct.pack(">I", 1000)) +
+      h2frame(0, 0, 1, answer[3:]) + h2frame(6, 0, 0, b"12345678") + trailers("0"))
+write("fuzz_grpc_channel", "reset", SETTINGS + h2frame(3, 0, 1, struct.pack(">I", 8)))
+write("fuzz_grpc_channel", "goaway-then-reply", SETTINGS + h2frame(7, 0, 0, struct.pack(">II", 1, 0)) +
+      RESPONSE + h2frame(0, 0, 1, answer) + trailers("0"))
+write("fuzz_grpc_channel", "two-messages-bad-status", SETTINGS + RESPONSE +
+      h2frame(0, 0, 1, answer + grpc(b"x", compressed=1)) + trailers("5x", "%zz"))
+write("fuzz_grpc_channel", "continuation", SETTINGS + h2frame(1, 0, 1, STATUS_200) +
+      h2frame(9, END_HEADERS, 1, hpack_literal("content-type", "application/grpc")) +
+      h2frame(0, 0, 1, answer) + trailers("0"))
+
 print("seeds written under", ROOT, file=sys.stderr)
