@@ -103,6 +103,15 @@ class RemoteHooksTest : public ProxyFixture {
     return stub->CreateContainer(&ctx, req, &resp);
   }
 
+  // RunPodSandbox through crihookd; `seen`: the request as the runtime got it.
+  void runSandbox(const v1::RunPodSandboxRequest& run, v1::RunPodSandboxRequest& seen) {
+    auto stub = v1::RuntimeService::NewStub(proxyChannel());
+    grpc::ClientContext ctx;
+    v1::RunPodSandboxResponse resp;
+    ASSERT_TRUE(stub->RunPodSandbox(&ctx, run, &resp).ok());
+    ASSERT_TRUE(seen.ParseFromString(backend_.calls().back().request));
+  }
+
   v1::CreateContainerRequest lastCreateSeenByRuntime() {
     v1::CreateContainerRequest seen;
     EXPECT_TRUE(seen.ParseFromString(backend_.calls().back().request));
@@ -134,14 +143,8 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
   (*run.mutable_config()->mutable_labels())["app"] = "train";
   run.mutable_config()->mutable_linux()->mutable_resources()->set_cpu_shares(2048);
   run.set_runtime_handler("runc");
-  {
-    auto stub = v1::RuntimeService::NewStub(proxyChannel());
-    grpc::ClientContext ctx;
-    v1::RunPodSandboxResponse resp;
-    ASSERT_TRUE(stub->RunPodSandbox(&ctx, run, &resp).ok());
-  }
   v1::RunPodSandboxRequest sandbox_seen;
-  ASSERT_TRUE(sandbox_seen.ParseFromString(backend_.calls().back().request));
+  ASSERT_NO_FATAL_FAILURE(runSandbox(run, sandbox_seen));
   EXPECT_EQ(sandbox_seen.config().labels().at("koordinator.sh/qos"), "LS");
   EXPECT_EQ(sandbox_seen.config().labels().at("app"), "train");
   EXPECT_EQ(sandbox_seen.config().linux().cgroup_parent(), "/kubepods/burstable/pod-x");
@@ -187,14 +190,8 @@ TEST_F(RemoteHooksTest, AGrpcGoKoordinatorServersAnswersAndErrorsArrive) {
   v1::RunPodSandboxRequest run;
   run.mutable_config()->mutable_metadata()->set_name("train-0");
   (*run.mutable_config()->mutable_labels())["app"] = "train";
-  {
-    auto stub = v1::RuntimeService::NewStub(proxyChannel());
-    grpc::ClientContext ctx;
-    v1::RunPodSandboxResponse resp;
-    ASSERT_TRUE(stub->RunPodSandbox(&ctx, run, &resp).ok());
-  }
   v1::RunPodSandboxRequest sandbox_seen;
-  ASSERT_TRUE(sandbox_seen.ParseFromString(backend_.calls().back().request));
+  ASSERT_NO_FATAL_FAILURE(runSandbox(run, sandbox_seen));
   EXPECT_EQ(sandbox_seen.config().labels().at("go-hook"), "grpc-go");
   EXPECT_EQ(sandbox_seen.config().labels().at("app"), "train");
 
