@@ -15,6 +15,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -50,8 +51,7 @@ int msUntil(Clock::time_point deadline) {
 // One HTTP/2 connection and the one call on it, on the caller's thread.
 class Connection {
  public:
-  Connection(const std::string& path, size_t max_reply_bytes)
-      : path_(path), max_reply_bytes_(max_reply_bytes) {}
+  explicit Connection(size_t max_reply_bytes) : max_reply_bytes_(max_reply_bytes) {}
   ~Connection() {
     if (session_ != nullptr) nghttp2_session_del(session_);
     if (fd_ >= 0) ::close(fd_);
@@ -59,7 +59,7 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  absl::Status connect(Clock::time_point deadline);
+  absl::Status connect(const std::string& path, Clock::time_point deadline);
   absl::StatusOr<std::string> call(std::string_view method, std::string_view request,
                                    Clock::time_point deadline);
   // True when the last call ended cleanly and nothing of the server's waits
@@ -74,6 +74,12 @@ class Connection {
            (errno == EAGAIN || errno == EWOULDBLOCK);
   }
   int fd() const { return fd_; }
+  // True when the last call failed before any of it reached the server: not
+  // a byte of it was written, or the server refused its stream (REFUSED_STREAM,
+  // or a GOAWAY below it). Such a call may be made again on a new connection.
+  bool neverReached() const {
+    return delivered_ == 0 || (closed_ && reset_code_ == NGHTTP2_REFUSED_STREAM);
+  }
 
  private:
   static absl::Status unavailable(std::string_view what, int error) {
@@ -85,7 +91,32 @@ class Connection {
   }
   absl::Status flush(Clock::time_point deadline);
   absl::Status readSome(Clock::time_point deadline);
+  // Whether nghttp2 has ended the session (a protocol error by the server,
+  // after the GOAWAY nghttp2 sends for it, or the server's own GOAWAY with
+  // nothing left to read): nothing more will arrive on it.
+  bool sessionOver() const {
+    return nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0;
+  }
   absl::StatusOr<std::string> reply() const;
+
+  static int onError(nghttp2_session*, int, const char* msg, size_t len, void* user) {
+    auto* self = static_cast<Connection*>(user);
+    if (self->session_error_.empty()) self->session_error_.assign(msg, len);
+    return 0;
+  }
+  // nghttp2 ends a session the server broke with a GOAWAY of its own, whose
+  // error code and debug text say why.
+  static int onFrameSend(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    auto* self = static_cast<Connection*>(user);
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR &&
+        self->session_error_.empty()) {
+      self->session_error_ =
+          cat(nghttp2_http2_strerror(frame->goaway.error_code), ": ",
+              std::string_view(reinterpret_cast<const char*>(frame->goaway.opaque_data),
+                               frame->goaway.opaque_data_len));
+    }
+    return 0;
+  }
 
   static int onHeader(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user) {
@@ -108,14 +139,18 @@ class Connection {
     if (frame->hd.type == NGHTTP2_GOAWAY) self->goaway_ = true;
     return 0;
   }
-  static int onData(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data, size_t len,
-                    void* user) {
+  static int onData(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t* data,
+                    size_t len, void* user) {
     auto* self = static_cast<Connection*>(user);
     if (stream_id != self->stream_id_) return 0;
+    if (!self->too_big_.ok()) return 0;
     if (self->body_.size() + len > self->max_reply_bytes_ + grpcwire::kFrameHeaderBytes) {
       self->too_big_ =
           absl::ResourceExhaustedError(cat("reply larger than ", self->max_reply_bytes_, " bytes"));
-      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      // A data callback's error codes other than fatal ones are ignored by
+      // nghttp2: the stream is reset here, and the call ends at once.
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
+      return 0;
     }
     self->body_.append(reinterpret_cast<const char*>(data), len);
     return 0;
@@ -137,12 +172,14 @@ class Connection {
     return static_cast<ssize_t>(n);
   }
 
-  const std::string& path_;
   const size_t max_reply_bytes_;
   int fd_ = -1;
   nghttp2_session* session_ = nullptr;
   bool goaway_ = false;
-  bool broken_ = false;  // a call failed on the connection: it is not used again
+  bool broken_ = false;        // a call failed on the connection: it is not used again
+  bool peer_gone_ = false;     // a send found the server's end closed: only reading is left
+  std::string session_error_;  // nghttp2's reason, when it ended the session
+  size_t delivered_ = 0;       // bytes of this call written to the socket
   int32_t stream_id_ = -1;
   std::string request_;  // framed
   size_t sent_ = 0;
@@ -154,10 +191,10 @@ class Connection {
   absl::Status too_big_;
 };
 
-absl::Status Connection::connect(Clock::time_point deadline) {
+absl::Status Connection::connect(const std::string& path, Clock::time_point deadline) {
   sockaddr_un addr{};
-  if (!unixSocketAddress(path_, addr)) {
-    return absl::InvalidArgumentError(cat("socket path ", quote(path_), " is too long"));
+  if (!unixSocketAddress(path, addr)) {
+    return absl::InvalidArgumentError(cat("socket path ", quote(path), " is too long"));
   }
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return absl::ResourceExhaustedError(cat("socket: ", strerror(errno)));
@@ -178,6 +215,8 @@ absl::Status Connection::connect(Clock::time_point deadline) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &Connection::onFrameRecv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &Connection::onData);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &Connection::onStreamClose);
+  nghttp2_session_callbacks_set_error_callback2(cbs, &Connection::onError);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, &Connection::onFrameSend);
   const int rv = nghttp2_session_client_new(&session_, cbs, this);
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) return absl::ResourceExhaustedError(cat("nghttp2: ", nghttp2_strerror(rv)));
@@ -192,6 +231,10 @@ absl::Status Connection::connect(Clock::time_point deadline) {
 }
 
 absl::Status Connection::flush(Clock::time_point deadline) {
+  // A server that closed its end may still have sent the whole reply: what
+  // crihookd owes it (a SETTINGS ack, a WINDOW_UPDATE) is dropped, and the
+  // reply is read to its end.
+  if (peer_gone_) return absl::OkStatus();
   for (;;) {
     const uint8_t* data = nullptr;
     const ssize_t n = nghttp2_session_mem_send(session_, &data);
@@ -203,6 +246,7 @@ absl::Status Connection::flush(Clock::time_point deadline) {
       const ssize_t w = ::send(fd_, data + off, static_cast<size_t>(n) - off, MSG_NOSIGNAL);
       if (w > 0) {
         off += static_cast<size_t>(w);
+        delivered_ += static_cast<size_t>(w);
         continue;
       }
       if (w < 0 && errno == EINTR) continue;
@@ -212,12 +256,19 @@ absl::Status Connection::flush(Clock::time_point deadline) {
         if (r == 0) return absl::DeadlineExceededError("the request was not sent by the deadline");
         continue;
       }
+      if (errno == EPIPE || errno == ECONNRESET) {
+        peer_gone_ = true;
+        return absl::OkStatus();
+      }
       return unavailable("send", errno);
     }
   }
 }
 
 absl::Status Connection::readSome(Clock::time_point deadline) {
+  // Checked before every read, not only when the socket is silent: a server
+  // that keeps sending (empty frames, junk) never lets poll time out.
+  if (msUntil(deadline) == 0) return absl::DeadlineExceededError("no reply by the deadline");
   pollfd p{fd_, POLLIN, 0};
   int r;
   do {
@@ -252,6 +303,7 @@ absl::StatusOr<std::string> Connection::call(std::string_view method, std::strin
   closed_ = false;
   reset_code_ = NGHTTP2_NO_ERROR;
   too_big_ = absl::OkStatus();
+  delivered_ = 0;
   const std::string path(method);
   std::string timeout;
   if (deadline != Clock::time_point::max()) {
@@ -282,15 +334,19 @@ absl::StatusOr<std::string> Connection::call(std::string_view method, std::strin
   while (!closed_) {
     if (absl::Status s = flush(deadline); !s.ok()) return s;
     if (closed_) break;
-    if (goaway_ && nghttp2_session_want_read(session_) == 0) {
+    if (!too_big_.ok()) return too_big_;  // the stream is reset; nothing more is wanted
+    if (sessionOver()) {
+      if (!session_error_.empty()) {
+        return absl::InternalError(cat("the server broke HTTP/2: ", quote(session_error_, 200)));
+      }
       return absl::UnavailableError("the server went away (GOAWAY) before its reply");
     }
     if (absl::Status s = readSome(deadline); !s.ok()) return s;
   }
   // What closing the stream queued (a WINDOW_UPDATE, a SETTINGS ack) goes
-  // now, so an idle connection owes the server nothing.
-  if (absl::Status s = flush(deadline); !s.ok()) return s;
-  broken_ = false;
+  // now, so an idle connection owes the server nothing. The reply is whole
+  // whatever becomes of this: a connection that cannot take it is closed.
+  broken_ = !flush(deadline).ok() || peer_gone_;
   return reply();
 }
 
@@ -408,17 +464,32 @@ class IdleConnections {
     return c;
   }
 
-  // Under mu_: the epoll set, the wake-up and the thread, once.
+  // Under mu_: the epoll set, the wake-up and the thread, all or none (no
+  // connection is parked while any is missing: it would never be watched).
   bool start() {
-    if (epfd_ >= 0) return true;
-    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (epfd_ < 0 || wake_fd_ < 0) return false;
+    if (started_) return true;
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.fd = wake_fd_;
-    ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-    std::thread([this] { loop(); }).detach();
+    ev.data.fd = wake;
+    bool ok = ep >= 0 && wake >= 0 && ::epoll_ctl(ep, EPOLL_CTL_ADD, wake, &ev) == 0;
+    if (ok) {
+      epfd_ = ep;
+      wake_fd_ = wake;
+      try {
+        std::thread([this] { loop(); }).detach();
+      } catch (const std::system_error&) {
+        ok = false;
+      }
+    }
+    if (!ok) {
+      if (ep >= 0) ::close(ep);
+      if (wake >= 0) ::close(wake);
+      epfd_ = wake_fd_ = -1;
+      return false;
+    }
+    started_ = true;
     return true;
   }
 
@@ -463,6 +534,7 @@ class IdleConnections {
   std::unordered_map<int, Parked> parked_;  // by descriptor
   int epfd_ = -1;
   int wake_fd_ = -1;
+  bool started_ = false;
 };
 
 }  // namespace
@@ -475,11 +547,23 @@ GrpcChannel::~GrpcChannel() { IdleConnections::instance().drop(this); }
 absl::StatusOr<std::string> GrpcChannel::call(std::string_view method, std::string_view request,
                                               Clock::time_point deadline) const {
   std::unique_ptr<Connection> c = IdleConnections::instance().take(this);
-  if (c == nullptr) {
-    c = std::make_unique<Connection>(path_, options_.max_reply_bytes);
-    if (absl::Status s = c->connect(deadline); !s.ok()) return s;
+  const bool reused = c != nullptr;
+  auto fresh = [&]() -> absl::Status {
+    c = std::make_unique<Connection>(options_.max_reply_bytes);
+    return c->connect(path_, deadline);
+  };
+  if (!reused) {
+    if (absl::Status s = fresh(); !s.ok()) return s;
   }
   auto reply = c->call(method, request, deadline);
+  // An idle connection the server was closing as the call went out: the call
+  // never reached it, and goes once more on a connection of its own (as the
+  // gRPC library retries a refused stream).
+  if (reused && reply.status().code() == absl::StatusCode::kUnavailable && c->neverReached()) {
+    c.reset();  // closed first: a server may serve one connection at a time
+    if (absl::Status s = fresh(); !s.ok()) return s;
+    reply = c->call(method, request, deadline);
+  }
   if (c->reusable() && options_.max_idle_connections > 0) {
     IdleConnections::instance().park(this, std::move(c), options_.max_idle_connections,
                                      options_.idle_timeout);

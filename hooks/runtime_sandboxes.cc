@@ -1,6 +1,7 @@
 #include "hooks/runtime_sandboxes.h"
 
 #include "base/grpc_channel.h"
+#include "base/quote.h"
 #include "base/text.h"
 #include "config/config.h"
 #include "cri-api/runtime_v1.pb.h"
@@ -44,7 +45,8 @@ absl::StatusOr<std::vector<RuntimeSandbox>> listRuntimeSandboxes(
   v1::ListPodSandboxResponse response;
   absl::Status s = callEitherApi(*path, "ListPodSandbox", request, response, timeout);
   if (!s.ok()) {
-    return absl::Status(s.code(), cat("ListPodSandbox on ", endpoint, ": ", sv(s.message())));
+    return absl::Status(s.code(),
+                        cat("ListPodSandbox on ", endpoint, ": ", boundedMessage(sv(s.message()))));
   }
   std::vector<RuntimeSandbox> out;
   for (const auto& item : response.items()) {
@@ -74,7 +76,7 @@ absl::Status updateRuntimeContainerCpuset(const std::string& endpoint,
   absl::Status s = callEitherApi(*path, "UpdateContainerResources", request, response, timeout);
   if (!s.ok()) {
     return absl::Status(s.code(), cat("UpdateContainerResources of container ", container_id,
-                                      " on ", endpoint, ": ", sv(s.message())));
+                                      " on ", endpoint, ": ", boundedMessage(sv(s.message()))));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 #include "metrics/health.h"
 
 #include "base/grpc_channel.h"
+#include "base/quote.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
 
@@ -96,7 +97,8 @@ BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint) {
       return absl::OkStatus();
     }
     return absl::UnavailableError(cat("runtime ", endpoint, " did not answer Version within ",
-                                      timeout.count(), "ms: ", sv(reply.status().message())));
+                                      timeout.count(),
+                                      "ms: ", boundedMessage(sv(reply.status().message()))));
   };
 }
 

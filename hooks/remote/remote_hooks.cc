@@ -52,9 +52,10 @@ absl::StatusOr<Reply> callServer(const GrpcChannel& channel, std::string_view me
 }
 
 // What both protocols' hooks share: a name, a socket, the stages they are
-// called on, and a gRPC deadline that bounds every call. Each run connects
-// afresh (base/grpc_channel.h), so a server that restarts is reached again on
-// the next run.
+// called on, and a gRPC deadline that bounds every call. The channel
+// (base/grpc_channel.h) keeps a finished run's connection for the next one
+// and drops it when the server goes away, so a server that restarts is
+// reached again on the next run.
 class RemoteHook : public Hook {
  public:
   RemoteHook(std::string name, std::string path, const std::vector<StageId>& stages)

@@ -268,6 +268,56 @@ TEST_F(BrokenServerTest, AServerThatHangsUpIsUnavailableAndTheNextCallConnectsAf
   EXPECT_EQ(backend_.connections(), 2);
 }
 
+// poll() never times out on a socket that always holds a frame: the
+// deadline is checked before every read.
+TEST_F(BrokenServerTest, AServerThatNeverStopsSendingMeetsTheDeadline) {
+  const auto start = Clock::now();
+  auto reply = call("Chatty", "hi", 300ms);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kDeadlineExceeded) << reply.status();
+  EXPECT_LT(Clock::now() - start, 1500ms);
+}
+
+TEST_F(BrokenServerTest, AReplyOverTheLimitOnAnOpenStreamEndsTheCallAtOnce) {
+  GrpcChannel small(dir_.file("raw.sock"), {.max_reply_bytes = 1000});
+  const auto start = Clock::now();
+  auto reply = small.call("/test.Raw/BigOpen", "hi", Clock::now() + 5s);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kResourceExhausted) << reply.status();
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+TEST_F(BrokenServerTest, AConnectionErrorOnAnOpenConnectionEndsTheCallAtOnce) {
+  const auto start = Clock::now();
+  auto reply = call("BadFrame");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kInternal) << reply.status();
+  EXPECT_THAT(std::string(reply.status().message()), HasSubstr("broke HTTP/2"));
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+// The reply is whole before the server closes: what crihookd still owed it
+// (its SETTINGS ack) cannot be sent, and that loses nothing.
+TEST_F(BrokenServerTest, AServerThatClosesRightAfterItsReplyHasReplied) {
+  for (int i = 0; i < 5; ++i) {
+    auto reply = call("CloseAfterReply", "whole");
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(*reply, "whole");
+  }
+}
+
+TEST_F(BrokenServerTest, ARefusedStreamIsUnavailable) {
+  auto reply = call("GoawayBelow");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable) << reply.status();
+  EXPECT_EQ(backend_.connections(), 1);
+}
+
+// An idle connection the server refuses the next stream on: the call goes
+// once more, on a new connection (where this backend refuses it again).
+TEST_F(BrokenServerTest, ACallRefusedOnAnIdleConnectionGoesOnceMoreOnANewOne) {
+  ASSERT_TRUE(call("Echo").ok());
+  auto reply = call("GoawayBelow");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable) << reply.status();
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
 TEST_F(BrokenServerTest, AGoawayLetsTheCallFinishAndTheConnectionIsNotUsedAgain) {
   auto reply = call("GoawayEcho", "last");
   ASSERT_TRUE(reply.ok()) << reply.status();

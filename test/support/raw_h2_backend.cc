@@ -28,7 +28,25 @@ struct Session {
   std::map<int32_t, Stream> by_id;
   nghttp2_session* h2 = nullptr;
   bool hangup = false;
+  bool close_after_send = false;
+  std::string raw;        // bytes written as they are after nghttp2's next output
+  int32_t flood_id = 0;   // a stream to flood with empty DATA frames
 };
+
+std::string rawFrame(uint8_t type, uint8_t flags, int32_t stream, const std::string& payload) {
+  std::string f;
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  f += static_cast<char>(n >> 16);
+  f += static_cast<char>(n >> 8);
+  f += static_cast<char>(n);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  f += static_cast<char>((stream >> 24) & 0x7f);
+  f += static_cast<char>(stream >> 16);
+  f += static_cast<char>(stream >> 8);
+  f += static_cast<char>(stream);
+  return f + payload;
+}
 
 nghttp2_nv nv(const char* name, const std::string& value) {
   return {reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
@@ -81,7 +99,22 @@ void respond(Session& s, int32_t id) {
   } else if (verb == "Silent") {
   } else if (verb == "Hangup") {
     s.hangup = true;
+  } else if (verb == "Chatty" || verb == "BigOpen") {
+    nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
+    nghttp2_submit_headers(s.h2, NGHTTP2_FLAG_NONE, id, nullptr, h, 2, nullptr);
+    if (verb == "Chatty") s.flood_id = id;
+    if (verb == "BigOpen") s.raw = rawFrame(0, 0, id, std::string(5000, 'b'));
+  } else if (verb == "BadFrame") {
+    s.raw = rawFrame(0, 0, 0, "x");
+  } else if (verb == "GoawayBelow") {
+    nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id - 2 > 0 ? id - 2 : 0, NGHTTP2_NO_ERROR,
+                          nullptr, 0);
   } else {
+    if (verb == "CloseAfterReply") {
+      // A PING with the reply: crihookd owes its ack when the server is gone.
+      nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
+      s.close_after_send = true;
+    }
     if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
     if (verb == "TwoMessages") st.body += st.body;
     if (verb == "NoStatus") st.no_status = true;
@@ -179,7 +212,24 @@ void RawH2Backend::serveConnection(int fd) {
       if (n <= 0) break;
       if (::send(fd, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) goto done;
     }
-    if (s.hangup) break;
+    if (!s.raw.empty()) {
+      if (::send(fd, s.raw.data(), s.raw.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(s.raw.size()))
+        break;
+      s.raw.clear();
+    }
+    if (s.flood_id != 0) {
+      // Padded DATA frames with no data: flow-controlled bytes that are
+      // never a reply, so many that the client's socket is never empty.
+      std::string batch;
+      const std::string padded = std::string(1, '\xff') + std::string(255, '\0');
+      for (int i = 0; i < 64; ++i) batch += rawFrame(0, 0x8, s.flood_id, padded);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (std::chrono::steady_clock::now() < until &&
+             ::send(fd, batch.data(), batch.size(), MSG_NOSIGNAL) > 0) {
+      }
+      break;
+    }
+    if (s.hangup || s.close_after_send) break;
     if (!nghttp2_session_want_read(s.h2) && !nghttp2_session_want_write(s.h2)) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 50) <= 0) continue;

@@ -20,6 +20,15 @@
 //   .../NoStatus        Echo with trailers that lack grpc-status
 //   .../Silent          nothing, ever (the stream stays open)
 //   .../Hangup          the connection closed, no reply
+//   .../Chatty          response headers, then DATA frames of padding only as
+//                       fast as the socket takes them for 3 s (never a reply)
+//   .../BigOpen         response headers and 5000 bytes of DATA, the stream
+//                       left open
+//   .../BadFrame        a DATA frame on stream 0 (a connection error), the
+//                       connection left open
+//   .../CloseAfterReply a PING and Echo, then the connection closed at once
+//   .../GoawayBelow     GOAWAY naming the stream before this one as the last:
+//                       this stream refused
 // One connection at a time, served on its own thread.
 
 #include <atomic>
