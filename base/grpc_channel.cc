@@ -31,10 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The header fields of one reply, headers and trailers together: the
-// relay's own cap (proxy/request_check.h). A reply's fields are a few
-// hundred bytes; this bounds what a broken server makes crihookd hold.
-constexpr size_t kMaxReplyHeaderBytes = 64 << 10;
 // The window opened for one reply, so a reply of a few MiB (ListPodSandbox
 // on a full node) is not held up by a WINDOW_UPDATE every 64 KiB.
 constexpr int32_t kStreamWindowBytes = 1 << 20;
@@ -122,10 +118,12 @@ class Connection {
                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* user) {
     auto* self = static_cast<Connection*>(user);
     if (frame->hd.stream_id != self->stream_id_) return 0;
-    self->header_bytes_ += namelen + valuelen + 32;  // RFC 9113's accounting
-    if (self->header_bytes_ > kMaxReplyHeaderBytes) {
+    // A reply's headers and trailers together; a few hundred bytes from a
+    // sound server.
+    self->header_bytes_ += namelen + valuelen + grpcwire::kHeaderFieldOverhead;
+    if (self->header_bytes_ > grpcwire::kMaxHeaderListBytes) {
       self->too_big_ = absl::ResourceExhaustedError(
-          cat("reply header fields above ", kMaxReplyHeaderBytes, " bytes"));
+          cat("reply header fields above ", grpcwire::kMaxHeaderListBytes, " bytes"));
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
     }
     // The reply's first block comes as RESPONSE, its trailers as HEADERS.
@@ -223,7 +221,7 @@ absl::Status Connection::connect(const std::string& path, Clock::time_point dead
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindowBytes},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxReplyHeaderBytes},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, grpcwire::kMaxHeaderListBytes},
   };
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, kStreamWindowBytes);
@@ -304,7 +302,6 @@ absl::StatusOr<std::string> Connection::call(std::string_view method, std::strin
   reset_code_ = NGHTTP2_NO_ERROR;
   too_big_ = absl::OkStatus();
   delivered_ = 0;
-  const std::string path(method);
   std::string timeout;
   if (deadline != Clock::time_point::max()) {
     timeout = grpcwire::formatTimeout(std::max(deadline - Clock::now(), Clock::duration(1)));
@@ -317,7 +314,7 @@ absl::StatusOr<std::string> Connection::call(std::string_view method, std::strin
   std::vector<nghttp2_nv> fields = {
       nv(":method", "POST"),
       nv(":scheme", "http"),
-      nv(":path", path),
+      nv(":path", method),            // nghttp2 copies the fields it is given
       nv(":authority", "localhost"),  // what gRPC clients send for a Unix socket
       nv("content-type", "application/grpc"),
       nv("te", "trailers"),

@@ -18,6 +18,17 @@ namespace crihook::grpcwire {
 
 inline constexpr size_t kFrameHeaderBytes = 5;  // compressed flag + 32-bit length
 
+// Decoded size of one header list (a request's, or a reply's headers and
+// trailers), counted as HTTP/2 counts it (name + value + 32 per field) and
+// advertised in SETTINGS_MAX_HEADER_LIST_SIZE; the cap of the relay (both
+// directions) and of crihookd's own gRPC client. HPACK lets a 16 KiB HEADERS
+// frame decode to ~48 MB, so the cap is what keeps one stream's headers
+// small. kubelet's real request headers are well under 1 KiB; nghttp2's
+// decoder ends the whole connection on any single field over 64 KiB
+// (NGHTTP2_HD_MAX_NV) anyway. grpc-go's server defaults to 16 MiB.
+inline constexpr size_t kMaxHeaderListBytes = 64 << 10;
+inline constexpr size_t kHeaderFieldOverhead = 32;  // RFC 9113 6.5.2
+
 // Follows the length-prefixed messages of one direction of a stream as its
 // bytes go by, without copying them, to enforce the message size limit and to
 // know whether the stream stands at a message boundary.

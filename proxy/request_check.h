@@ -21,18 +21,14 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "base/grpc_wire.h"
 #include "proxy/h2_headers.h"
 
 namespace crihook::relay {
 
-// Decoded size of one request's header list, counted as HTTP/2 counts it
-// (name + value + 32 per field) and advertised in SETTINGS_MAX_HEADER_LIST_SIZE.
-// HPACK lets a 16 KiB HEADERS frame decode to ~48 MB, so the cap is what keeps
-// one stream's headers small. kubelet's real request headers are well under
-// 1 KiB; nghttp2's decoder ends the whole connection on any single field over
-// 64 KiB (NGHTTP2_HD_MAX_NV) anyway. grpc-go's server defaults to 16 MiB.
-inline constexpr size_t kMaxHeaderListBytes = 64 << 10;
-inline constexpr size_t kHeaderFieldOverhead = 32;  // RFC 9113 6.5.2
+// One header list's cap and HTTP/2's per-field overhead (base/grpc_wire.h).
+using grpcwire::kHeaderFieldOverhead;
+using grpcwire::kMaxHeaderListBytes;
 // Decoded header fields held for the open streams of one connection, both
 // directions (kubelet's requests and the runtime's replies). Without it the
 // per-stream cap still lets one connection hold 1024 streams x 64 KiB = 64 MiB.
