@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -29,11 +30,11 @@
 #include <thread>
 
 #include "base/text.h"
-#include "test/support/process_stats.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
 #include "test/support/e2e_env.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/process_stats.h"
 
 namespace crihook::testing {
 namespace {
@@ -69,6 +70,8 @@ constexpr auto kStepBudget = 90s;
 // action) over 20 lifecycles would exceed either.
 constexpr int kFdSlack = 3;
 constexpr long kRssSlackKiB = 6 * 1024;
+// A failure's report shows this much of crihookd's log.
+constexpr int kReportLogLines = 150;
 
 int openFds(pid_t pid) {
   int n = 0;
@@ -119,9 +122,12 @@ class Soak : public ::testing::Test {
     startCrihookd();
     grpc::ChannelArguments args;
     // Reconnect as soon as crihookd is back (gRPC's default backoff reaches
-    // minutes; kubelet's CRI client redials within a second or two).
+    // minutes; kubelet's CRI client redials within a second or two). Not
+    // GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC C++ reads it as the time a
+    // connection attempt is given to receive the server's SETTINGS, and at
+    // 100 ms attempts timed out with crihookd's SETTINGS unread in the
+    // socket (see call()).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     channel_ = grpc::CreateCustomChannel("unix://" + dir_ + "/crihook.sock",
                                          grpc::InsecureChannelCredentials(), args);
@@ -195,7 +201,8 @@ class Soak : public ::testing::Test {
   // Calls `attempt` until it returns OK or `done` says the state it wanted is
   // reached anyway, backing off 100 ms -> 1 s as kubelet's sync loop would.
   // Fails the test (returns false) after kStepBudget.
-  bool step(const std::string& what, const std::function<grpc::Status()>& attempt,
+  bool step(const std::string& pod, const std::string& what,
+            const std::function<grpc::Status()>& attempt,
             const std::function<bool(const grpc::Status&)>& done = nullptr) {
     auto backoff = 100ms;
     grpc::Status last;
@@ -209,8 +216,11 @@ class Soak : public ::testing::Test {
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
-    ADD_FAILURE() << what << ": still failing after " << kStepBudget.count()
-                  << " s: " << last.error_message();
+    const std::string why = cat(pod, " ", what, ": still failing after ", kStepBudget.count(),
+                                " s: ", last.error_message());
+    ADD_FAILURE() << why;
+    std::lock_guard lock(failures_mu_);
+    failures_.emplace_back(pod, why);
     return false;
   }
 
@@ -221,6 +231,15 @@ class Soak : public ::testing::Test {
     auto stub = v1::RuntimeService::NewStub(channel_);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    // Waits for the connection rather than failing at once while the
+    // channel reconnects. A synchronous gRPC C++ client reads a connecting
+    // channel's socket only from a call waiting on it (or the backup poller,
+    // every 5 s): with fail-fast calls, a lone client saw its reconnections
+    // time out unread, one after another, for 90 s (CI, seen once). kubelet's
+    // grpc-go client reads every connection from a goroutine of its own and
+    // has no such gap. A call cut by crihookd's kill still fails, and its
+    // step is retried.
+    ctx.set_wait_for_ready(true);
     return (stub.get()->*method)(&ctx, req, resp);
   }
 
@@ -245,7 +264,7 @@ class Soak : public ::testing::Test {
     // RunPodSandbox: a lost answer leaves a sandbox kubelet finds by listing.
     std::string sandbox;
     uint32_t attempt = 0;
-    if (!step(name + " RunPodSandbox", [&] {
+    if (!step(name, "RunPodSandbox", [&] {
           config.mutable_metadata()->set_attempt(attempt);
           v1::RunPodSandboxResponse resp;
           grpc::Status s = call(&RS::RunPodSandbox, run_req, &resp);
@@ -292,7 +311,7 @@ class Soak : public ::testing::Test {
     c->add_args("3600");
     c->set_log_path("box.log");
     std::string container;
-    if (!step(name + " CreateContainer", [&] {
+    if (!step(name, "CreateContainer", [&] {
           v1::CreateContainerResponse resp;
           grpc::Status s = call(&RS::CreateContainer, create, &resp);
           if (s.ok()) {
@@ -313,9 +332,13 @@ class Soak : public ::testing::Test {
     // StartContainer: done once the container runs, or ran: a start cut
     // short by containerd's restart leaves it EXITED, and kubelet goes on
     // (its restart policy would make a new container; this pod just ends).
+    // So does a container whose create the restart cut short: containerd
+    // keeps it, CONTAINER_UNKNOWN, and refuses to start it ("failed to set
+    // starting state"); kubelet stops it (containerd cleans an unknown
+    // container up on StopContainer) and makes a new one.
     v1::StartContainerRequest start;
     start.set_container_id(container);
-    if (!step(name + " StartContainer", [&] {
+    if (!step(name, "StartContainer", [&] {
           v1::StartContainerResponse resp;
           grpc::Status s = call(&RS::StartContainer, start, &resp);
           if (s.ok()) return s;
@@ -324,7 +347,8 @@ class Soak : public ::testing::Test {
           v1::ContainerStatusResponse st;
           if (call(&RS::ContainerStatus, req, &st).ok() &&
               (st.status().state() == v1::CONTAINER_RUNNING ||
-               st.status().state() == v1::CONTAINER_EXITED))
+               st.status().state() == v1::CONTAINER_EXITED ||
+               st.status().state() == v1::CONTAINER_UNKNOWN))
             return grpc::Status::OK;
           return s;
         }))
@@ -342,14 +366,14 @@ class Soak : public ::testing::Test {
     v1::RemovePodSandboxRequest remove_pod;
     remove_pod.set_pod_sandbox_id(sandbox);
     return step(
-               name + " StopContainer",
+               name, "StopContainer",
                [&] {
                  v1::StopContainerResponse r;
                  return call(&RS::StopContainer, stop, &r);
                },
                gone) &&
            step(
-               name + " RemoveContainer",
+               name, "RemoveContainer",
                [&] {
                  v1::RemoveContainerResponse r;
                  grpc::Status s = call(&RS::RemoveContainer, remove, &r);
@@ -364,19 +388,64 @@ class Soak : public ::testing::Test {
                },
                gone) &&
            step(
-               name + " StopPodSandbox",
+               name, "StopPodSandbox",
                [&] {
                  v1::StopPodSandboxResponse r;
                  return call(&RS::StopPodSandbox, stop_pod, &r);
                },
                gone) &&
            step(
-               name + " RemovePodSandbox",
+               name, "RemovePodSandbox",
                [&] {
                  v1::RemovePodSandboxResponse r;
                  return call(&RS::RemovePodSandbox, remove_pod, &r);
                },
                gone);
+  }
+
+  // What a failed run needs to be understood from the end of a long CI
+  // output: the tail of crihookd's log (every instance's, appended), then
+  // the steps that ran out of budget, last, where a truncated output keeps
+  // them.
+  std::string report() {
+    const std::string log = readFile(dir_ + "/crihookd.log");
+    std::string out =
+        cat("crihookd.log, last ", kReportLogLines, " lines:\n", tail(log, kReportLogLines));
+    // The running containerd's errors (a restart starts its log again).
+    out += cat("\ncontainerd.log, its last ", kReportLogLines / 5, " errors:\n",
+               tail(linesWith(readFile(dir_ + "/ctd/containerd.log"), "level=error"),
+                    kReportLogLines / 5));
+    std::lock_guard lock(failures_mu_);
+    for (const auto& [pod, why] : failures_) {
+      out += cat("\ncrihookd.log on pod ", pod, ", last ", kReportLogLines / 3, " lines:\n",
+                 tail(linesWith(log, cat("soak/", pod)), kReportLogLines / 3));
+    }
+    out += cat("\nsteps that failed (", failures_.size(), "):\n");
+    for (const auto& [pod, why] : failures_) out += cat("  ", why, "\n");
+    return out;
+  }
+
+  // The lines of `text` naming `word` ("soak/soak-1-1", not "soak/soak-1-10").
+  static std::string linesWith(const std::string& text, const std::string& word) {
+    std::string out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      for (size_t at = line.find(word); at != std::string::npos; at = line.find(word, at + 1)) {
+        const size_t end = at + word.size();
+        if (end == line.size() || !std::isalnum(static_cast<unsigned char>(line[end]))) {
+          out += line + "\n";
+          break;
+        }
+      }
+    }
+    return out;
+  }
+  static std::string tail(const std::string& text, int lines) {
+    size_t from = text.size();
+    for (int seen = 0; from > 0; --from) {
+      if (text[from - 1] == '\n' && ++seen > lines) break;
+    }
+    return text.substr(from);
   }
 
   // init/cleanup lines per pod name, from the action log.
@@ -412,6 +481,9 @@ class Soak : public ::testing::Test {
   std::unique_ptr<ChildProcess> crihookd_;
   std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int> steps_{0}, retries_{0};
+  std::mutex failures_mu_;
+  // The steps that ran out of budget: pod name, why.
+  std::vector<std::pair<std::string, std::string>> failures_;
 };
 
 TEST_F(Soak, PodChurnSurvivesCrihookdKillsAndAContainerdRestart) {
@@ -491,7 +563,7 @@ TEST_F(Soak, PodChurnSurvivesCrihookdKillsAndAContainerdRestart) {
   }
   for (auto& t : clients) t.join();
   if (controller.joinable()) controller.join();
-  ASSERT_EQ(failed.load(), 0) << readFile(dir_ + "/crihookd.log");
+  ASSERT_EQ(failed.load(), 0) << report();
   const long end_rss = rssKiB(crihookd_->pid());
   const int end_fds = openFds(crihookd_->pid());
 
@@ -524,7 +596,7 @@ TEST_F(Soak, PodChurnSurvivesCrihookdKillsAndAContainerdRestart) {
   // Zero lost cleanups: every pod's device init has its cleanup, and no
   // record owes one.
   EXPECT_EQ(actions.size(), static_cast<size_t>(kClients * kLifecycles));
-  EXPECT_THAT(owedCleanups(), ::testing::IsEmpty()) << readFile(dir_ + "/crihookd.log");
+  EXPECT_THAT(owedCleanups(), ::testing::IsEmpty()) << report();
   EXPECT_EQ(filesIn("devices"), 0u);
   // Zero stuck pods, asked of containerd itself.
   auto direct = v1::RuntimeService::NewStub(unixChannel(ctdSocket()));
