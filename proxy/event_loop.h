@@ -97,7 +97,7 @@ class EventLoop {
   void wake();
   size_t runTasks();
   size_t runTimers();
-  int waitMillis() const;
+  int waitMillis();
   void handleEvents(const epoll_event* events, int n);
   void drainRemote();
 

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -26,8 +27,53 @@ H2Endpoint::~H2Endpoint() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool H2Endpoint::owePingAck(const uint8_t* opaque_data) {
+  std::array<uint8_t, 8> ack;
+  std::memcpy(ack.data(), opaque_data, ack.size());
+  owed_ping_acks_.push_back(ack);
+  if (owed_ping_acks_.size() >= kMaxOwedPingAcks) {
+    // A flood: answered at once, within nghttp2's bound on queued ACKs.
+    if (int rv = submitOwedPingAcks(); rv != 0) {
+      input_error_ = cat("PING ACKs: ", nghttp2_strerror(rv));
+      return false;
+    }
+    return true;
+  }
+  if (ping_ack_timer_ != 0) return true;
+  std::weak_ptr<H2Endpoint> weak = weak_from_this();
+  ping_ack_timer_ = loop_.runAfter(kPingAckDelay, [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->ping_ack_timer_ = 0;
+    if (self->closed_ || self->owed_ping_acks_.empty()) return;
+    self->flush();
+  });
+  return true;
+}
+
+int H2Endpoint::submitOwedPingAcks() {
+  if (ping_ack_timer_ != 0) {
+    loop_.cancel(ping_ack_timer_);
+    ping_ack_timer_ = 0;
+  }
+  for (const auto& ack : owed_ping_acks_) {
+    if (int rv = nghttp2_submit_ping(session_, NGHTTP2_FLAG_ACK, ack.data()); rv != 0) return rv;
+  }
+  owed_ping_acks_.clear();
+  return 0;
+}
+
 void H2Endpoint::flush() {
   if (closed_ || writing_ || session_ == nullptr) return;
+  // Owed PING ACKs go out with whatever else is to be sent; with nothing
+  // else, they wait for the timer (owePingAck), which then flushes them.
+  if (!owed_ping_acks_.empty() &&
+      (ping_ack_timer_ == 0 || nghttp2_session_want_write(session_) != 0)) {
+    if (int rv = submitOwedPingAcks(); rv != 0) {
+      fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
+      return;
+    }
+  }
   for (;;) {
     out_.clear();
     out_sent_ = 0;
@@ -92,6 +138,9 @@ void H2Endpoint::startReading() {
 void H2Endpoint::fail(const std::string& why) {
   if (closed_) return;
   closed_ = true;
+  if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
+  ping_ack_timer_ = 0;
+  owed_ping_acks_.clear();
   if (fd_ >= 0) {
     loop_.unwatch(fd_);
     ::close(fd_);
@@ -114,6 +163,7 @@ void H2Endpoint::createSession(bool server, const SessionCallbacks& cb,
   nghttp2_option* opt = nullptr;
   nghttp2_option_new(&opt);
   nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_option_set_no_auto_ping_ack(opt, 1);  // owePingAck
   nghttp2_option_set_max_continuations(opt, kMaxContinuations);
   if (server) {
     // The kubelet side checks requests itself, as grpc-go does (see
@@ -172,7 +222,9 @@ void H2Endpoint::handleInput(size_t n) {
     }
   }
   if (rv < 0) {
-    fail(cat("HTTP/2 protocol error: ", nghttp2_strerror(static_cast<int>(rv))));
+    fail(input_error_.empty()
+             ? cat("HTTP/2 protocol error: ", nghttp2_strerror(static_cast<int>(rv)))
+             : cat("HTTP/2: ", input_error_));
     return;
   }
   flush();

@@ -10,6 +10,8 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -21,6 +23,16 @@
 #include "proxy/event_loop.h"
 
 namespace crihook::relay {
+
+// A PING's ACK waits this long for other bytes to go out with (a reply
+// that follows within it carries the ACK in the same write), then goes out
+// alone. grpc-go, kubelet's and containerd's gRPC, sends a PING with nearly
+// every message it receives (its bandwidth estimator); acked at once, each
+// costs a write here and a wake-up of its sender. At most kMaxOwedPingAcks
+// ACKs wait: past that, a flood of PINGs is answered at once, as nghttp2
+// would.
+inline constexpr std::chrono::milliseconds kPingAckDelay{2};
+inline constexpr size_t kMaxOwedPingAcks = 16;
 
 // HTTP/2 windows. Per stream 1 MiB keeps a single 16 MiB message moving at
 // memory speed while bounding what one stream can park in crihookd; the
@@ -87,6 +99,12 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   // Closes the socket and reports why (onClosed), once.
   void fail(const std::string& why);
 
+  // A PING came (not an ACK): its ACK goes out with the next bytes this
+  // endpoint sends, or after kPingAckDelay (the session is created with no
+  // automatic PING ACK). From the frame callback; false when nghttp2 refused
+  // the ACKs (a flood of PINGs), which ends the connection.
+  bool owePingAck(const uint8_t* opaque_data);
+
  protected:
   // The endpoint has closed: called once, from fail.
   virtual void onClosed(const std::string& why) = 0;
@@ -114,6 +132,14 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   // Sends out_ from out_sent_ on; false when the socket is full (the rest
   // waits for onWritable) or the endpoint failed.
   bool sendPending();
+  // Hands the owed PING ACKs to nghttp2 (to go out first in the next
+  // write). Its error when it refuses them (NGHTTP2_ERR_FLOODED: more ACKs
+  // queued than it allows), else 0.
+  int submitOwedPingAcks();
+
+  std::vector<std::array<uint8_t, 8>> owed_ping_acks_;
+  uint64_t ping_ack_timer_ = 0;  // 0: none armed
+  std::string input_error_;      // why a frame callback stopped the input
 
   std::vector<uint8_t> read_buf_;
   std::string out_;
@@ -154,6 +180,9 @@ struct SessionTrampolines {
                                std::string_view(reinterpret_cast<const char*>(value), valuelen));
   }
   static int frameRecv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK) &&
+        !static_cast<H2Endpoint*>(user)->owePingAck(frame->ping.opaque_data))
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
     return side(user).onFrameRecv(*frame);
   }
   static int dataChunk(nghttp2_session*, uint8_t, int32_t stream_id, const uint8_t* data,

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "cri-api/runtime_v1.pb.h"
+#include "proxy/h2_session.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
+#include "test/support/raw_h2_client.h"
 
 namespace crihook::testing {
 namespace {
@@ -103,6 +105,80 @@ TEST_F(H2EdgeTest, SeveralMessagesIntoAUnaryMethodAreRefusedAndNeverBufferedPast
   EXPECT_EQ(big.grpc_status, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
   EXPECT_THAT(big.grpc_message, HasSubstr("for a unary method"));
   EXPECT_EQ(raw.streams(), 0) << "nothing reached the runtime";
+}
+
+// PING ACKs (grpc-go, kubelet's gRPC, PINGs with nearly every message it
+// receives): an ACK waits for the reply and goes out in its write, not in a
+// write of its own.
+class PingTest : public H2EdgeTest {
+ protected:
+  void SetUp() override {
+    H2EdgeTest::SetUp();
+    raw_ = std::make_unique<RawH2Backend>(dir_.file("backend.sock"));
+    startProxy();
+    client_ = std::make_unique<RawH2Client>(dir_.file("crihook.sock"));
+    // The connection to the runtime is open before the PINGs.
+    ASSERT_EQ(client_->call(kEcho, grpcFrame("warm")).grpc_status, 0);
+  }
+  // Runs the client until `n` ACKs have come, or 2 s passed.
+  void awaitAcks(size_t n) {
+    for (auto until = std::chrono::steady_clock::now() + 2s;
+         client_->pingAcks().size() < n && client_->usable() &&
+         std::chrono::steady_clock::now() < until;)
+      client_->run(5ms);
+  }
+
+  const RawHeaders kEcho = RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo");
+  std::unique_ptr<RawH2Backend> raw_;
+  std::unique_ptr<RawH2Client> client_;
+};
+
+TEST_F(PingTest, AnAckRidesInTheWriteOfTheReply) {
+  // The runtime answers 0.5 ms after the request: an ACK sent at once would
+  // come a read before the reply. A machine busy enough to make a reply
+  // later than the ACK's delay sends that ACK alone: most calls, not all,
+  // must show it.
+  const RawHeaders slow = RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/SlowEcho");
+  int together = 0;
+  for (uint64_t i = 1; i <= 20; ++i) {
+    client_->ping(i);
+    const RawH2Result r = client_->wait(client_->send(slow, grpcFrame("x")));
+    ASSERT_EQ(r.grpc_status, 0);
+    awaitAcks(i);
+    ASSERT_EQ(client_->pingAcks().size(), i);
+    EXPECT_EQ(client_->pingAcks().back().opaque, i);
+    together += client_->pingAcks().back().read == r.headers_read;
+  }
+  EXPECT_GE(together, 10) << "of 20 ACKs, " << 20 - together
+                          << " came in a read of their own, before the reply";
+}
+
+TEST_F(PingTest, AnAckWithNothingToRideOnGoesOutAfterTheDelay) {
+  const auto sent = client_->ping(42);
+  awaitAcks(1);
+  ASSERT_EQ(client_->pingAcks().size(), 1u);
+  EXPECT_EQ(client_->pingAcks()[0].opaque, 42u);
+  const auto took = client_->pingAcks()[0].at - sent;
+  EXPECT_GE(took, relay::kPingAckDelay);
+  EXPECT_LT(took, 1s);
+}
+
+TEST_F(PingTest, AFloodIsAnsweredAtOnceAndAnAbusiveOneEndsOnlyItsConnection) {
+  // 100 in one write: more than are kept waiting; every one answered.
+  client_->pingFlood(100);
+  awaitAcks(100);
+  EXPECT_EQ(client_->pingAcks().size(), 100u);
+  EXPECT_EQ(client_->call(kEcho, grpcFrame("after")).grpc_status, 0);
+
+  // 5000 unread: past what nghttp2 lets queue, the connection ends...
+  client_->pingFlood(5000);
+  for (auto until = std::chrono::steady_clock::now() + 5s;
+       client_->usable() && std::chrono::steady_clock::now() < until;)
+    client_->run(10ms);
+  EXPECT_FALSE(client_->usable());
+  // ...and only it.
+  RawH2Client other(dir_.file("crihook.sock"));
+  EXPECT_EQ(other.call(kEcho, grpcFrame("other")).grpc_status, 0);
 }
 
 }  // namespace

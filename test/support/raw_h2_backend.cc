@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace crihook::testing {
@@ -29,8 +30,8 @@ struct Session {
   nghttp2_session* h2 = nullptr;
   bool hangup = false;
   bool close_after_send = false;
-  std::string raw;        // bytes written as they are after nghttp2's next output
-  int32_t flood_id = 0;   // a stream to flood with empty DATA frames
+  std::string raw;       // bytes written as they are after nghttp2's next output
+  int32_t flood_id = 0;  // a stream to flood with empty DATA frames
 };
 
 std::string rawFrame(uint8_t type, uint8_t flags, int32_t stream, const std::string& payload) {
@@ -115,6 +116,8 @@ void respond(Session& s, int32_t id) {
       nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
       s.close_after_send = true;
     }
+    // Late by less than crihookd's PING ACK delay (proxy/h2_session.h).
+    if (verb == "SlowEcho") std::this_thread::sleep_for(std::chrono::microseconds(500));
     if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
     if (verb == "TwoMessages") st.body += st.body;
     if (verb == "NoStatus") st.no_status = true;
@@ -213,7 +216,8 @@ void RawH2Backend::serveConnection(int fd) {
       if (::send(fd, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) goto done;
     }
     if (!s.raw.empty()) {
-      if (::send(fd, s.raw.data(), s.raw.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(s.raw.size()))
+      if (::send(fd, s.raw.data(), s.raw.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(s.raw.size()))
         break;
       s.raw.clear();
     }

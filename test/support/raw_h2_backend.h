@@ -10,6 +10,7 @@
 //   .../TrailersOnly    HEADERS+END_STREAM with grpc-status 7 "denied by raw backend"
 //   .../Echo            the request message back, grpc-status 0
 //   .../GoawayEcho      GOAWAY (last stream id = this one) then Echo
+//   .../SlowEcho        Echo, 0.5 ms after the request came
 //   .../HugeHeaders     trailers-only grpc-status 0 with 100 x 3000-byte x-pad
 //                       fields (HPACK-amplified: ~300 KB decoded)
 // and, for a client's view of a broken server (base/grpc_channel.h):

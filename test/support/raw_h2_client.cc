@@ -65,6 +65,16 @@ struct RawH2ClientCallbacks {
   static int onFrame(nghttp2_session*, const nghttp2_frame* f, void* user) {
     auto* c = static_cast<RawH2Client*>(user);
     if (f->hd.type == NGHTTP2_GOAWAY) c->goaway_ = true;
+    if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
+      uint64_t opaque = 0;
+      std::memcpy(&opaque, f->ping.opaque_data, sizeof(opaque));
+      c->ping_acks_.push_back({opaque, std::chrono::steady_clock::now(), c->reads_});
+    }
+    if (f->hd.type == NGHTTP2_HEADERS) {
+      auto it = c->streams_.find(f->hd.stream_id);
+      if (it != c->streams_.end() && it->second.result.headers_read == 0)
+        it->second.result.headers_read = c->reads_;
+    }
     if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
       for (size_t i = 0; i < f->settings.niv; ++i) {
         if (f->settings.iv[i].settings_id == NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE)
@@ -201,6 +211,7 @@ bool RawH2Client::pump(std::chrono::milliseconds poll_for) {
     eof_ = true;
     return false;
   }
+  ++reads_;
   return nghttp2_session_mem_recv(session(h2_), buf, static_cast<size_t>(n)) >= 0;
 }
 
@@ -218,6 +229,31 @@ RawH2Result RawH2Client::wait(int32_t id, std::chrono::milliseconds timeout) {
 RawH2Result RawH2Client::result(int32_t id) const {
   auto it = streams_.find(id);
   return it == streams_.end() ? RawH2Result{} : it->second.result;
+}
+
+std::chrono::steady_clock::time_point RawH2Client::ping(uint64_t opaque) {
+  uint8_t data[8];
+  std::memcpy(data, &opaque, sizeof(data));
+  if (int rv = nghttp2_submit_ping(session(h2_), NGHTTP2_FLAG_NONE, data); rv != 0)
+    throw std::runtime_error(std::string("raw client: ") + nghttp2_strerror(rv));
+  return std::chrono::steady_clock::now();
+}
+
+void RawH2Client::pingFlood(size_t count) {
+  // Written by hand: nghttp2 would send them one frame at a time.
+  std::string frames;
+  for (size_t i = 0; i < count; ++i) {
+    const char frame[17] = {0, 0, 8, 6, 0, 0, 0, 0, 0, static_cast<char>(i), 0, 0, 0, 0, 0, 0, 0};
+    frames.append(frame, sizeof(frame));
+  }
+  for (size_t sent = 0; sent < frames.size();) {
+    const ssize_t n = ::send(fd_, frames.data() + sent, frames.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) {
+      eof_ = true;
+      return;
+    }
+    sent += static_cast<size_t>(n);
+  }
 }
 
 RawH2Result RawH2Client::call(const RawHeaders& headers, const std::string& body,

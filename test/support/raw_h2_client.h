@@ -27,6 +27,16 @@ struct RawH2Result {
   int grpc_status = -1;     // -1: none received
   std::string grpc_message;
   std::string body;  // DATA bytes, gRPC framing included
+  // Which of the connection's reads (recv calls, from 1) completed the
+  // response HEADERS; 0: none came.
+  uint64_t headers_read = 0;
+};
+
+// A PING ACK the client received.
+struct RawPingAck {
+  uint64_t opaque = 0;  // the PING's data, as sent
+  std::chrono::steady_clock::time_point at;
+  uint64_t read = 0;  // the read that completed it (as RawH2Result::headers_read)
 };
 
 class RawH2Client {
@@ -62,6 +72,14 @@ class RawH2Client {
   // What stream `id` has received so far, without running the connection.
   RawH2Result result(int32_t id) const;
 
+  // Queues a PING (sent with the next run or wait) carrying `opaque`;
+  // returns when it was queued.
+  std::chrono::steady_clock::time_point ping(uint64_t opaque);
+  // The PING ACKs received so far, in order.
+  const std::vector<RawPingAck>& pingAcks() const { return ping_acks_; }
+  // Sends `count` PINGs in one write, now.
+  void pingFlood(size_t count);
+
   // send() then wait().
   RawH2Result call(const RawHeaders& headers, const std::string& body,
                    const RawHeaders& trailers = {});
@@ -88,6 +106,8 @@ class RawH2Client {
   std::map<int32_t, Stream> streams_;
   std::list<RawHeaders> sent_headers_;  // nghttp2 reads them when it sends
   uint32_t peer_max_header_list_ = 0;
+  std::vector<RawPingAck> ping_acks_;
+  uint64_t reads_ = 0;
   bool goaway_ = false;
   bool eof_ = false;
   friend struct RawH2ClientCallbacks;
