@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -124,6 +125,32 @@ TEST(EventLoop, TimersRunInDeadlineOrderNotEarlyAndCancelledOnesNever) {
   EXPECT_GE(late_at - start, 100ms);
   std::lock_guard lock(mu);
   EXPECT_EQ(fired, (std::vector<std::string>{"10", "60"}));
+}
+
+// The loop thread's voluntary context switches: each wait that ends (a
+// wake-up) counts one.
+long wakeupsOf(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+  }
+  return -1;
+}
+
+TEST(EventLoop, AnIdleLoopDoesNotWakeForACancelledTimer) {
+  // The relay arms and cancels a short timer for nearly every call (a PING
+  // ACK's): an idle loop must not wake for each at its time.
+  RunningLoop r;
+  pid_t tid = 0;
+  r.on([&] {
+    tid = static_cast<pid_t>(::gettid());
+    r.loop->cancel(r.loop->runAfter(30ms, [] {}));
+  });
+  std::this_thread::sleep_for(10ms);  // back in its wait
+  const long before = wakeupsOf(tid);
+  ASSERT_GE(before, 0);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(wakeupsOf(tid), before);
 }
 
 // Records what the loop tells it, and reads what it is told to.
