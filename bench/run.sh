@@ -80,5 +80,20 @@ for shape, vias in rows.items():
         out.append(f"{v}: p50 {p50:.1f} thr {thr:.0f}" + ("" if v == "direct" else f" ({p50/d[0]:.2f}x, thr {thr/d[1]:.2f}x)"))
     print("  " + "; ".join(out))
 '
+
+# System calls crihookd makes per call it relays for the grpc-go client
+# (strace -c on crihookd over one bench run; its calls plus the 20 warm-up
+# calls gocri makes on each connection).
+go_syscalls() {  # CONNS STREAMS CALLS
+  strace -f -c -o "$work/go-strace.txt" -p "$go_crihookd" 2>/dev/null &
+  local tracer=$!
+  sleep 0.5
+  "$gocri" -endpoint "$work/go-crihook.sock" bench -calls "$3" -conns "$1" -streams "$2" >/dev/null
+  kill -INT "$tracer"
+  wait "$tracer" || true
+  awk -v n=$(($3 + 20 * $1)) '$NF == "total" { printf "%.2f", $4 / n }' "$work/go-strace.txt"
+}
+echo "  system calls per relayed call (crihookd, strace -c): 1 client $(go_syscalls 1 1 2000);" \
+  "16 streams on one connection $(go_syscalls 1 16 4000)"
 kill $go_crihookd $go_socat 2>/dev/null || true
 
