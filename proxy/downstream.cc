@@ -42,6 +42,13 @@ void Downstream::onClosed(const std::string& why) {
   dropAllCalls();
 }
 
+bool Downstream::replyExpected() const {
+  for (const auto& [id, call] : calls_) {
+    if (!call->answered && !call->resp_submitted) return true;
+  }
+  return false;
+}
+
 void Downstream::dropAllCalls() {
   // The runtime cancels every stream of a connection that closes.
   for (auto& up : draining_) {

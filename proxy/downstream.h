@@ -72,6 +72,9 @@ class Downstream : public H2Endpoint {
   friend struct SessionTrampolines<Downstream>;
 
   void onClosed(const std::string& why) override;
+  // A call whose reply has not begun (a stream whose response has begun,
+  // a watch that may stay quiet for long, does not count).
+  bool replyExpected() const override;
   void setupSession();
 
   // nghttp2 callbacks (SessionTrampolines).

@@ -31,23 +31,13 @@ bool H2Endpoint::owePingAck(const uint8_t* opaque_data) {
   std::array<uint8_t, 8> ack;
   std::memcpy(ack.data(), opaque_data, ack.size());
   owed_ping_acks_.push_back(ack);
-  if (owed_ping_acks_.size() >= kMaxOwedPingAcks) {
-    // A flood: answered at once, within nghttp2's bound on queued ACKs.
-    if (int rv = submitOwedPingAcks(); rv != 0) {
-      input_error_ = cat("PING ACKs: ", nghttp2_strerror(rv));
-      return false;
-    }
-    return true;
+  if (owed_ping_acks_.size() < kMaxOwedPingAcks) return true;
+  // A peer that sends PINGs and does not read (this socket is full, flush
+  // waits): handed to nghttp2, whose bound on queued ACKs ends it.
+  if (int rv = submitOwedPingAcks(); rv != 0) {
+    input_error_ = cat("PING ACKs: ", nghttp2_strerror(rv));
+    return false;
   }
-  if (ping_ack_timer_ != 0) return true;
-  std::weak_ptr<H2Endpoint> weak = weak_from_this();
-  ping_ack_timer_ = loop_.runAfter(kPingAckDelay, [weak] {
-    auto self = weak.lock();
-    if (!self) return;
-    self->ping_ack_timer_ = 0;
-    if (self->closed_ || self->owed_ping_acks_.empty()) return;
-    self->flush();
-  });
   return true;
 }
 
@@ -65,13 +55,27 @@ int H2Endpoint::submitOwedPingAcks() {
 
 void H2Endpoint::flush() {
   if (closed_ || writing_ || session_ == nullptr) return;
-  // Owed PING ACKs go out with whatever else is to be sent; with nothing
-  // else, they wait for the timer (owePingAck), which then flushes them.
-  if (!owed_ping_acks_.empty() &&
-      (ping_ack_timer_ == 0 || nghttp2_session_want_write(session_) != 0)) {
-    if (int rv = submitOwedPingAcks(); rv != 0) {
-      fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
-      return;
+  // Owed PING ACKs go out with whatever else is to be sent. With nothing
+  // else, they wait for a reply expected soon, at most kPingAckDelay.
+  if (!owed_ping_acks_.empty()) {
+    if (nghttp2_session_want_write(session_) != 0 || !replyExpected()) {
+      if (int rv = submitOwedPingAcks(); rv != 0) {
+        fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
+        return;
+      }
+    } else if (ping_ack_timer_ == 0) {
+      std::weak_ptr<H2Endpoint> weak = weak_from_this();
+      ping_ack_timer_ = loop_.runAfter(kPingAckDelay, [weak] {
+        auto self = weak.lock();
+        if (!self) return;
+        self->ping_ack_timer_ = 0;
+        if (self->closed_ || self->owed_ping_acks_.empty()) return;
+        if (int rv = self->submitOwedPingAcks(); rv != 0) {
+          self->fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
+          return;
+        }
+        self->flush();
+      });
     }
   }
   for (;;) {

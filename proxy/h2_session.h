@@ -24,13 +24,16 @@
 
 namespace crihook::relay {
 
-// A PING's ACK waits this long for other bytes to go out with (a reply
-// that follows within it carries the ACK in the same write), then goes out
-// alone. grpc-go, kubelet's and containerd's gRPC, sends a PING with nearly
-// every message it receives (its bandwidth estimator); acked at once, each
-// costs a write here and a wake-up of its sender. At most kMaxOwedPingAcks
-// ACKs wait: past that, a flood of PINGs is answered at once, as nghttp2
-// would.
+// A PING's ACK waits at most this long for other bytes to the same peer to
+// go out with, and only while such bytes are expected (replyExpected: a call
+// on the connection not yet answered); otherwise it goes out at once, as
+// nghttp2 would send it. grpc-go, kubelet's and containerd's gRPC, sends a
+// PING with nearly every message it receives (its bandwidth estimator):
+// acked at once, each costs a write here and a wake-up of its sender. A call
+// answered within the delay carries the ACK in its reply's write; a slower
+// one lets it go alone when the delay ends. At most kMaxOwedPingAcks ACKs
+// wait: past that (a peer that sends PINGs and does not read), they are
+// handed to nghttp2 at once, whose bound on queued ACKs ends the connection.
 inline constexpr std::chrono::milliseconds kPingAckDelay{2};
 inline constexpr size_t kMaxOwedPingAcks = 16;
 
@@ -99,10 +102,10 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   // Closes the socket and reports why (onClosed), once.
   void fail(const std::string& why);
 
-  // A PING came (not an ACK): its ACK goes out with the next bytes this
-  // endpoint sends, or after kPingAckDelay (the session is created with no
-  // automatic PING ACK). From the frame callback; false when nghttp2 refused
-  // the ACKs (a flood of PINGs), which ends the connection.
+  // A PING came (not an ACK): its ACK is owed, and goes out with the next
+  // flush (the session is created with no automatic PING ACK; see
+  // kPingAckDelay). From the frame callback; false when nghttp2 refused the
+  // ACKs (a flood of PINGs), which ends the connection.
   bool owePingAck(const uint8_t* opaque_data);
 
  protected:
@@ -110,6 +113,9 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   virtual void onClosed(const std::string& why) = 0;
   // After the session took a read without error.
   virtual void afterInput() {}
+  // Whether bytes to this peer are expected soon (a call not yet answered):
+  // an owed PING ACK waits up to kPingAckDelay for them.
+  virtual bool replyExpected() const { return false; }
 
   // Both sides take window updates into their own hands (no automatic
   // WINDOW_UPDATE): bytes count as consumed once the other side has taken

@@ -193,15 +193,23 @@ void RawH2Client::run(std::chrono::milliseconds duration) {
 }
 
 bool RawH2Client::pump(std::chrono::milliseconds poll_for) {
+  // What is queued goes out in one write, as grpc-go batches its frames
+  // (a PING with the request that follows it).
+  std::string batch;
   for (;;) {
     const uint8_t* out = nullptr;
     ssize_t n = nghttp2_session_mem_send(session(h2_), &out);
     if (n < 0) return false;
     if (n == 0) break;
-    if (::send(fd_, out, static_cast<size_t>(n), MSG_NOSIGNAL) != n) {
+    batch.append(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  }
+  for (size_t sent = 0; sent < batch.size();) {
+    const ssize_t n = ::send(fd_, batch.data() + sent, batch.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) {
       eof_ = true;
       return false;
     }
+    sent += static_cast<size_t>(n);
   }
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, static_cast<int>(poll_for.count())) <= 0) return true;

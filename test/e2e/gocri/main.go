@@ -12,13 +12,14 @@
 //
 //	gocri -endpoint SOCK [-authority-mode path|localhost] version
 //	gocri -endpoint SOCK [-authority-mode path|localhost] lifecycle -image NAME [-pod NAME] [-log-dir DIR]
-//	gocri -endpoint SOCK bench [-calls N] [-conns C] [-streams S]
+//	gocri -endpoint SOCK bench [-calls N] [-conns C] [-streams S] [-gap D]
 //	gocri -endpoint SOCK koordhook
 //
 // bench: Version calls from C connections, S goroutines on each (one
 // connection carrying S concurrent streams, as kubelet's does), N calls in
-// all after a warm-up; prints one JSON line with the p50 and p99 latency in
-// microseconds and the calls per second.
+// all after a warm-up, each caller waiting D between its calls (kubelet's
+// calls are spaced, not back to back; default none); prints one JSON line
+// with the p50 and p99 latency in microseconds and the calls per second.
 //
 // koordhook: serves Koordinator's RuntimeHookService (runtime.v1alpha1) on
 // SOCK with grpc-go, as koordlet's hook server does, until killed:
@@ -214,6 +215,7 @@ func bench(args []string) {
 	calls := fs.Int("calls", 4000, "Version calls in all")
 	conns := fs.Int("conns", 1, "connections")
 	streams := fs.Int("streams", 1, "concurrent callers on each connection")
+	gap := fs.Duration("gap", 0, "wait between one caller's calls")
 	fs.Parse(args)
 	workers := *conns * *streams
 	if workers < 1 || *calls < workers {
@@ -255,6 +257,9 @@ func bench(args []string) {
 					return
 				}
 				l = append(l, time.Since(t0))
+				if *gap > 0 {
+					time.Sleep(*gap)
+				}
 			}
 			latencies[w] = l
 		}(w)
