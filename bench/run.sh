@@ -84,16 +84,18 @@ for shape, vias in rows.items():
 # System calls crihookd makes per call it relays for the grpc-go client
 # (strace -c on crihookd over one bench run; its calls plus the 20 warm-up
 # calls gocri makes on each connection).
-go_syscalls() {  # CONNS STREAMS CALLS
+go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
   strace -f -c -o "$work/go-strace.txt" -p "$go_crihookd" 2>/dev/null &
   local tracer=$!
   sleep 0.5
-  "$gocri" -endpoint "$work/go-crihook.sock" bench -calls "$3" -conns "$1" -streams "$2" >/dev/null
+  "$gocri" -endpoint "$work/go-crihook.sock" bench -calls "$3" -conns "$1" -streams "$2" \
+    -gap "${4:-0}" >/dev/null
   kill -INT "$tracer"
   wait "$tracer" || true
   awk -v n=$(($3 + 20 * $1)) '$NF == "total" { printf "%.2f", $4 / n }' "$work/go-strace.txt"
 }
 echo "  system calls per relayed call (crihookd, strace -c): 1 client $(go_syscalls 1 1 2000);" \
+  "1 client, 5 ms apart $(go_syscalls 1 1 300 5ms);" \
   "16 streams on one connection $(go_syscalls 1 16 4000)"
 kill $go_crihookd $go_socat 2>/dev/null || true
 
