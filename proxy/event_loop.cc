@@ -100,6 +100,24 @@ size_t EventLoop::poll() {
   return ran + runTasks();
 }
 
+size_t EventLoop::expireTimers() {
+  std::vector<uint64_t> pending;
+  while (!timer_queue_.empty()) {
+    pending.push_back(timer_queue_.top().id);
+    timer_queue_.pop();
+  }
+  size_t ran = 0;
+  for (uint64_t id : pending) {
+    auto it = timers_.find(id);
+    if (it == timers_.end()) continue;  // cancelled, or cancelled by one that ran
+    Task task = std::move(it->second);
+    timers_.erase(it);
+    task();
+    ++ran;
+  }
+  return ran;
+}
+
 void EventLoop::stop() {
   stopping_.store(true);
   wake();

@@ -67,6 +67,10 @@ class EventLoop {
   // ready are handled. Returns how many tasks, timers and events ran. For a
   // test or a fuzz harness that drives a loop by hand, instead of run().
   size_t poll();
+  // On the loop's thread: runs every timer pending now as if its time had
+  // come (not those they arm). Returns how many ran. For a harness that
+  // drives a loop by hand and must not sleep for a timer's delay.
+  size_t expireTimers();
 
   // Runs `task` on the loop's thread, after what is queued. Thread-safe.
   void post(Task task);

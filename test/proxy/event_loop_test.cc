@@ -127,6 +127,24 @@ TEST(EventLoop, TimersRunInDeadlineOrderNotEarlyAndCancelledOnesNever) {
   EXPECT_EQ(fired, (std::vector<std::string>{"10", "60"}));
 }
 
+TEST(EventLoop, ExpireTimersRunsThePendingOnesNowButNotThoseTheyArm) {
+  auto loop = makeLoop();
+  std::vector<std::string> ran;
+  loop->poll();  // the calling thread is the loop's
+  loop->runAfter(1h, [&] {
+    ran.push_back("hour");
+    loop->runAfter(1h, [&] { ran.push_back("armed by hour"); });
+  });
+  const uint64_t cancelled = loop->runAfter(1h, [&] { ran.push_back("cancelled"); });
+  loop->runAfter(2h, [&] { ran.push_back("two hours"); });
+  loop->cancel(cancelled);
+  EXPECT_EQ(loop->expireTimers(), 2u);
+  EXPECT_EQ(ran, (std::vector<std::string>{"hour", "two hours"}));
+  EXPECT_EQ(loop->poll(), 0u);  // the one armed meanwhile is an hour away
+  EXPECT_EQ(loop->expireTimers(), 1u);
+  EXPECT_EQ(ran.back(), "armed by hour");
+}
+
 // The loop thread's voluntary context switches: each wait that ends (a
 // wake-up) counts one.
 long wakeupsOf(pid_t tid) {
