@@ -107,14 +107,7 @@ size_t EventLoop::expireTimers() {
     timer_queue_.pop();
   }
   size_t ran = 0;
-  for (uint64_t id : pending) {
-    auto it = timers_.find(id);
-    if (it == timers_.end()) continue;  // cancelled, or cancelled by one that ran
-    Task task = std::move(it->second);
-    timers_.erase(it);
-    task();
-    ++ran;
-  }
+  for (uint64_t id : pending) ran += fire(id);  // not if cancelled, or cancelled by one that ran
   return ran;
 }
 
@@ -212,14 +205,18 @@ size_t EventLoop::runTimers() {
   while (!timer_queue_.empty() && timer_queue_.top().when <= now) {
     const uint64_t id = timer_queue_.top().id;
     timer_queue_.pop();
-    auto it = timers_.find(id);
-    if (it == timers_.end()) continue;  // cancelled
-    Task task = std::move(it->second);
-    timers_.erase(it);
-    task();
-    ++ran;
+    ran += fire(id);
   }
   return ran;
+}
+
+bool EventLoop::fire(uint64_t timer) {
+  auto it = timers_.find(timer);
+  if (it == timers_.end()) return false;  // cancelled
+  Task task = std::move(it->second);
+  timers_.erase(it);
+  task();
+  return true;
 }
 
 int EventLoop::waitMillis() {

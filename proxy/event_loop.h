@@ -101,6 +101,8 @@ class EventLoop {
   void wake();
   size_t runTasks();
   size_t runTimers();
+  // Runs timer `timer` unless it was cancelled; whether it ran.
+  bool fire(uint64_t timer);
   int waitMillis();
   void handleEvents(const epoll_event* events, int n);
   void drainRemote();

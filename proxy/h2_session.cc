@@ -53,16 +53,21 @@ int H2Endpoint::submitOwedPingAcks() {
   return 0;
 }
 
+bool H2Endpoint::sendOwedPingAcks() {
+  if (int rv = submitOwedPingAcks(); rv != 0) {
+    fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
+    return false;
+  }
+  return true;
+}
+
 void H2Endpoint::flush() {
   if (closed_ || writing_ || session_ == nullptr) return;
   // Owed PING ACKs go out with whatever else is to be sent. With nothing
   // else, they wait for a reply expected soon, at most kPingAckDelay.
   if (!owed_ping_acks_.empty()) {
     if (nghttp2_session_want_write(session_) != 0 || !replyExpected()) {
-      if (int rv = submitOwedPingAcks(); rv != 0) {
-        fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
-        return;
-      }
+      if (!sendOwedPingAcks()) return;
     } else if (ping_ack_timer_ == 0) {
       std::weak_ptr<H2Endpoint> weak = weak_from_this();
       ping_ack_timer_ = loop_.runAfter(kPingAckDelay, [weak] {
@@ -70,11 +75,7 @@ void H2Endpoint::flush() {
         if (!self) return;
         self->ping_ack_timer_ = 0;
         if (self->closed_ || self->owed_ping_acks_.empty()) return;
-        if (int rv = self->submitOwedPingAcks(); rv != 0) {
-          self->fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
-          return;
-        }
-        self->flush();
+        if (self->sendOwedPingAcks()) self->flush();
       });
     }
   }

@@ -142,6 +142,9 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   // write). Its error when it refuses them (NGHTTP2_ERR_FLOODED: more ACKs
   // queued than it allows), else 0.
   int submitOwedPingAcks();
+  // The same outside nghttp2's callbacks: fails the endpoint on a refusal
+  // (false).
+  bool sendOwedPingAcks();
 
   std::vector<std::array<uint8_t, 8>> owed_ping_acks_;
   uint64_t ping_ack_timer_ = 0;  // 0: none armed
