@@ -203,14 +203,7 @@ bool RawH2Client::pump(std::chrono::milliseconds poll_for) {
     if (n == 0) break;
     batch.append(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   }
-  for (size_t sent = 0; sent < batch.size();) {
-    const ssize_t n = ::send(fd_, batch.data() + sent, batch.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) {
-      eof_ = true;
-      return false;
-    }
-    sent += static_cast<size_t>(n);
-  }
+  if (!sendAll(batch)) return false;
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, static_cast<int>(poll_for.count())) <= 0) return true;
   uint8_t buf[1 << 16];
@@ -254,14 +247,19 @@ void RawH2Client::pingFlood(size_t count) {
     const char frame[17] = {0, 0, 8, 6, 0, 0, 0, 0, 0, static_cast<char>(i), 0, 0, 0, 0, 0, 0, 0};
     frames.append(frame, sizeof(frame));
   }
-  for (size_t sent = 0; sent < frames.size();) {
-    const ssize_t n = ::send(fd_, frames.data() + sent, frames.size() - sent, MSG_NOSIGNAL);
+  sendAll(frames);
+}
+
+bool RawH2Client::sendAll(const std::string& bytes) {
+  for (size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) {
       eof_ = true;
-      return;
+      return false;
     }
     sent += static_cast<size_t>(n);
   }
+  return true;
 }
 
 RawH2Result RawH2Client::call(const RawHeaders& headers, const std::string& body,

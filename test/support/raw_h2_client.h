@@ -100,6 +100,9 @@ class RawH2Client {
 
  private:
   bool pump(std::chrono::milliseconds poll);
+  // Writes all of `bytes`; false (and the connection counted gone) when the
+  // socket refuses.
+  bool sendAll(const std::string& bytes);
 
   int fd_ = -1;
   void* h2_ = nullptr;  // nghttp2_session
