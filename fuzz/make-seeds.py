@@ -255,4 +255,30 @@ write("fuzz_grpc_channel", "continuation", SETTINGS + h2frame(1, 0, 1, STATUS_20
       h2frame(9, END_HEADERS, 1, hpack_literal("content-type", "application/grpc")) +
       h2frame(0, 0, 1, answer) + trailers("0"))
 
+# --- Both directions of a relayed connection, as the transparent relay reads them
+# The last byte picks the read size (1 + byte % 64).
+def hpack_indexed_literal(name, value):
+    # Literal with incremental indexing, new name (RFC 7541 6.2.1): enters the table.
+    name, value = name.encode(), value.encode()
+    return b"\x40" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+write("fuzz_h2_wire", "kubelet-calls", SETTINGS + call(RT + "Version", version) +
+      call(RT + "StopContainer", stop, stream=3) + b"\x06")
+write("fuzz_h2_wire", "continuation-ping-window-goaway", SETTINGS +
+      h2frame(1, 0, 1, hb[:10]) + h2frame(9, END_HEADERS, 1, hb[10:]) +
+      h2frame(6, 0, 0, b"12345678") + h2frame(8, 0, 1, struct.pack(">I", 1000)) +
+      h2frame(0, END_STREAM, 1, version) + h2frame(3, 0, 5, struct.pack(">I", 8)) +
+      h2frame(7, 0, 0, struct.pack(">II", 1, 0)) + b"\x01")
+write("fuzz_h2_wire", "runtime-replies-indexed", SETTINGS + SETTINGS_ACK +
+      h2frame(1, END_HEADERS, 1, STATUS_200 + hpack_indexed_literal("content-type", "application/grpc")) +
+      h2frame(0, 0, 1, answer) +
+      h2frame(1, END_HEADERS | END_STREAM, 1, hpack_indexed_literal("grpc-status", "0")) +
+      h2frame(1, END_HEADERS, 3, STATUS_200 + b"\xbe") +  # index 62: the newest entry
+      h2frame(1, END_HEADERS | END_STREAM, 3, b"\xbe\xbf") + b"\x10")
+write("fuzz_h2_wire", "padded-priority", SETTINGS +
+      h2frame(1, END_HEADERS | 0x8 | 0x20, 1, b"\x02" + b"\x00\x00\x00\x00\x10" + headers(RT + "Version") + b"\x00\x00") +
+      h2frame(0, END_STREAM | 0x8, 1, b"\x03" + version + b"\x00\x00\x00") +
+      h2frame(1, END_HEADERS | 0x8, 3, b"\xff") + b"\x00")
+
 print("seeds written under", ROOT, file=sys.stderr)
