@@ -51,16 +51,7 @@ bool Downstream::replyExpected() const {
 
 void Downstream::dropAllCalls() {
   // The runtime cancels every stream of a connection that closes.
-  for (auto& up : draining_) {
-    up->detach();
-    up->fail("client connection closed");
-  }
-  draining_.clear();
-  if (upstream_) {
-    upstream_->detach();
-    upstream_->fail("client connection closed");
-    upstream_.reset();
-  }
+  upstreams_.dropAll("client connection closed");
   for (auto& [id, call] : calls_) {
     if (!call->answered) ctx_.active_calls.fetch_sub(1);
     if (call->final_status.ok() && !(call->resp_end && call->resp_submitted))
@@ -69,7 +60,6 @@ void Downstream::dropAllCalls() {
     releaseLimits(*call);
   }
   calls_.clear();
-  waiting_.clear();
 }
 
 int Downstream::onBeginHeaders(const nghttp2_frame& frame) {
@@ -253,7 +243,7 @@ void Downstream::onRequestHeaders(Call& call) {
     }
   }
   call.intercepted = findInterceptedMethod(call.path);
-  if (call.passThrough()) forward(call);
+  if (call.passThrough()) upstreams_.forward(call);
 }
 
 void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
@@ -344,7 +334,7 @@ void Downstream::onPreStageDone(int32_t id, absl::Status status) {
     answer(*call, ready);
     return;
   }
-  forward(*call);
+  upstreams_.forward(*call);
 }
 
 void Downstream::startPostStage(Call& call) {

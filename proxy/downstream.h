@@ -1,15 +1,17 @@
 #pragma once
 
 // The kubelet side of a relayed connection: an HTTP/2 server connection, the
-// owner of its calls and of the upstream connection(s) they are forwarded on.
+// owner of its calls and of the upstream connection(s) they are forwarded on
+// (an UpstreamSet, upstream_set.h, whose Upstreams report here:
+// UpstreamOwner, upstream_owner.h).
 // Pass-through calls are relayed frame by frame; intercepted ones are
 // buffered whole and run through the Interceptor's stages around the
 // forward (intercept_stage.h). Runs on its EventLoop; not thread-safe
 // (Connection, relay.h, posts to it from other threads).
 //
 // The member functions are defined by seam: downstream.cc (session, request
-// path, the upstream connections), downstream_response.cc (response path),
-// downstream_limits.cc (timeouts and buffer budgets).
+// path), downstream_response.cc (response path), downstream_limits.cc
+// (timeouts and buffer budgets).
 
 #include <chrono>
 #include <cstdint>
@@ -17,21 +19,23 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "proxy/call.h"
 #include "proxy/h2_session.h"
 #include "proxy/relay.h"
 #include "proxy/upstream.h"
+#include "proxy/upstream_owner.h"
+#include "proxy/upstream_set.h"
 
 namespace crihook::relay {
 
-class Downstream : public H2Endpoint {
+class Downstream : public H2Endpoint, public UpstreamOwner {
  public:
   // `fd`: the accepted socket, non-blocking, now the connection's. `loop`
   // and `ctx` outlive the connection.
-  Downstream(EventLoop& loop, int fd, RelayContext& ctx) : H2Endpoint(loop, fd), ctx_(ctx) {
+  Downstream(EventLoop& loop, int fd, RelayContext& ctx)
+      : H2Endpoint(loop, fd), ctx_(ctx), upstreams_(*this, loop, ctx) {
     ctx_.open_connections.fetch_add(1);
   }
   ~Downstream() override {
@@ -46,27 +50,34 @@ class Downstream : public H2Endpoint {
   // Closes the connection and its upstreams now.
   void closeAll(const std::string& why);
 
-  Call* find(int32_t id) {
+  // UpstreamOwner: the upstreams' events, delegated here because calls live
+  // here (upstream_owner.h has the contracts). Final, so that the
+  // connection's own calls of them are not virtual.
+  Call* find(int32_t id) final {
     auto it = calls_.find(id);
     return it == calls_.end() ? nullptr : it->second.get();
   }
+  void onResponseHeaders(Call& call) final;
+  void onResponseData(Call& call, const uint8_t* data, size_t len) final;
+  void onResponseEnd(Call& call) final;
+  void onUpstreamStreamClosed(Call& call, uint32_t error_code) final;
+  void onUpstreamLost(Upstream& up, const std::string& why) final { upstreams_.onLost(up, why); }
+  void onUpstreamGoaway(Upstream& up) final { upstreams_.onGoaway(up); }
+  void consumeRequestBytes(Call& call, size_t n) final;
+  // The caps: the per-reply one and the connection's.
+  bool chargeReplyHeader(Call& call, size_t bytes) final;
+  void answer(Call& call, const absl::Status& status) final;
+  void scheduleFlush() final { H2Endpoint::scheduleFlush(); }
+  // This connection leads its upstreams' flush group.
+  H2Endpoint* flushGroup() final { return this; }
+  bool closed() const final { return H2Endpoint::closed(); }
+  std::shared_ptr<UpstreamOwner> sharedOwner() final {
+    return std::static_pointer_cast<Downstream>(shared_from_this());
+  }
 
-  // Upstream events, delegated here because calls live here.
-  void onResponseHeaders(Call& call);
-  void onResponseData(Call& call, const uint8_t* data, size_t len);
-  void onResponseEnd(Call& call);
-  void onUpstreamStreamClosed(Call& call, uint32_t error_code);
-  void onUpstreamLost(Upstream& up, const std::string& why);
-  void onUpstreamGoaway(Upstream& up);
-  void consumeRequestBytes(Call& call, size_t n);
   // The runtime may send as many more bytes as kubelet has now taken; also
   // after the runtime's stream closed (the connection window still counts them).
   void returnWindow(Call& call, size_t n);
-  // Counts one decoded field of the runtime's reply to `call`; false (nothing
-  // counted) past the per-reply or the connection's cap.
-  bool chargeReplyHeader(Call& call, size_t bytes);
-  // Answers `call` with `status` in place of the runtime.
-  void answer(Call& call, const absl::Status& status);
 
  private:
   friend struct SessionTrampolines<Downstream>;
@@ -91,9 +102,6 @@ class Downstream : public H2Endpoint {
   void onRequestHeaders(Call& call);
   void onRequestData(Call& call, const uint8_t* data, size_t len);
   void onRequestEnd(Call& call);
-  void forward(Call& call);
-  std::shared_ptr<Upstream> currentUpstream();
-  void onUpstreamConnected(const std::shared_ptr<Upstream>& up, const std::string& error);
 
   // Intercepted path: the Interceptor's stages, their completions posted
   // back to this connection's executor.
@@ -127,10 +135,7 @@ class Downstream : public H2Endpoint {
 
   RelayContext& ctx_;
   std::unordered_map<int32_t, std::unique_ptr<Call>> calls_;
-  std::shared_ptr<Upstream> upstream_;               // takes new streams
-  std::vector<std::shared_ptr<Upstream>> draining_;  // finishing old streams
-  std::vector<int32_t> waiting_;                     // calls waiting for the connect
-  bool connecting_ = false;
+  UpstreamSet upstreams_;  // what calls_ are forwarded on
   bool shutting_down_ = false;
 
   size_t header_bytes_ = 0;      // decoded fields held by calls_, both directions

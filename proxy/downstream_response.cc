@@ -76,7 +76,7 @@ void Downstream::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
     // the whole request is still buffered, so send it to a fresh connection.
     call.retried = true;
     call.resp_headers.clear();
-    forward(call);
+    upstreams_.forward(call);
     return;
   }
   auto status = absl::Status(grpcwire::codeOfReset(error_code),

@@ -3,8 +3,9 @@
 #include "proxy/downstream.h"
 
 // The relay's parts, by seam: byte_queue.h, h2_headers.h, request_check.h,
-// call.h, h2_session.h (the nghttp2 session both ends share), upstream.h,
-// downstream.h, intercept_stage.h, call_log.h. What is here is the public
+// call.h, h2_session.h (the nghttp2 session both ends share),
+// upstream_owner.h, upstream.h, upstream_set.h, downstream.h,
+// intercept_stage.h, call_log.h. What is here is the public
 // entry: Connection, the handle server.cc holds, and LogLimiter.
 
 namespace crihook {

@@ -7,7 +7,6 @@
 
 #include "base/text.h"
 #include "base/unix_listener.h"
-#include "proxy/downstream.h"
 
 namespace crihook::relay {
 
@@ -18,8 +17,8 @@ constexpr std::chrono::milliseconds kConnectRetry(10);
 
 }  // namespace
 
-Upstream::Upstream(EventLoop& loop, Downstream* owner) : H2Endpoint(loop, -1), owner_(owner) {
-  group_ = owner;
+Upstream::Upstream(EventLoop& loop, UpstreamOwner* owner) : H2Endpoint(loop, -1), owner_(owner) {
+  group_ = owner->flushGroup();
 }
 
 void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
@@ -89,6 +88,14 @@ bool Upstream::submit(Call& call) {
   return true;
 }
 
+std::vector<int32_t> Upstream::takeCalls() {
+  std::vector<int32_t> ids;
+  ids.reserve(streams_.size());
+  for (const auto& [up_id, call_id] : streams_) ids.push_back(call_id);
+  streams_.clear();
+  return ids;
+}
+
 Call* Upstream::callFor(int32_t id) {
   if (owner_ == nullptr) return nullptr;
   auto it = streams_.find(id);
@@ -132,7 +139,7 @@ int Upstream::onFrameRecv(const nghttp2_frame& frame) {
   }
   Call* call = callFor(frame.hd.stream_id);
   if (call == nullptr) return 0;
-  Downstream* owner = owner_;
+  UpstreamOwner* owner = owner_;
   const bool end = frame.hd.flags & NGHTTP2_FLAG_END_STREAM;
   if (frame.hd.type == NGHTTP2_HEADERS && call->resp_headers_over) {
     owner->answer(*call, absl::InternalError(cat("crihookd: ", call->path,

@@ -2,7 +2,8 @@
 
 // The runtime side of a relayed connection: an HTTP/2 client connection to
 // the backend socket, carrying the calls of one kubelet connection (its
-// owner, a Downstream). Runs on the owner's EventLoop; not thread-safe.
+// owner, an UpstreamOwner: upstream_owner.h). Runs on the owner's EventLoop;
+// not thread-safe.
 
 #include <sys/un.h>
 
@@ -13,18 +14,19 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "proxy/call.h"
 #include "proxy/h2_session.h"
+#include "proxy/upstream_owner.h"
 
 namespace crihook::relay {
 
-class Downstream;
-
 class Upstream final : public H2Endpoint {
  public:
-  // `owner` outlives the upstream or detaches it first.
-  Upstream(EventLoop& loop, Downstream* owner);
+  // `owner` outlives the upstream or detaches it first. Its flushes batch
+  // with the owner's flushGroup(), asked here.
+  Upstream(EventLoop& loop, UpstreamOwner* owner);
 
   // Connects to the Unix socket `path` and starts the session; `done` runs
   // later on the loop with the outcome ("" on success, else why not). A
@@ -48,9 +50,12 @@ class Upstream final : public H2Endpoint {
   // The backend sent GOAWAY: no new streams.
   bool draining() const { return draining_; }
   void forget(int32_t up_id) { streams_.erase(up_id); }
+  // The ids (UpstreamOwner::find) of the calls still relayed here, in the
+  // order of their runtime streams; forgets them all. For the owner of an
+  // upstream that was lost.
+  std::vector<int32_t> takeCalls();
 
  private:
-  friend class Downstream;
   friend struct SessionTrampolines<Upstream>;
 
   void onClosed(const std::string& why) override;
@@ -67,8 +72,8 @@ class Upstream final : public H2Endpoint {
   // The request body of stream `stream_id`.
   ssize_t readBody(int32_t stream_id, uint8_t* buf, size_t length, uint32_t* flags);
 
-  Downstream* owner_;
-  std::map<int32_t, int32_t> streams_;  // upstream stream id -> downstream stream id
+  UpstreamOwner* owner_;
+  std::map<int32_t, int32_t> streams_;  // upstream stream id -> the owner's call id
   bool draining_ = false;
   EventLoop::Clock::time_point connect_deadline_{};
 };

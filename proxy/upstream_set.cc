@@ -1,12 +1,10 @@
-// Downstream: the upstream connections its calls are forwarded on (opened
-// on demand, retired after the backend's GOAWAY, their loss answered).
+#include "proxy/upstream_set.h"
 
 #include "base/text.h"
-#include "proxy/downstream.h"
 
 namespace crihook::relay {
 
-std::shared_ptr<Upstream> Downstream::currentUpstream() {
+std::shared_ptr<Upstream> UpstreamSet::current() {
   if (upstream_ && (upstream_->closed() || upstream_->draining())) {
     if (!upstream_->closed()) draining_.push_back(upstream_);
     upstream_.reset();
@@ -14,9 +12,9 @@ std::shared_ptr<Upstream> Downstream::currentUpstream() {
   return upstream_;
 }
 
-void Downstream::forward(Call& call) {
+void UpstreamSet::forward(Call& call) {
   if (!call.passThrough()) call.req_body.assign(call.forward_body);
-  if (std::shared_ptr<Upstream> up = currentUpstream(); up && !connecting_) {
+  if (std::shared_ptr<Upstream> up = current(); up && !connecting_) {
     if (up->submit(call)) return;
     // The session has no stream ids left: retire it, open another.
     draining_.push_back(up);
@@ -25,17 +23,18 @@ void Downstream::forward(Call& call) {
   waiting_.push_back(call.down_id);
   if (connecting_) return;
   connecting_ = true;
-  auto up = std::make_shared<Upstream>(loop(), this);
+  auto up = std::make_shared<Upstream>(loop_, &owner_);
   upstream_ = up;
-  auto self = std::static_pointer_cast<Downstream>(shared_from_this());
+  // The owner holds this set: keeping it alive keeps `this`.
   up->connect(ctx_.backend_path, ctx_.connect_timeout,
-              [self, up](const std::string& error) { self->onUpstreamConnected(up, error); });
+              [this, owner = owner_.sharedOwner(), up](const std::string& error) {
+                onConnected(up, error);
+              });
 }
 
-void Downstream::onUpstreamConnected(const std::shared_ptr<Upstream>& up,
-                                     const std::string& error) {
+void UpstreamSet::onConnected(const std::shared_ptr<Upstream>& up, const std::string& error) {
   connecting_ = false;
-  if (closed() || up != upstream_) {
+  if (owner_.closed() || up != upstream_) {
     up->detach();
     up->fail("no longer needed");
     return;
@@ -48,48 +47,60 @@ void Downstream::onUpstreamConnected(const std::shared_ptr<Upstream>& up,
     up->detach();
     ctx_.log->warn("backend {} unavailable: {}", ctx_.backend_endpoint, error);
     for (int32_t id : waiting) {
-      if (Call* call = find(id)) {
-        answer(*call, absl::UnavailableError(cat("crihookd: backend ", ctx_.backend_endpoint,
-                                                 " unavailable: ", error)));
+      if (Call* call = owner_.find(id)) {
+        owner_.answer(*call, absl::UnavailableError(cat("crihookd: backend ", ctx_.backend_endpoint,
+                                                        " unavailable: ", error)));
       }
     }
-    scheduleFlush();
+    owner_.scheduleFlush();
     return;
   }
   for (int32_t id : waiting) {
-    if (Call* call = find(id); call && !call->answered) forward(*call);
+    if (Call* call = owner_.find(id); call && !call->answered) forward(*call);
   }
 }
 
-void Downstream::onUpstreamGoaway(Upstream& up) {
+void UpstreamSet::onGoaway(Upstream& up) {
   if (upstream_.get() == &up) {
     draining_.push_back(upstream_);
     upstream_.reset();
   }
 }
 
-void Downstream::onUpstreamLost(Upstream& up, const std::string& why) {
+void UpstreamSet::onLost(Upstream& up, const std::string& why) {
   ctx_.log->debug("backend connection closed: {}", why);
-  std::vector<int32_t> affected;
-  for (const auto& [up_id, down_id] : up.streams_) affected.push_back(down_id);
-  up.streams_.clear();
+  const std::vector<int32_t> affected = up.takeCalls();
   const absl::Status lost = absl::UnavailableError(cat("crihookd: backend connection lost: ", why));
   for (int32_t id : affected) {
-    Call* call = find(id);
+    Call* call = owner_.find(id);
     if (call == nullptr) continue;
     call->up.reset();
     call->up_id = 0;
     if (call->resp_end) continue;
     if (!call->passThrough() && !call->resp_submitted) {
       replyWithStatus(*call, lost);
-      onResponseEnd(*call);
+      owner_.onResponseEnd(*call);
     } else {
-      answer(*call, lost);
+      owner_.answer(*call, lost);
     }
   }
   std::erase_if(draining_, [&](const auto& p) { return p.get() == &up; });
   if (upstream_.get() == &up) upstream_.reset();
-  scheduleFlush();
+  owner_.scheduleFlush();
+}
+
+void UpstreamSet::dropAll(const std::string& why) {
+  for (auto& up : draining_) {
+    up->detach();
+    up->fail(why);
+  }
+  draining_.clear();
+  if (upstream_) {
+    upstream_->detach();
+    upstream_->fail(why);
+    upstream_.reset();
+  }
+  waiting_.clear();
 }
 
 }  // namespace crihook::relay
