@@ -149,6 +149,12 @@ RawH2Backend::~RawH2Backend() {
   stopping_ = true;
   ::shutdown(listen_fd_, SHUT_RDWR);
   thread_.join();
+  {
+    // A connection blocked in a send to a peer that stopped reading.
+    std::lock_guard lock(mu_);
+    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (std::thread& t : workers_) t.join();
   ::close(listen_fd_);
   ::unlink(path_.c_str());
 }
@@ -160,8 +166,17 @@ void RawH2Backend::serve() {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     connections_++;
-    serveConnection(fd);
-    ::close(fd);
+    // Each connection on a thread of its own: a relay may hold one
+    // connection open while it opens another (the transparent relay's side
+    // connection for intercepted calls).
+    std::lock_guard lock(mu_);
+    open_fds_.insert(fd);
+    workers_.emplace_back([this, fd] {
+      serveConnection(fd);
+      std::lock_guard lock(mu_);
+      open_fds_.erase(fd);
+      ::close(fd);
+    });
   }
 }
 

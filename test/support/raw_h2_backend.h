@@ -33,8 +33,11 @@
 // One connection at a time, served on its own thread.
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace crihook::testing {
 
@@ -56,6 +59,9 @@ class RawH2Backend {
   std::atomic<int> connections_{0};
   std::atomic<int> streams_{0};
   std::thread thread_;
+  std::mutex mu_;
+  std::set<int> open_fds_;            // under mu_
+  std::vector<std::thread> workers_;  // serve()'s thread only, then the destructor
 };
 
 // The other side: a raw HTTP/2 client sending exactly the bytes a test wants
