@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/quote.h"
 #include "base/read_file.h"
 #include "base/text.h"
 
@@ -163,11 +164,15 @@ absl::Status readServerLimits(const TableReader& r, Config& c) {
 
 absl::Status readServer(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "server.", origin);
-  CRIHOOK_RETURN_IF_ERROR(
-      r.checkKnown({"listen", "socket_mode", "socket_group", "workers", "shutdown_grace",
-                    "max_message_bytes", "max_connections", "preface_timeout", "idle_timeout",
-                    "request_timeout", "max_connection_buffered_bytes", "max_buffered_bytes"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
+      {"listen", "socket_mode", "socket_group", "workers", "shutdown_grace", "max_message_bytes",
+       "max_connections", "preface_timeout", "idle_timeout", "request_timeout",
+       "max_connection_buffered_bytes", "max_buffered_bytes", "relay"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("listen", c.listen_path));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("relay", c.relay));
+  if (c.relay != "terminating" && c.relay != "transparent")
+    return r.error("relay",
+                   cat("expected \"terminating\" or \"transparent\", got ", quote(c.relay)));
   if (auto why = listenProblem(c.listen_path); !why.empty()) return r.error("listen", why);
   std::string mode;
   CRIHOOK_RETURN_IF_ERROR(r.readString("socket_mode", mode));

@@ -48,6 +48,9 @@ class FlowLedger {
   bool mayForward(uint32_t length) const { return length <= kubelet_window_; }
   // The runtime's DATA frame of `length` bytes was forwarded to kubelet.
   void onForwarded(uint32_t length) { kubelet_window_ -= length; }
+  // `length` bytes counted by onForwarded did not go to kubelet after all
+  // (dropped; the relay credits the runtime for them itself).
+  void onNotForwarded(uint32_t length) { kubelet_window_ += length; }
 
   // How many bytes of its own DATA the relay may send kubelet on `stream`
   // now (the smaller of the connection's and the stream's windows, never

@@ -122,6 +122,15 @@ absl::Status FrameReader::wantWhole() {
   return absl::OkStatus();
 }
 
+absl::Status FrameReader::rewindHeader() {
+  if (!in_payload_ || payload_left_ != header_.length || whole_) {
+    return absl::FailedPreconditionError("rewindHeader: no frame header was just read");
+  }
+  in_payload_ = false;
+  header_have_ = 0;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string_view> headerBlockFragment(const FrameHeader& h,
                                                      std::string_view payload) {
   if (h.type == FrameType::kContinuation) return payload;

@@ -121,6 +121,11 @@ class FrameReader {
   // longer than the reader keeps.
   absl::Status wantWhole();
 
+  // Right after kHeader: forgets that header, so that the same 9 bytes fed
+  // again are read as the frame's start (a caller that holds a frame back
+  // and re-reads it later). FAILED_PRECONDITION elsewhere.
+  absl::Status rewindHeader();
+
   // Between frames: no header or payload partly read.
   bool atFrameBoundary() const { return header_have_ == 0 && !in_payload_; }
 

@@ -75,4 +75,16 @@ void canonicalise(Headers& headers) {
   if (findHeader(headers, "te") == nullptr) headers.push_back({"te", "trailers"});
 }
 
+bool isCanonical(const Headers& headers) {
+  bool scheme = false, authority = false, te = false;
+  for (const Header& h : headers) {
+    if (h.name == ":path" && !h.value.starts_with('/')) return false;
+    if (hopByHop(h)) return false;
+    scheme |= h.name == ":scheme";
+    authority |= h.name == ":authority";
+    te |= h.name == "te";
+  }
+  return scheme && authority && te;
+}
+
 }  // namespace crihook::relay

@@ -43,5 +43,7 @@ absl::Status statusFrom(const Headers& trailers);
 // accepts: ":path" with its leading '/', connection-specific fields dropped,
 // :scheme, :authority and "te: trailers" added when missing.
 void canonicalise(Headers& headers);
+// Whether canonicalise would leave `headers` as they are (kubelet's requests).
+bool isCanonical(const Headers& headers);
 
 }  // namespace crihook::relay

@@ -94,6 +94,10 @@ void Encoder::setMaxTableSize(size_t bytes) {
   if (deflater_) nghttp2_hd_deflate_change_table_size(deflater_, bytes);
 }
 
+void appendTableSizeUpdate(std::string& block, size_t bytes) {
+  appendInteger(block, 0x20, 5, bytes);
+}
+
 void appendLiteral(std::string& block, std::string_view name, std::string_view value) {
   block.push_back(0x00);  // literal without indexing, new name (RFC 7541 6.2.2)
   appendString(block, name);

@@ -90,6 +90,10 @@ class Encoder {
   nghttp2_hd_deflater* deflater_ = nullptr;
 };
 
+// Appends a dynamic table size update to `bytes` (RFC 7541 6.3); at the
+// start of a block only.
+void appendTableSizeUpdate(std::string& block, size_t bytes);
+
 // Appends `name: value` to a header block as a literal field without
 // indexing, with a literal name and no Huffman coding: the receiver's
 // dynamic table does not change. `name` must already be lowercase.

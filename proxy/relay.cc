@@ -1,6 +1,12 @@
 #include "proxy/relay.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/unix_listener.h"
 #include "proxy/downstream.h"
+#include "proxy/transparent.h"
 
 // The relay's parts, by seam: byte_queue.h, h2_headers.h, request_check.h,
 // call.h, h2_session.h (the nghttp2 session both ends share),
@@ -27,12 +33,48 @@ struct Connection::Impl final : public relay::Downstream {
   using relay::Downstream::Downstream;
 };
 
-Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx)
-    : starting_(std::make_shared<Impl>(loop, fd, ctx)), weak_(starting_) {}
+namespace {
+
+// A socket connected to the runtime now, or -1. A Unix socket connects at
+// once or not at all (EAGAIN: its backlog is full).
+int connectNow(const std::string& path) {
+  sockaddr_un addr;
+  if (!unixSocketAddress(path, addr)) return -1;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx) {
+  if (ctx.transparent) {
+    // The transparent relay needs the runtime's connection from the start
+    // (its SETTINGS are kubelet's to read). When the runtime cannot be
+    // reached now, the terminating relay serves this connection: it answers
+    // each call UNAVAILABLE naming the backend and tries again per call.
+    if (const int up = connectNow(ctx.backend_path); up >= 0) {
+      tstarting_ = std::make_shared<relay::Transparent>(loop, fd, up, ctx);
+      tweak_ = tstarting_;
+      return;
+    }
+  }
+  starting_ = std::make_shared<Impl>(loop, fd, ctx);
+  weak_ = starting_;
+}
 
 Connection::~Connection() = default;
 
 void Connection::start() {
+  if (tstarting_) {
+    auto t = std::move(tstarting_);
+    t->loop().post([t] { t->start(); });
+    return;
+  }
   // Runs on the connection's own loop; from then on its I/O handlers keep it
   // alive.
   std::shared_ptr<Impl> impl = std::move(starting_);
@@ -40,13 +82,15 @@ void Connection::start() {
 }
 
 void Connection::shutdown() {
+  if (auto t = tweak_.lock()) t->loop().post([t] { t->shutdown(); });
   if (auto impl = weak_.lock()) impl->loop().post([impl] { impl->shutdown(); });
 }
 
 void Connection::close() {
+  if (auto t = tweak_.lock()) t->loop().post([t] { t->close("closed by crihookd"); });
   if (auto impl = weak_.lock()) impl->loop().post([impl] { impl->closeAll("closed by crihookd"); });
 }
 
-bool Connection::alive() const { return !weak_.expired(); }
+bool Connection::alive() const { return !weak_.expired() || !tweak_.expired(); }
 
 }  // namespace crihook

@@ -26,6 +26,9 @@
 #include "proxy/event_loop.h"
 
 namespace crihook {
+namespace relay {
+class Transparent;
+}
 
 // A warning a hostile peer can repeat at will (accept failing, connections
 // cut at a limit): logged at most once per interval, with how many were held
@@ -60,6 +63,10 @@ struct RelayContext {
   std::string backend_path;      // Unix socket of the CRI runtime
   std::string backend_endpoint;  // as configured, for messages
   uint64_t max_message_bytes = 16u << 20;
+  // [server] relay = "transparent": connections are relayed by
+  // relay::Transparent (docs/transparent-relay.md) instead of terminating
+  // HTTP/2 on both sides.
+  bool transparent = false;
   std::chrono::milliseconds connect_timeout{2000};
   Interceptor* interceptor = nullptr;  // never null once serving
   std::shared_ptr<spdlog::logger> log;
@@ -103,6 +110,10 @@ class Connection {
  private:
   std::shared_ptr<Impl> starting_;  // held only until start()
   std::weak_ptr<Impl> weak_;
+  // With RelayContext::transparent (and the runtime reachable): the
+  // transparent relay instead.
+  std::shared_ptr<relay::Transparent> tstarting_;
+  std::weak_ptr<relay::Transparent> tweak_;
 };
 
 }  // namespace crihook

@@ -49,6 +49,7 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
   ctx_.backend_endpoint = config.backend_endpoint;
   ctx_.backend_path = unixSocketPath(config.backend_endpoint).value_or(config.backend_endpoint);
   ctx_.max_message_bytes = config.max_message_bytes;
+  ctx_.transparent = config.relay == "transparent";
   ctx_.connect_timeout = config.backend_connect_timeout;
   ctx_.limits.preface_timeout = config.preface_timeout;
   ctx_.limits.idle_timeout = config.idle_timeout;
@@ -147,9 +148,10 @@ absl::Status Server::listen() {
 
   for (auto& loop : loops_) threads_.emplace_back([l = loop.get()] { l->run(); });
   running_ = true;
-  ctx_.log->info("{} {}, relaying to {} ({} event loops)",
+  ctx_.log->info("{} {}, relaying to {} ({} event loops, {} relay)",
                  adopted_ ? "serving the activated socket" : "listening on", path,
-                 config_.backend_endpoint, workers);
+                 config_.backend_endpoint, workers,
+                 ctx_.transparent ? "transparent" : "terminating");
   return absl::OkStatus();
 }
 

@@ -30,6 +30,7 @@ TEST(Config, EmbeddedDefaultsNeedNoFile) {
   EXPECT_EQ(c.request_timeout, 30000ms);
   EXPECT_EQ(c.max_connection_buffered_bytes, 64u << 20);
   EXPECT_EQ(c.max_buffered_bytes, 256u << 20);
+  EXPECT_EQ(c.relay, "terminating");
   EXPECT_TRUE(validateConfig(c, "defaults").ok());
 }
 
@@ -48,6 +49,7 @@ idle_timeout = "2m"
 request_timeout = "20s"
 max_connection_buffered_bytes = 67108864
 max_buffered_bytes = 134217728
+relay = "transparent"
 
 [backend]
 endpoint = "unix:///run/cri-dockerd.sock"
@@ -70,6 +72,7 @@ level = "debug"
   EXPECT_EQ(c->request_timeout, 20000ms);
   EXPECT_EQ(c->max_connection_buffered_bytes, 64u << 20);
   EXPECT_EQ(c->max_buffered_bytes, 128u << 20);
+  EXPECT_EQ(c->relay, "transparent");
   EXPECT_EQ(c->backend_endpoint, "unix:///run/cri-dockerd.sock");
   EXPECT_EQ(c->backend_connect_timeout, 3000ms);
   EXPECT_EQ(c->log_level, "debug");
@@ -90,6 +93,8 @@ TEST(Config, BadValuesSayWhatWasExpected) {
     const char* want;
   } cases[] = {
       {"[server]\nworkers = 0", "config f: server.workers: expected an integer in 1..64, got 0"},
+      {"[server]\nrelay = \"fast\"",
+       "config f: server.relay: expected \"terminating\" or \"transparent\", got \"fast\""},
       {"[server]\nworkers = \"two\"",
        "config f: server.workers: expected an integer in 1..64, got \"two\""},
       {"[server]\nmax_message_bytes = 1024",

@@ -65,7 +65,7 @@ std::string writeHookConfig(const std::string& dir) {
   std::ofstream(dir + "/hookserver.d/refuser.json")
       << R"({"remote-endpoint": ")" << dir << R"(/refuser.sock", "failure-policy": "Fail",
             "runtime-hooks": ["PreCreateContainer"]})";
-  std::ofstream(dir + "/crihookd.toml") << R"(
+  std::ofstream(dir + "/crihookd.toml") << e2eRelaySection() << R"(
 [hooks]
 state_dir = ")" << dir << R"(/state"
 hookserver_dir = ")" << dir << R"(/hookserver.d"
@@ -634,8 +634,8 @@ class DeviceE2E {
     };
     const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");
     std::ofstream(dir_ + "/crihookd.toml")
-        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"" << dir_
-        << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
+        << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \""
+        << dir_ << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
         << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
         << root << "[[hook]]\nname = \"rdma\"\nbuiltin = \"rdma\"\n"
         << root << "[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"
@@ -888,7 +888,7 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   put(sys + "node/node0/cpulist", "0-1");
   put(sys + "node/node1/cpulist", "2-3");
   put(dir + "/crihookd.toml",
-      cat("[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
+      cat(e2eRelaySection(), "[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
           "/hookserver.d\"\n[topology]\nroot = \"", dir,
           "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));
   ChildProcess crihookd(CRIHOOKD_BINARY,
@@ -998,8 +998,8 @@ class AllocationE2E {
     }
     const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");
     std::ofstream(dir_ + "/crihookd.toml")
-        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"" << dir_
-        << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
+        << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \""
+        << dir_ << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
         << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
         << root << "hami_core_library = \"" << dir_ << "/hami/libvgpu.so\"\n"
         << "hami_core_lock_dir = \"" << dir_ << "/hami/vgpulock\"\n"
@@ -1194,8 +1194,8 @@ TEST_F(ContainerdE2E, KoordletAnswersWithEnvsCpusetAndAnnotationsReachTheContain
             "runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer", "PreRemoveRunPodSandbox"],
             "koordlet-version": "v1.6"})";
   std::ofstream(dir + "/crihookd.toml")
-      << "[hooks]\nstate_dir = \"" << dir << "/state\"\nhookserver_dir = \"" << dir
-      << "/hookserver.d\"\n";
+      << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir << "/state\"\nhookserver_dir = \""
+      << dir << "/hookserver.d\"\n";
   ChildProcess crihookd(CRIHOOKD_BINARY,
                         std::vector<std::string>{"--config", dir + "/crihookd.toml", "--listen",
                                                  dir + "/crihook.sock", "--backend",

@@ -59,8 +59,8 @@ TEST_F(H2EdgeTest, BackendGoawayMovesLaterCallsToANewConnection) {
   ASSERT_TRUE(
       call("/runtime.v1.RuntimeService/GoawayEcho", "last on this connection", &reply, ch).ok());
   EXPECT_EQ(reply, "last on this connection");
-  // The raw backend serves one connection at a time: the next call only
-  // succeeds if crihookd let the old connection go and opened another.
+  // The old connection takes no new stream after its GOAWAY: the next call
+  // only succeeds on a connection opened after it.
   ASSERT_TRUE(call("/runtime.v1.RuntimeService/Echo", "on a new one", &reply, ch).ok());
   EXPECT_EQ(reply, "on a new one");
   EXPECT_EQ(raw.connections(), 2);

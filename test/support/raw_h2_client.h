@@ -89,6 +89,7 @@ class RawH2Client {
   uint32_t peerMaxHeaderListSize() const { return peer_max_header_list_; }
   // False once the server sent GOAWAY or closed the connection.
   bool usable() const { return !goaway_ && !eof_; }
+  bool goawayReceived() const { return goaway_; }
 
   struct Stream {
     RawH2Result result;

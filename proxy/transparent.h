@@ -1,0 +1,249 @@
+#pragma once
+
+// The transparent relay (docs/transparent-relay.md): one kubelet connection
+// relayed to the runtime as an HTTP/2 intermediary, not as two endpoints.
+// Every frame is read and every header block decoded; frames and the
+// runtime's header blocks go through as they came (SETTINGS, PING and flow
+// control are kubelet's and the runtime's own), kubelet's header blocks are
+// re-encoded for the runtime. Streams crihookd answers itself — refused
+// requests and intercepted calls — never reach this runtime connection:
+// intercepted calls go over a side connection (an UpstreamSet) through the
+// Interceptor's stages, and their answers are written to kubelet as literal
+// header fields (hpack.h) and DATA within kubelet's windows (FlowLedger).
+//
+// Runs on its EventLoop; not thread-safe (Connection, relay.h, posts to it).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proxy/call.h"
+#include "proxy/event_loop.h"
+#include "proxy/flow_ledger.h"
+#include "proxy/h2_frame.h"
+#include "proxy/hpack.h"
+#include "proxy/relay.h"
+#include "proxy/upstream_owner.h"
+#include "proxy/upstream_set.h"
+
+namespace crihook::relay {
+
+class Transparent final : public UpstreamOwner, public std::enable_shared_from_this<Transparent> {
+ public:
+  // `kubelet_fd`: the accepted socket; `runtime_fd`: a connected socket to
+  // the runtime; both non-blocking, now the connection's. `loop` and `ctx`
+  // outlive it.
+  Transparent(EventLoop& loop, int kubelet_fd, int runtime_fd, RelayContext& ctx);
+  ~Transparent();
+  Transparent(const Transparent&) = delete;
+  Transparent& operator=(const Transparent&) = delete;
+
+  // Starts reading both sockets and the timeout tick.
+  void start();
+  // GOAWAY to kubelet (no new streams); open streams finish, then it closes.
+  void shutdown();
+  // Closes both sides now; every call still open ends CANCELLED.
+  void close(const std::string& why);
+  EventLoop& loop() { return loop_; }
+
+  // UpstreamOwner (the side connection of intercepted calls).
+  Call* find(int32_t id) override;
+  void onResponseHeaders(Call& call) override {}
+  void onResponseData(Call& call, const uint8_t* data, size_t len) override;
+  void onResponseEnd(Call& call) override;
+  void onUpstreamStreamClosed(Call& call, uint32_t error_code) override;
+  void onUpstreamLost(Upstream& up, const std::string& why) override { side_.onLost(up, why); }
+  void onUpstreamGoaway(Upstream& up) override { side_.onGoaway(up); }
+  void consumeRequestBytes(Call&, size_t) override {}
+  bool chargeReplyHeader(Call& call, size_t bytes) override;
+  void answer(Call& call, const absl::Status& status) override;
+  void scheduleFlush() override;
+  H2Endpoint* flushGroup() override { return nullptr; }
+  bool closed() const override { return closed_; }
+  std::shared_ptr<UpstreamOwner> sharedOwner() override { return shared_from_this(); }
+
+ private:
+  struct Handler;
+  // One socket: what is read from it is parsed by its `reader`; `out` is
+  // written to it.
+  struct Side {
+    int fd = -1;
+    h2::FrameReader reader{kMaxWholeFrame};
+    std::string out;
+    size_t out_sent = 0;
+    bool writing = false;
+    bool paused = false;  // not read while the other side's `out` is full
+    // The header block being assembled from this side, and its frames as
+    // they came.
+    std::string block;
+    std::string block_frames;
+    uint32_t block_stream = 0;
+    bool block_end_stream = false;
+    bool in_block = false;
+  };
+  // What the current frame's payload pieces are for.
+  enum class Route { kForward, kOwnData };
+  // A stream crihookd answers (a refused request, an intercepted call).
+  struct Own {
+    std::unique_ptr<Call> call;
+    // The reply waiting for kubelet's windows: body bytes, then trailers.
+    std::string body;
+    std::string trailers_block;  // literal block; empty: none yet
+    bool reply_started = false;
+    bool reply_done = false;    // END_STREAM (or RST_STREAM) written
+    bool kubelet_done = false;  // kubelet sends nothing more on it
+    bool reset_sent = false;    // RST_STREAM NO_ERROR after the reply
+    bool in_stage = false;
+    std::chrono::steady_clock::time_point done_at{};
+  };
+  struct Relayed {
+    explicit Relayed(uint64_t max_message_bytes)
+        : request(max_message_bytes), reply(max_message_bytes) {}
+    std::string path;
+    std::chrono::steady_clock::time_point start;
+    // The gRPC messages of both directions, against the message limit.
+    grpcwire::FrameTracker request;
+    grpcwire::FrameTracker reply;
+    bool reply_headers = false;
+    // crihookd ended the stream (a message over the limit): what still comes
+    // for it is dropped (DATA) or passed for HPACK's sake (header blocks).
+    bool cut = false;
+    std::chrono::steady_clock::time_point cut_at{};
+  };
+
+  // The biggest frame read whole, and the SETTINGS_MAX_FRAME_SIZE each side
+  // is told of the other (at most): header blocks are capped at 64 KiB
+  // anyway, control frames are small, gRPC peers send DATA of 16 KiB.
+  static constexpr size_t kMaxWholeFrame = 64 << 10;
+
+  void onReadable(bool kubelet, bool hangup);
+  void onWritable(bool kubelet);
+  void flush(bool kubelet);
+  void flushAll();
+  // Appends crihookd's own frames for kubelet, between two of the runtime's.
+  void inject(std::string_view frames);
+  // kubelet's PINGs are crihookd's to answer, not the runtime's: grpc-go
+  // sends one after most replies it reads, and a grpc-go runtime that saw
+  // PINGs after replies it did not send itself (crihookd's own) would end
+  // the connection (its "too_many_pings" strikes). The ACK rides with the
+  // next bytes to kubelet (kPingAckDelay, h2_session.h).
+  void owePingAck(std::string_view opaque);
+  void settlePingAcks();
+  void sendPingAcks();
+  // GOAWAY PROTOCOL_ERROR to kubelet, then closed.
+  void protocolError(const std::string& why);
+
+  // kubelet -> runtime.
+  void fromKubelet(std::string_view in);
+  void kubeletFrame(const h2::FrameHeader& h, std::string_view payload);
+  void kubeletBlock();
+  // The current block to the runtime for `id`: as it came, or re-encoded.
+  void blockToRuntime(uint32_t id, const Headers& headers, bool end_stream);
+  // The current block is not to reach the runtime: switch to re-encoding.
+  void leaveBlockOut();
+
+  // runtime -> kubelet.
+  void fromRuntime(std::string_view in);
+  void resumeRuntime();
+  void runtimeFrame(const h2::FrameHeader& h, std::string_view payload);
+  void runtimeBlock();
+  void endRelayed(uint32_t id, const absl::Status& status);
+  void relayedRequestData(const h2::FrameHeader& h, std::string_view payload);
+  void relayedReplyData(const h2::FrameHeader& h, std::string_view payload);
+  // A message over the limit, or trailers, on a relayed stream: crihookd
+  // answers kubelet `status` (trailers; a reset mid-message or with
+  // `reset_code`), cancels the runtime's stream, and drops what still comes
+  // for it.
+  void cutRelayed(uint32_t id, const absl::Status& status, uint32_t reset_code = 0);
+  void runtimeGone(const std::string& why);
+  void runtimeGoaway(uint32_t last_stream_id);
+  void goawayToKubelet();
+  void maybeFinish();
+
+  // Streams crihookd answers.
+  Own& openOwn(uint32_t id, Headers headers);
+  void refuse(uint32_t id, Headers headers, const RequestRefusal& refusal);
+  void ownData(Own& own, const h2::FrameHeader& h, std::string_view data, bool frame_end);
+  void startPreStage(Own& own);
+  void onPreStageDone(int32_t id, absl::Status status);
+  void onPostStageDone(int32_t id);
+  void cancelSide(Call& call);
+  // Ends the reply with `status`: trailers-only, or trailers after the
+  // messages written, or (`reset`, or mid-message) RST_STREAM.
+  void answerOwn(Own& own, const absl::Status& status, bool reset);
+  void replyOwn(Own& own);
+  void pumpOwn(uint32_t id);
+  void pumpAllOwn();
+  void markAnswered(Own& own);
+  void finishOwn(uint32_t id);
+  void endOwn(uint32_t id, const char* why);
+
+  void armTick();
+  void onTick();
+  absl::Status chargeBuffer(Call& call, size_t bytes, std::string_view what);
+  void releaseLimits(Call& call);
+  void recordCall(std::string_view path, absl::StatusCode code,
+                  std::chrono::steady_clock::time_point start);
+
+  EventLoop& loop_;
+  RelayContext& ctx_;
+  Side kubelet_;
+  Side runtime_;
+  UpstreamSet side_;
+  FlowLedger ledger_;
+  hpack::Decoder kubelet_blocks_;
+  hpack::Decoder runtime_blocks_;
+  // kubelet's header blocks go to the runtime as they came while
+  // `reencode_` is false: the runtime's decoder then mirrors kubelet's
+  // encoder. A block crihookd must leave out or change (a refusal, trailers,
+  // a request to canonicalise) switches to re-encoding them for good, the
+  // first one opening with a dynamic table size update to 0 that empties the
+  // runtime's table.
+  bool reencode_ = false;
+  bool table_reset_owed_ = false;
+  uint32_t runtime_table_size_ = hpack::kDefaultTableSize;
+  hpack::Encoder to_runtime_;
+  // The same the other way: the runtime's blocks go to kubelet as they came
+  // until the runtime answers a stream crihookd answers (runtimeFrame).
+  bool kubelet_reencode_ = false;
+  bool kubelet_table_reset_owed_ = false;
+  uint32_t kubelet_table_size_ = hpack::kDefaultTableSize;
+  hpack::Encoder to_kubelet_;
+  std::string encoded_;
+  size_t preface_left_ = h2::kClientPreface.size();
+  Route kubelet_route_ = Route::kForward;
+  uint32_t kubelet_max_frame_ = h2::kDefaultMaxFrameSize;
+  uint32_t runtime_max_frame_ = h2::kDefaultMaxFrameSize;
+  // The runtime's bytes not yet parsed because a DATA frame at their head
+  // does not fit kubelet's window (FlowLedger::mayForward).
+  std::string runtime_held_;
+  bool runtime_waits_ = false;
+  // crihookd's frames for kubelet waiting for the runtime's SETTINGS or the
+  // end of a runtime frame.
+  std::string pending_inject_;
+  bool runtime_settings_seen_ = false;
+
+  std::unordered_map<uint32_t, Relayed> relayed_;
+  std::unordered_map<uint32_t, Own> own_;
+  uint32_t last_kubelet_stream_ = 0;
+  bool settings_seen_ = false;
+  bool goaway_sent_ = false;   // to kubelet: no new streams
+  bool runtime_lost_ = false;  // the runtime's connection is gone
+  bool closed_ = false;
+  size_t header_bytes_ = 0;
+  uint64_t buffered_bytes_ = 0;
+  std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point idle_since_ = accepted_;
+  std::chrono::steady_clock::time_point block_since_{};
+  bool idle_goaway_ = false;
+  uint64_t tick_ = 0;
+  bool flush_posted_ = false;
+  std::string owed_ping_acks_;  // 8 bytes of opaque data each
+  uint64_t ping_ack_timer_ = 0;
+};
+
+}  // namespace crihook::relay
