@@ -62,8 +62,23 @@ struct RawH2ClientCallbacks {
     }
     return 0;
   }
+  // Flow control kept strictly, by what was granted and received (nghttp2
+  // itself lets a peer run past a window it is about to replenish).
+  static int onFrameSent(nghttp2_session*, const nghttp2_frame* f, void* user) {
+    auto* c = static_cast<RawH2Client*>(user);
+    if (f->hd.type == NGHTTP2_WINDOW_UPDATE) {
+      c->granted_[f->hd.stream_id] += f->window_update.window_size_increment;
+    }
+    return 0;
+  }
   static int onFrame(nghttp2_session*, const nghttp2_frame* f, void* user) {
     auto* c = static_cast<RawH2Client*>(user);
+    if (f->hd.type == NGHTTP2_DATA) {
+      for (int32_t id : {0, f->hd.stream_id}) {
+        c->received_[id] += f->hd.length;
+        if (c->received_[id] > 65535 + c->granted_[id]) c->window_overrun_ = true;
+      }
+    }
     if (f->hd.type == NGHTTP2_GOAWAY) c->goaway_ = true;
     if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK)) {
       uint64_t opaque = 0;
@@ -127,6 +142,7 @@ RawH2Client::RawH2Client(const std::string& socket_path) {
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, RawH2ClientCallbacks::onData);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, RawH2ClientCallbacks::onClose);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, RawH2ClientCallbacks::onFrame);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, RawH2ClientCallbacks::onFrameSent);
   // The client must be able to send and read what a strict library would
   // refuse, so nghttp2's HTTP rules are off here.
   nghttp2_option* opt = nullptr;

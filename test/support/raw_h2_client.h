@@ -90,6 +90,9 @@ class RawH2Client {
   // False once the server sent GOAWAY or closed the connection.
   bool usable() const { return !goaway_ && !eof_; }
   bool goawayReceived() const { return goaway_; }
+  // True once the server sent more DATA than this client's windows allowed
+  // (connection or a stream; its windows start at HTTP/2's 65,535 bytes).
+  bool windowOverrun() const { return window_overrun_; }
 
   struct Stream {
     RawH2Result result;
@@ -114,6 +117,10 @@ class RawH2Client {
   uint64_t reads_ = 0;
   bool goaway_ = false;
   bool eof_ = false;
+  std::map<int32_t, uint64_t>
+      granted_;  // WINDOW_UPDATE increments sent, by stream (0: the connection)
+  std::map<int32_t, uint64_t> received_;  // DATA bytes received, by stream
+  bool window_overrun_ = false;
   friend struct RawH2ClientCallbacks;
 };
 
