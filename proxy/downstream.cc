@@ -81,14 +81,10 @@ int Downstream::onHeader(const nghttp2_frame& frame, std::string_view n, std::st
     // nothing of it.
     return 0;
   }
-  const size_t room =
-      kMaxConnectionHeaderBytes - std::min(header_bytes_, kMaxConnectionHeaderBytes);
   const size_t before = call->check.list_bytes;
-  if (checkRequestField(call->check, n, v, room)) {
+  if (checkRequestField(call->check, n, v, budget_.headerRoom())) {
     call->req_headers.push_back({std::string(n), std::string(v)});
-    const size_t added = call->check.list_bytes - before;
-    header_bytes_ += added;
-    ctx_.header_bytes.fetch_add(static_cast<int64_t>(added));
+    budget_.chargeRequestHeaders(ctx_, call->check.list_bytes - before);
   }
   return 0;
 }
@@ -182,17 +178,7 @@ void Downstream::eraseCall(int32_t id) {
   if (calls_.empty()) idle_since_ = Clock::now();
 }
 
-void Downstream::cancelUpstream(Call& call) {
-  if (call.up && call.up_id != 0) {
-    if (!call.up->closed()) {
-      nghttp2_submit_rst_stream(call.up->session(), NGHTTP2_FLAG_NONE, call.up_id, NGHTTP2_CANCEL);
-      call.up->scheduleFlush();
-    }
-    call.up->forget(call.up_id);
-  }
-  call.up.reset();
-  call.up_id = 0;
-}
+void Downstream::cancelUpstream(Call& call) { cancelUpstreamStream(call); }
 
 void Downstream::refuse(Call& call, const RequestRefusal& refusal) {
   const std::string* path = findHeader(call.req_headers, ":path");

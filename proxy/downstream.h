@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "proxy/call.h"
+#include "proxy/call_budget.h"
 #include "proxy/h2_session.h"
 #include "proxy/relay.h"
 #include "proxy/upstream.h"
@@ -138,8 +139,7 @@ class Downstream : public H2Endpoint, public UpstreamOwner {
   UpstreamSet upstreams_;  // what calls_ are forwarded on
   bool shutting_down_ = false;
 
-  size_t header_bytes_ = 0;      // decoded fields held by calls_, both directions
-  uint64_t buffered_bytes_ = 0;  // intercepted calls' message bytes held
+  CallBudget budget_;  // what calls_ hold against the limits
   Clock::time_point accepted_ = Clock::now();
   Clock::time_point idle_since_ = Clock::now();  // since calls_ last became empty
   bool settings_seen_ = false;                   // the client's preface and SETTINGS arrived

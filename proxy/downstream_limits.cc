@@ -90,45 +90,13 @@ void Downstream::onTick() {
 }
 
 absl::Status Downstream::chargeBuffer(Call& call, size_t bytes, std::string_view what) {
-  const RelayLimits& l = ctx_.limits;
-  if (buffered_bytes_ + bytes > l.max_connection_buffered_bytes) {
-    return absl::ResourceExhaustedError(
-        cat("crihookd: ", call.path, ": ", what, " would take the calls buffered on this ",
-            "connection past server.max_connection_buffered_bytes (",
-            l.max_connection_buffered_bytes, " bytes)"));
-  }
-  const auto n = static_cast<int64_t>(bytes);
-  if (static_cast<uint64_t>(ctx_.buffered_bytes.fetch_add(n) + n) > l.max_buffered_bytes) {
-    ctx_.buffered_bytes.fetch_sub(n);
-    return absl::ResourceExhaustedError(
-        cat("crihookd: ", call.path, ": ", what,
-            " would take the calls buffered by crihookd past server.max_buffered_bytes (",
-            l.max_buffered_bytes, " bytes)"));
-  }
-  buffered_bytes_ += bytes;
-  call.buffered += bytes;
-  return absl::OkStatus();
+  return budget_.chargeBuffer(ctx_, call, bytes, what);
 }
 
 bool Downstream::chargeReplyHeader(Call& call, size_t bytes) {
-  if (bytes > kMaxHeaderListBytes - call.resp_header_bytes ||
-      header_bytes_ + bytes > kMaxConnectionHeaderBytes)
-    return false;
-  call.resp_header_bytes += bytes;
-  header_bytes_ += bytes;
-  ctx_.header_bytes.fetch_add(static_cast<int64_t>(bytes));
-  return true;
+  return budget_.chargeReplyHeader(ctx_, call, bytes);
 }
 
-void Downstream::releaseLimits(Call& call) {
-  const size_t headers = call.check.list_bytes + call.resp_header_bytes;
-  header_bytes_ -= headers;
-  ctx_.header_bytes.fetch_sub(static_cast<int64_t>(headers));
-  call.check.list_bytes = 0;
-  call.resp_header_bytes = 0;
-  buffered_bytes_ -= call.buffered;
-  ctx_.buffered_bytes.fetch_sub(static_cast<int64_t>(call.buffered));
-  call.buffered = 0;
-}
+void Downstream::releaseLimits(Call& call) { budget_.release(ctx_, call); }
 
 }  // namespace crihook::relay

@@ -33,6 +33,8 @@ constexpr size_t kMaxPendingOut = 64 << 20;
 // the kernel's socket buffers, where the other's own limits see it (a PING
 // flood answered by a runtime that kubelet does not read), not in crihookd.
 constexpr size_t kBackpressureBytes = 1 << 20;
+// PING ACKs written while kubelet has not read what was sent before them.
+constexpr size_t kMaxUnreadPingAcks = 1000;
 // A header block (HEADERS and its CONTINUATIONs) as it came, before
 // decoding; its decoded size is capped by checkRequestField.
 constexpr size_t kMaxBlockBytes = kMaxHeaderListBytes + (16 << 10);
@@ -218,12 +220,12 @@ void Transparent::settlePingAcks() {
 
 void Transparent::sendPingAcks() {
   if (owed_ping_acks_.empty()) return;
-  if (kubelet_.out.size() - kubelet_.out_sent > kBackpressureBytes) {
-    // PINGs from a peer that does not read what crihookd sends it: as
-    // nghttp2 and grpc-go do, the connection ends rather than the ACKs
-    // piling up.
+  // PINGs from a peer that does not read what crihookd sends it: as nghttp2
+  // (1,000 queued ACKs) and grpc-go do, the connection ends rather than the
+  // ACKs piling up. grpc-go has one PING of its own out at a time.
+  acks_since_drain_ += owed_ping_acks_.size() / 8;
+  if (acks_since_drain_ > kMaxUnreadPingAcks)
     return close("kubelet sends PINGs and does not read their ACKs");
-  }
   if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
   ping_ack_timer_ = 0;
   std::string frames;
@@ -263,6 +265,7 @@ void Transparent::flush(bool kubelet) {
   }
   s.out.clear();
   s.out_sent = 0;
+  if (kubelet) acks_since_drain_ = 0;
   Side& from = kubelet ? runtime_ : kubelet_;
   if (from.paused) {
     from.paused = false;
@@ -309,6 +312,29 @@ void Transparent::protocolError(const std::string& why) {
   goaway_sent_ = true;
   flush(true);
   close(cat("HTTP/2: ", why));
+}
+
+absl::Status Transparent::Side::addBlockFrame(const h2::FrameHeader& h, std::string_view payload) {
+  auto hb = h2::encodeFrameHeader(h);
+  if (h.type == h2::FrameType::kHeaders) {
+    auto fragment = h2::headerBlockFragment(h, payload);
+    if (!fragment.ok()) return fragment.status();
+    block.assign(*fragment);
+    block_frames.assign(reinterpret_cast<const char*>(hb.data()), hb.size());
+    block_stream = h.stream_id;
+    block_end_stream = h.has(h2::flags::kEndStream);
+  } else {
+    if (!in_block || h.stream_id != block_stream)
+      return absl::InvalidArgumentError("CONTINUATION without its HEADERS");
+    if (block.size() + payload.size() > kMaxBlockBytes)
+      return absl::InvalidArgumentError(
+          cat("a header block of more than ", kMaxBlockBytes, " bytes"));
+    block.append(payload);
+    block_frames.append(reinterpret_cast<const char*>(hb.data()), hb.size());
+  }
+  block_frames.append(payload);
+  in_block = !h.has(h2::flags::kEndHeaders);
+  return absl::OkStatus();
 }
 
 // --- kubelet -> runtime -----------------------------------------------------
@@ -390,39 +416,14 @@ void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payloa
       ownData(it->second, h, *data, true);
       return;
     }
-    case h2::FrameType::kHeaders: {
-      if (h.stream_id == 0 || h.stream_id % 2 == 0)
-        return protocolError(cat("HEADERS on stream ", h.stream_id));
-      auto fragment = h2::headerBlockFragment(h, payload);
-      if (!fragment.ok()) return protocolError(std::string(fragment.status().message()));
-      kubelet_.block.assign(*fragment);
-      {
-        auto hb = h2::encodeFrameHeader(h);
-        kubelet_.block_frames.assign(reinterpret_cast<const char*>(hb.data()), hb.size());
-        kubelet_.block_frames.append(payload);
-      }
-      kubelet_.block_stream = h.stream_id;
-      kubelet_.block_end_stream = h.has(h2::flags::kEndStream);
-      kubelet_.in_block = !h.has(h2::flags::kEndHeaders);
-      block_since_ = Clock::now();
-      if (!kubelet_.in_block) kubeletBlock();
-      return;
-    }
+    case h2::FrameType::kHeaders:
     case h2::FrameType::kContinuation:
-      if (!kubelet_.in_block || h.stream_id != kubelet_.block_stream)
-        return protocolError("CONTINUATION without its HEADERS");
-      if (kubelet_.block.size() + payload.size() > kMaxBlockBytes)
-        return protocolError(cat("a header block of more than ", kMaxBlockBytes, " bytes"));
-      kubelet_.block.append(payload);
-      {
-        auto hb = h2::encodeFrameHeader(h);
-        kubelet_.block_frames.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-        kubelet_.block_frames.append(payload);
-      }
-      if (h.has(h2::flags::kEndHeaders)) {
-        kubelet_.in_block = false;
-        kubeletBlock();
-      }
+      if (h.type == h2::FrameType::kHeaders && (h.stream_id == 0 || h.stream_id % 2 == 0))
+        return protocolError(cat("HEADERS on stream ", h.stream_id));
+      if (h.type == h2::FrameType::kHeaders) block_since_ = Clock::now();
+      if (auto st = kubelet_.addBlockFrame(h, payload); !st.ok())
+        return protocolError(std::string(st.message()));
+      if (!kubelet_.in_block) kubeletBlock();
       return;
     case h2::FrameType::kSettings:
       if (h.has(h2::flags::kAck)) {
@@ -488,8 +489,7 @@ void Transparent::kubeletBlock() {
   const uint32_t id = kubelet_.block_stream;
   RequestCheck check;
   Headers headers;
-  const size_t room =
-      kMaxConnectionHeaderBytes - std::min(header_bytes_, kMaxConnectionHeaderBytes);
+  const size_t room = budget_.headerRoom();
   auto st = kubelet_blocks_.decode(kubelet_.block, [&](std::string_view n, std::string_view v) {
     if (checkRequestField(check, n, v, room)) headers.push_back({std::string(n), std::string(v)});
   });
@@ -547,8 +547,7 @@ void Transparent::kubeletBlock() {
       runtime_.out.append(kubelet_.block_frames);
       h2::appendRstStream(runtime_.out, id, h2::error::kCancel);
     }
-    header_bytes_ += check.list_bytes;
-    ctx_.header_bytes.fetch_add(static_cast<int64_t>(check.list_bytes));
+    budget_.chargeRequestHeaders(ctx_, check.list_bytes);
     Own& own = openOwn(id, std::move(headers));
     own.call->check = check;
     own.call->intercepted = intercepted;
@@ -700,28 +699,14 @@ void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payloa
     case h2::FrameType::kData:
       return relayedReplyData(h, payload);
     case h2::FrameType::kHeaders:
-    case h2::FrameType::kContinuation: {
+    case h2::FrameType::kContinuation:
       // Forwarded whatever its stream while kubelet's decoder mirrors the
       // runtime's encoder; else re-encoded once decoded (runtimeBlock).
       if (!kubelet_reencode_) forward();
-      if (h.type == h2::FrameType::kHeaders) {
-        auto fragment = h2::headerBlockFragment(h, payload);
-        if (!fragment.ok()) return runtimeGone(std::string(fragment.status().message()));
-        runtime_.block.assign(*fragment);
-        runtime_.block_stream = h.stream_id;
-        runtime_.block_end_stream = h.has(h2::flags::kEndStream);
-        runtime_.in_block = !h.has(h2::flags::kEndHeaders);
-      } else {
-        if (!runtime_.in_block || h.stream_id != runtime_.block_stream)
-          return runtimeGone("CONTINUATION without its HEADERS");
-        if (runtime_.block.size() + payload.size() > kMaxBlockBytes)
-          return runtimeGone("a header block of more than 64 KiB");
-        runtime_.block.append(payload);
-        runtime_.in_block = !h.has(h2::flags::kEndHeaders);
-      }
+      if (auto st = runtime_.addBlockFrame(h, payload); !st.ok())
+        return runtimeGone(std::string(st.message()));
       if (!runtime_.in_block) runtimeBlock();
       return;
-    }
     case h2::FrameType::kSettings:
       if (h.has(h2::flags::kAck)) {
         forward();
@@ -1169,13 +1154,7 @@ void Transparent::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
 }
 
 bool Transparent::chargeReplyHeader(Call& call, size_t bytes) {
-  if (bytes > kMaxHeaderListBytes - call.resp_header_bytes ||
-      header_bytes_ + bytes > kMaxConnectionHeaderBytes)
-    return false;
-  call.resp_header_bytes += bytes;
-  header_bytes_ += bytes;
-  ctx_.header_bytes.fetch_add(static_cast<int64_t>(bytes));
-  return true;
+  return budget_.chargeReplyHeader(ctx_, call, bytes);
 }
 
 void Transparent::answer(Call& call, const absl::Status& status) {
@@ -1183,17 +1162,7 @@ void Transparent::answer(Call& call, const absl::Status& status) {
   if (it != own_.end()) answerOwn(it->second, status, false);
 }
 
-void Transparent::cancelSide(Call& call) {
-  if (call.up && call.up_id != 0) {
-    if (!call.up->closed()) {
-      nghttp2_submit_rst_stream(call.up->session(), NGHTTP2_FLAG_NONE, call.up_id, NGHTTP2_CANCEL);
-      call.up->scheduleFlush();
-    }
-    call.up->forget(call.up_id);
-  }
-  call.up.reset();
-  call.up_id = 0;
-}
+void Transparent::cancelSide(Call& call) { cancelUpstreamStream(call); }
 
 void Transparent::answerOwn(Own& own, const absl::Status& status, bool reset) {
   if (own.reply_done) return;
@@ -1405,36 +1374,10 @@ void Transparent::onTick() {
 }
 
 absl::Status Transparent::chargeBuffer(Call& call, size_t bytes, std::string_view what) {
-  const RelayLimits& l = ctx_.limits;
-  if (buffered_bytes_ + bytes > l.max_connection_buffered_bytes) {
-    return absl::ResourceExhaustedError(
-        cat("crihookd: ", call.path, ": ", what, " would take the calls buffered on this ",
-            "connection past server.max_connection_buffered_bytes (",
-            l.max_connection_buffered_bytes, " bytes)"));
-  }
-  const auto n = static_cast<int64_t>(bytes);
-  if (static_cast<uint64_t>(ctx_.buffered_bytes.fetch_add(n) + n) > l.max_buffered_bytes) {
-    ctx_.buffered_bytes.fetch_sub(n);
-    return absl::ResourceExhaustedError(
-        cat("crihookd: ", call.path, ": ", what,
-            " would take the calls buffered by crihookd past server.max_buffered_bytes (",
-            l.max_buffered_bytes, " bytes)"));
-  }
-  buffered_bytes_ += bytes;
-  call.buffered += bytes;
-  return absl::OkStatus();
+  return budget_.chargeBuffer(ctx_, call, bytes, what);
 }
 
-void Transparent::releaseLimits(Call& call) {
-  const size_t headers = call.check.list_bytes + call.resp_header_bytes;
-  header_bytes_ -= headers;
-  ctx_.header_bytes.fetch_sub(static_cast<int64_t>(headers));
-  call.check.list_bytes = 0;
-  call.resp_header_bytes = 0;
-  buffered_bytes_ -= call.buffered;
-  ctx_.buffered_bytes.fetch_sub(static_cast<int64_t>(call.buffered));
-  call.buffered = 0;
-}
+void Transparent::releaseLimits(Call& call) { budget_.release(ctx_, call); }
 
 void Transparent::recordCall(std::string_view path, absl::StatusCode code,
                              Clock::time_point start) {

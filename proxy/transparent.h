@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "proxy/call.h"
+#include "proxy/call_budget.h"
 #include "proxy/event_loop.h"
 #include "proxy/flow_ledger.h"
 #include "proxy/h2_frame.h"
@@ -84,6 +85,10 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
     uint32_t block_stream = 0;
     bool block_end_stream = false;
     bool in_block = false;
+    // A HEADERS or CONTINUATION frame's whole payload into the block;
+    // INVALID_ARGUMENT naming what is wrong (bad padding, a CONTINUATION
+    // out of place, a block over kMaxBlockBytes).
+    absl::Status addBlockFrame(const h2::FrameHeader& h, std::string_view payload);
   };
   // What the current frame's payload pieces are for.
   enum class Route { kForward, kOwnData };
@@ -234,15 +239,15 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   bool goaway_sent_ = false;   // to kubelet: no new streams
   bool runtime_lost_ = false;  // the runtime's connection is gone
   bool closed_ = false;
-  size_t header_bytes_ = 0;
-  uint64_t buffered_bytes_ = 0;
+  CallBudget budget_;  // what own_ holds against the limits
   std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point idle_since_ = accepted_;
   std::chrono::steady_clock::time_point block_since_{};
   bool idle_goaway_ = false;
   uint64_t tick_ = 0;
   bool flush_posted_ = false;
-  std::string owed_ping_acks_;  // 8 bytes of opaque data each
+  std::string owed_ping_acks_;   // 8 bytes of opaque data each
+  size_t acks_since_drain_ = 0;  // ACKs written since kubelet last read all
   uint64_t ping_ack_timer_ = 0;
 };
 

@@ -207,4 +207,16 @@ ssize_t Upstream::readBody(int32_t stream_id, uint8_t* buf, size_t length, uint3
   return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
 }
 
+void cancelUpstreamStream(Call& call) {
+  if (call.up && call.up_id != 0) {
+    if (!call.up->closed()) {
+      nghttp2_submit_rst_stream(call.up->session(), NGHTTP2_FLAG_NONE, call.up_id, NGHTTP2_CANCEL);
+      call.up->scheduleFlush();
+    }
+    call.up->forget(call.up_id);
+  }
+  call.up.reset();
+  call.up_id = 0;
+}
+
 }  // namespace crihook::relay

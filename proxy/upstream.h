@@ -78,4 +78,8 @@ class Upstream final : public H2Endpoint {
   EventLoop::Clock::time_point connect_deadline_{};
 };
 
+// Cancels `call`'s runtime stream, if it has one (RST_STREAM CANCEL: the
+// runtime stops working on it), and forgets it on both sides.
+void cancelUpstreamStream(Call& call);
+
 }  // namespace crihook::relay

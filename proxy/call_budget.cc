@@ -1,0 +1,62 @@
+#include "proxy/call_budget.h"
+
+#include <algorithm>
+
+#include "base/text.h"
+#include "proxy/request_check.h"
+
+namespace crihook::relay {
+
+size_t CallBudget::headerRoom() const {
+  return kMaxConnectionHeaderBytes - std::min(header_bytes, kMaxConnectionHeaderBytes);
+}
+
+void CallBudget::chargeRequestHeaders(RelayContext& ctx, size_t bytes) {
+  header_bytes += bytes;
+  ctx.header_bytes.fetch_add(static_cast<int64_t>(bytes));
+}
+
+bool CallBudget::chargeReplyHeader(RelayContext& ctx, Call& call, size_t bytes) {
+  if (bytes > kMaxHeaderListBytes - call.resp_header_bytes ||
+      header_bytes + bytes > kMaxConnectionHeaderBytes)
+    return false;
+  call.resp_header_bytes += bytes;
+  header_bytes += bytes;
+  ctx.header_bytes.fetch_add(static_cast<int64_t>(bytes));
+  return true;
+}
+
+absl::Status CallBudget::chargeBuffer(RelayContext& ctx, Call& call, size_t bytes,
+                                      std::string_view what) {
+  const RelayLimits& l = ctx.limits;
+  if (buffered_bytes + bytes > l.max_connection_buffered_bytes) {
+    return absl::ResourceExhaustedError(
+        cat("crihookd: ", call.path, ": ", what, " would take the calls buffered on this ",
+            "connection past server.max_connection_buffered_bytes (",
+            l.max_connection_buffered_bytes, " bytes)"));
+  }
+  const auto n = static_cast<int64_t>(bytes);
+  if (static_cast<uint64_t>(ctx.buffered_bytes.fetch_add(n) + n) > l.max_buffered_bytes) {
+    ctx.buffered_bytes.fetch_sub(n);
+    return absl::ResourceExhaustedError(
+        cat("crihookd: ", call.path, ": ", what,
+            " would take the calls buffered by crihookd past server.max_buffered_bytes (",
+            l.max_buffered_bytes, " bytes)"));
+  }
+  buffered_bytes += bytes;
+  call.buffered += bytes;
+  return absl::OkStatus();
+}
+
+void CallBudget::release(RelayContext& ctx, Call& call) {
+  const size_t headers = call.check.list_bytes + call.resp_header_bytes;
+  header_bytes -= headers;
+  ctx.header_bytes.fetch_sub(static_cast<int64_t>(headers));
+  call.check.list_bytes = 0;
+  call.resp_header_bytes = 0;
+  buffered_bytes -= call.buffered;
+  ctx.buffered_bytes.fetch_sub(static_cast<int64_t>(call.buffered));
+  call.buffered = 0;
+}
+
+}  // namespace crihook::relay

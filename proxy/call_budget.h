@@ -1,0 +1,40 @@
+#pragma once
+
+// What one kubelet connection's calls hold against the relay's limits
+// (RelayLimits, relay.h): decoded header fields, both directions, and the
+// message bytes of intercepted calls buffered whole. Charged as bytes
+// arrive, released with the call. Both relays (Downstream, Transparent) keep
+// one per connection; on its loop thread only. The process-wide tallies in
+// RelayContext move with it (atomics).
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "proxy/call.h"
+#include "proxy/relay.h"
+
+namespace crihook::relay {
+
+struct CallBudget {
+  size_t header_bytes = 0;      // decoded fields held, both directions
+  uint64_t buffered_bytes = 0;  // intercepted calls' message bytes held
+
+  // What the connection may still hold of decoded request fields.
+  size_t headerRoom() const;
+  // `bytes` of decoded request fields kept for `call` (its check.list_bytes
+  // already counts them).
+  void chargeRequestHeaders(RelayContext& ctx, size_t bytes);
+  // One decoded field of the runtime's reply to `call`; false (nothing
+  // counted) past the per-reply or the connection's cap.
+  bool chargeReplyHeader(RelayContext& ctx, Call& call, size_t bytes);
+  // `bytes` of `call`'s message (`what`: "its request", "the runtime's
+  // reply"); RESOURCE_EXHAUSTED naming the limit when the connection's or
+  // the process's budget would pass it (nothing is charged then).
+  absl::Status chargeBuffer(RelayContext& ctx, Call& call, size_t bytes, std::string_view what);
+  // Everything `call` holds, given back.
+  void release(RelayContext& ctx, Call& call);
+};
+
+}  // namespace crihook::relay
