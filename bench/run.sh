@@ -20,6 +20,7 @@ cleanup() {
   [[ -z "$ctd_pid" ]] || kill "$ctd_pid" 2>/dev/null || true
   pkill -f "socat UNIX-LISTEN:$work" 2>/dev/null || true
   pkill -f "crihookd --listen $work/" 2>/dev/null || true
+  pkill -f "crihookd --config $work/" 2>/dev/null || true
   sleep 0.5
   rm -rf "$work" 2>/dev/null || true
 }
@@ -42,13 +43,20 @@ build/bench/crihook_bench --crihookd "$work/raw-relay.sh" --containerd "$work/ct
   | grep -v -e 'resident memory' -e 'CPU time' -e 'system calls'
 
 # The grpc-go client: Version against containerd, direct, through crihookd
-# (no config file, a state directory of its own) and through socat, three
+# (no config file, a state directory of its own), through crihookd's
+# transparent relay ([server] relay = "transparent") and through socat, three
 # alternating rounds; one line each, medians over the rounds.
 gocri=build/test/e2e/gocri/gocri
 ctd="$work/ctd/containerd.sock"
 build/tools/crihookd --listen "$work/go-crihook.sock" --backend "unix://$ctd" \
   --state-dir "$work/go-state" --log-level warn &
 go_crihookd=$!
+# In a directory of its own: two crihookds side by side must not share one.
+mkdir -p "$work/tr"
+printf '[server]\nrelay = "transparent"\n' >"$work/tr/crihookd.toml"
+build/tools/crihookd --config "$work/tr/crihookd.toml" --listen "$work/tr/go-transparent.sock" \
+  --backend "unix://$ctd" --state-dir "$work/tr/go-state" --log-level warn &
+go_transparent=$!
 socat "UNIX-LISTEN:$work/go-socat.sock,fork" "UNIX-CONNECT:$ctd" &
 go_socat=$!
 sleep 1
@@ -56,9 +64,10 @@ echo
 echo "### grpc-go client (gocri bench), Version against containerd: p50 µs (1 client), calls/s (4 connections; 16 streams on 1 connection)"
 for shape in "-conns 1 -streams 1" "-conns 4 -streams 1" "-conns 1 -streams 16"; do
   for round in 1 2 3; do
-    for via in direct crihookd socat; do
+    for via in direct crihookd transparent socat; do
       sock=$ctd
       [[ $via == crihookd ]] && sock=$work/go-crihook.sock
+      [[ $via == transparent ]] && sock=$work/tr/go-transparent.sock
       [[ $via == socat ]] && sock=$work/go-socat.sock
       # shellcheck disable=SC2086
       echo "$shape $via $("$gocri" -endpoint "$sock" bench -calls 4000 $shape)"
@@ -75,7 +84,7 @@ for shape, vias in rows.items():
     med = {v: (statistics.median(x["p50_us"] for x in rs), statistics.median(x["calls_per_s"] for x in rs)) for v, rs in vias.items()}
     d = med["direct"]
     out = [shape]
-    for v in ("direct", "crihookd", "socat"):
+    for v in ("direct", "crihookd", "transparent", "socat"):
         p50, thr = med[v]
         out.append(f"{v}: p50 {p50:.1f} thr {thr:.0f}" + ("" if v == "direct" else f" ({p50/d[0]:.2f}x, thr {thr/d[1]:.2f}x)"))
     print("  " + "; ".join(out))
@@ -85,10 +94,12 @@ for shape, vias in rows.items():
 # (strace -c on crihookd over one bench run; its calls plus the 20 warm-up
 # calls gocri makes on each connection).
 go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
-  strace -f -c -o "$work/go-strace.txt" -p "$go_crihookd" 2>/dev/null &
+  local pid=$go_crihookd sock=$work/go-crihook.sock
+  [[ ${TRANSPARENT:-} ]] && pid=$go_transparent sock=$work/tr/go-transparent.sock
+  strace -f -c -o "$work/go-strace.txt" -p "$pid" 2>/dev/null &
   local tracer=$!
   sleep 0.5
-  "$gocri" -endpoint "$work/go-crihook.sock" bench -calls "$3" -conns "$1" -streams "$2" \
+  "$gocri" -endpoint "$sock" bench -calls "$3" -conns "$1" -streams "$2" \
     -gap "${4:-0}" >/dev/null
   kill -INT "$tracer"
   wait "$tracer" || true
@@ -97,5 +108,8 @@ go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
 echo "  system calls per relayed call (crihookd, strace -c): 1 client $(go_syscalls 1 1 2000);" \
   "1 client, 5 ms apart $(go_syscalls 1 1 300 5ms);" \
   "16 streams on one connection $(go_syscalls 1 16 4000)"
-kill $go_crihookd $go_socat 2>/dev/null || true
+echo "  the same, transparent relay: 1 client $(TRANSPARENT=1 go_syscalls 1 1 2000);" \
+  "1 client, 5 ms apart $(TRANSPARENT=1 go_syscalls 1 1 300 5ms);" \
+  "16 streams on one connection $(TRANSPARENT=1 go_syscalls 1 16 4000)"
+kill $go_crihookd $go_transparent $go_socat 2>/dev/null || true
 
