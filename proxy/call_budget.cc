@@ -59,4 +59,29 @@ void CallBudget::release(RelayContext& ctx, Call& call) {
   call.buffered = 0;
 }
 
+std::chrono::milliseconds tickInterval(const RelayLimits& l) {
+  const auto shortest = std::min({l.preface_timeout, l.idle_timeout, l.request_timeout});
+  return std::clamp<std::chrono::milliseconds>(shortest / 4, std::chrono::milliseconds(10),
+                                               std::chrono::milliseconds(1000));
+}
+
+void warnNoPreface(RelayContext& ctx) {
+  uint64_t held_back = 0;
+  if (!ctx.timeout_log.allow(held_back)) return;
+  ctx.log->warn(
+      "closed a connection that sent no HTTP/2 preface within server.preface_timeout ({}ms); "
+      "{} more connections cut by a timeout since the last message",
+      ctx.limits.preface_timeout.count(), held_back);
+}
+
+void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream) {
+  uint64_t held_back = 0;
+  if (!ctx.timeout_log.allow(held_back)) return;
+  ctx.log->warn(
+      "closed a connection whose header block of stream {} was not complete within "
+      "server.request_timeout ({}ms); {} more connections cut by a timeout since the last "
+      "message",
+      stream, ctx.limits.request_timeout.count(), held_back);
+}
+
 }  // namespace crihook::relay

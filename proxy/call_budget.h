@@ -7,6 +7,7 @@
 // one per connection; on its loop thread only. The process-wide tallies in
 // RelayContext move with it (atomics).
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -36,5 +37,15 @@ struct CallBudget {
   // Everything `call` holds, given back.
   void release(RelayContext& ctx, Call& call);
 };
+
+// The limits' timeouts (preface, idle, request) are checked on one tick per
+// connection, a quarter of the shortest, so each fires at most 25% late
+// (within 10 ms .. 1 s).
+std::chrono::milliseconds tickInterval(const RelayLimits& limits);
+
+// The warnings of a connection cut by a timeout, at most one per
+// RelayContext::timeout_log interval, with how many were held back.
+void warnNoPreface(RelayContext& ctx);
+void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream);
 
 }  // namespace crihook::relay

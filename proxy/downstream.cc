@@ -219,15 +219,7 @@ void Downstream::endRequestEarly(Call& call) {
 void Downstream::onRequestHeaders(Call& call) {
   canonicalise(call.req_headers);
   if (const std::string* path = findHeader(call.req_headers, ":path")) call.path = *path;
-  if (const std::string* t = findHeader(call.req_headers, "grpc-timeout")) {
-    if (auto d = grpcwire::parseTimeout(*t)) {
-      // Up to 8 digits of hours: past what the clock holds from now is no
-      // deadline, not one wrapped into the past.
-      const auto left = std::chrono::duration_cast<Clock::duration>(*d);
-      call.deadline = left < Clock::time_point::max() - call.start ? call.start + left
-                                                                   : Clock::time_point::max();
-    }
-  }
+  call.deadline = grpcDeadline(call.req_headers, call.start);
   call.intercepted = findInterceptedMethod(call.path);
   if (call.passThrough()) upstreams_.forward(call);
 }

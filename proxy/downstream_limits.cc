@@ -9,37 +9,19 @@
 
 namespace crihook::relay {
 
-namespace {
-
-// The timeouts are checked on a tick of a quarter of the shortest one, so
-// each fires at most 25% late, within these bounds.
-constexpr auto kMinTick = std::chrono::milliseconds(10);
-constexpr auto kMaxTick = std::chrono::milliseconds(1000);
-
-}  // namespace
-
 void Downstream::armTick() {
-  const RelayLimits& l = ctx_.limits;
-  const auto shortest = std::min({l.preface_timeout, l.idle_timeout, l.request_timeout});
   // A weak reference: a pending tick must not keep a closed connection.
-  tick_ = loop().runAfter(std::clamp<std::chrono::milliseconds>(shortest / 4, kMinTick, kMaxTick),
-                          [weak = weak_from_this()] {
-                            if (auto self = weak.lock(); self && !self->closed())
-                              static_cast<Downstream*>(self.get())->onTick();
-                          });
+  tick_ = loop().runAfter(tickInterval(ctx_.limits), [weak = weak_from_this()] {
+    if (auto self = weak.lock(); self && !self->closed())
+      static_cast<Downstream*>(self.get())->onTick();
+  });
 }
 
 void Downstream::onTick() {
   const auto now = Clock::now();
   const RelayLimits& l = ctx_.limits;
-  uint64_t held_back = 0;
   if (!settings_seen_ && now - accepted_ >= l.preface_timeout) {
-    if (ctx_.timeout_log.allow(held_back)) {
-      ctx_.log->warn(
-          "closed a connection that sent no HTTP/2 preface within server.preface_timeout ({}ms); "
-          "{} more connections cut by a timeout since the last message",
-          l.preface_timeout.count(), held_back);
-    }
+    warnNoPreface(ctx_);
     fail("no HTTP/2 preface within server.preface_timeout");
     return;
   }
@@ -65,13 +47,7 @@ void Downstream::onTick() {
     if (!call->headers_done) {
       // HTTP/2 lets nothing else through while a header block is open: the
       // whole connection is stuck on it.
-      if (ctx_.timeout_log.allow(held_back)) {
-        ctx_.log->warn(
-            "closed a connection whose header block of stream {} was not complete within "
-            "server.request_timeout ({}ms); {} more connections cut by a timeout since the last "
-            "message",
-            id, l.request_timeout.count(), held_back);
-      }
+      warnHeaderBlockLate(ctx_, static_cast<uint32_t>(id));
       fail("header block not complete within server.request_timeout");
       return;
     }

@@ -87,4 +87,15 @@ bool isCanonical(const Headers& headers) {
   return scheme && authority && te;
 }
 
+std::chrono::steady_clock::time_point grpcDeadline(const Headers& headers,
+                                                   std::chrono::steady_clock::time_point start) {
+  using Clock = std::chrono::steady_clock;
+  const std::string* t = findHeader(headers, "grpc-timeout");
+  if (t == nullptr) return Clock::time_point::max();
+  auto d = grpcwire::parseTimeout(*t);
+  if (!d) return Clock::time_point::max();
+  const auto left = std::chrono::duration_cast<Clock::duration>(*d);
+  return left < Clock::time_point::max() - start ? start + left : Clock::time_point::max();
+}
+
 }  // namespace crihook::relay

@@ -6,6 +6,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +44,12 @@ absl::Status statusFrom(const Headers& trailers);
 // accepts: ":path" with its leading '/', connection-specific fields dropped,
 // :scheme, :authority and "te: trailers" added when missing.
 void canonicalise(Headers& headers);
+// The caller's deadline its grpc-timeout sets for a call started at
+// `start`; time_point::max() with none, or one past what the clock holds
+// (up to 8 digits of hours), not one wrapped into the past.
+std::chrono::steady_clock::time_point grpcDeadline(const Headers& headers,
+                                                   std::chrono::steady_clock::time_point start);
+
 // Whether canonicalise would leave `headers` as they are (kubelet's requests).
 bool isCanonical(const Headers& headers);
 

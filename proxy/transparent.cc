@@ -42,8 +42,6 @@ constexpr size_t kMaxBlockBytes = kMaxHeaderListBytes + (16 << 10);
 // long after its RST_STREAM, so that kubelet's frames already on their way
 // are dropped rather than forwarded to a runtime that never saw the stream.
 constexpr auto kZombieLinger = std::chrono::seconds(2);
-constexpr auto kMinTick = std::chrono::milliseconds(10);
-constexpr auto kMaxTick = std::chrono::milliseconds(1000);
 
 // SETTINGS other than HTTP/2's own (RFC 9113 6.5.2, RFC 9218) are not
 // passed on: each end would take the other to speak an extension crihookd
@@ -97,6 +95,9 @@ struct Transparent::Handler final : IoHandler {
 Transparent::Transparent(EventLoop& loop, int kubelet_fd, int runtime_fd, RelayContext& ctx)
     : loop_(loop), ctx_(ctx), side_(*this, loop, ctx) {
   kubelet_.fd = kubelet_fd;
+  // kubelet's blocks go to the runtime as they came (blockToRuntime); the
+  // runtime's are forwarded frame by frame as they arrive.
+  kubelet_.keeps_frames = true;
   runtime_.fd = runtime_fd;
   ctx_.open_connections.fetch_add(1);
 }
@@ -320,7 +321,7 @@ absl::Status Transparent::Side::addBlockFrame(const h2::FrameHeader& h, std::str
     auto fragment = h2::headerBlockFragment(h, payload);
     if (!fragment.ok()) return fragment.status();
     block.assign(*fragment);
-    block_frames.assign(reinterpret_cast<const char*>(hb.data()), hb.size());
+    block_frames.clear();
     block_stream = h.stream_id;
     block_end_stream = h.has(h2::flags::kEndStream);
   } else {
@@ -330,9 +331,11 @@ absl::Status Transparent::Side::addBlockFrame(const h2::FrameHeader& h, std::str
       return absl::InvalidArgumentError(
           cat("a header block of more than ", kMaxBlockBytes, " bytes"));
     block.append(payload);
-    block_frames.append(reinterpret_cast<const char*>(hb.data()), hb.size());
   }
-  block_frames.append(payload);
+  if (keeps_frames) {
+    block_frames.append(reinterpret_cast<const char*>(hb.data()), hb.size());
+    block_frames.append(payload);
+  }
   in_block = !h.has(h2::flags::kEndHeaders);
   return absl::OkStatus();
 }
@@ -552,14 +555,7 @@ void Transparent::kubeletBlock() {
     own.call->check = check;
     own.call->intercepted = intercepted;
     own.call->headers_done = true;
-    if (const std::string* t = findHeader(own.call->req_headers, "grpc-timeout")) {
-      if (auto d = grpcwire::parseTimeout(*t)) {
-        const auto left = std::chrono::duration_cast<Clock::duration>(*d);
-        own.call->deadline = left < Clock::time_point::max() - own.call->start
-                                 ? own.call->start + left
-                                 : Clock::time_point::max();
-      }
-    }
+    own.call->deadline = grpcDeadline(own.call->req_headers, own.call->start);
     if (kubelet_.block_end_stream) {
       own.kubelet_done = true;
       own.call->client_done = true;
@@ -638,20 +634,12 @@ void Transparent::fromRuntime(std::string_view in) {
       continue;
     }
     if (ev.kind == h2::FrameReader::Event::kChunk) {
+      // DATA of a stream neither relayed nor crihookd's (those are read
+      // whole): passed on as it comes.
       kubelet_.out.append(ev.bytes);
-      if (auto it = relayed_.find(h.stream_id); it != relayed_.end()) {
-        if (ev.frame_end && h.has(h2::flags::kEndStream)) {
-          endRelayed(h.stream_id,
-                     absl::InternalError("the runtime ended its reply without a status"));
-        }
-      }
-      if (ev.frame_end && !pending_inject_.empty()) {
-        kubelet_.out.append(pending_inject_);
-        pending_inject_.clear();
-      }
-      continue;
+    } else {
+      runtimeFrame(h, ev.bytes);
     }
-    runtimeFrame(h, ev.bytes);
     if (!pending_inject_.empty() && reader.atFrameBoundary()) {
       kubelet_.out.append(pending_inject_);
       pending_inject_.clear();
@@ -1303,25 +1291,16 @@ void Transparent::endOwn(uint32_t id, const char* why) {
 // --- limits -----------------------------------------------------------------
 
 void Transparent::armTick() {
-  const RelayLimits& l = ctx_.limits;
-  const auto shortest = std::min({l.preface_timeout, l.idle_timeout, l.request_timeout});
-  tick_ = loop_.runAfter(std::clamp<std::chrono::milliseconds>(shortest / 4, kMinTick, kMaxTick),
-                         [weak = weak_from_this()] {
-                           if (auto self = weak.lock(); self && !self->closed_) self->onTick();
-                         });
+  tick_ = loop_.runAfter(tickInterval(ctx_.limits), [weak = weak_from_this()] {
+    if (auto self = weak.lock(); self && !self->closed_) self->onTick();
+  });
 }
 
 void Transparent::onTick() {
   const auto now = Clock::now();
   const RelayLimits& l = ctx_.limits;
-  uint64_t held_back = 0;
   if (!settings_seen_ && now - accepted_ >= l.preface_timeout) {
-    if (ctx_.timeout_log.allow(held_back)) {
-      ctx_.log->warn(
-          "closed a connection that sent no HTTP/2 preface within server.preface_timeout ({}ms); "
-          "{} more connections cut by a timeout since the last message",
-          l.preface_timeout.count(), held_back);
-    }
+    warnNoPreface(ctx_);
     return close("no HTTP/2 preface within server.preface_timeout");
   }
   if (idle_goaway_) return close("idle, and the GOAWAY not taken");
@@ -1335,13 +1314,7 @@ void Transparent::onTick() {
     return;
   }
   if (kubelet_.in_block && now - block_since_ >= l.request_timeout) {
-    if (ctx_.timeout_log.allow(held_back)) {
-      ctx_.log->warn(
-          "closed a connection whose header block of stream {} was not complete within "
-          "server.request_timeout ({}ms); {} more connections cut by a timeout since the last "
-          "message",
-          kubelet_.block_stream, l.request_timeout.count(), held_back);
-    }
+    warnHeaderBlockLate(ctx_, kubelet_.block_stream);
     return close("header block not complete within server.request_timeout");
   }
   std::vector<uint32_t> late, gone;

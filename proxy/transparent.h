@@ -81,7 +81,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
     // The header block being assembled from this side, and its frames as
     // they came.
     std::string block;
-    std::string block_frames;
+    std::string block_frames;  // only where keeps_frames
+    bool keeps_frames = false;
     uint32_t block_stream = 0;
     bool block_end_stream = false;
     bool in_block = false;
