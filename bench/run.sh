@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs crihook_bench against the in-process fake runtime and a private
-# containerd, with crihookd and, as the baseline a proxy must be measured
-# against, a raw byte relay (socat) in the same place; then the grpc-go
-# client (gocri bench, kubelet's client library) against containerd direct,
-# through crihookd and through socat, in alternating rounds.
+# containerd, with crihookd (its default, transparent relay), crihookd's
+# terminating relay ([server] relay = "terminating") and, as the baseline a
+# proxy must be measured against, a raw byte relay (socat) in the same
+# place; then the grpc-go client (gocri bench, kubelet's client library)
+# against containerd direct, through crihookd's two relays and through
+# socat, in alternating rounds.
 # Usage: bash bench/run.sh [crihook_bench flags, e.g. --iterations 8000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,29 +36,40 @@ cat >"$work/raw-relay.sh" <<'SH'
 exec socat "UNIX-LISTEN:$2,fork" "UNIX-CONNECT:${4#unix://}"
 SH
 chmod +x "$work/raw-relay.sh"
+cat >"$work/terminating.sh" <<SH
+#!/usr/bin/env bash
+# crihookd's command line, with the terminating relay.
+printf '[server]\\nrelay = "terminating"\\n' >"$work/terminating.toml"
+exec $PWD/build/tools/crihookd --config "$work/terminating.toml" "\$@"
+SH
+chmod +x "$work/terminating.sh"
 
-echo "### through crihookd"
+echo "### through crihookd (the transparent relay, the default)"
 build/bench/crihook_bench --crihookd build/tools/crihookd --containerd "$work/ctd/containerd.sock" "$@"
+echo
+echo "### through crihookd's terminating relay"
+build/bench/crihook_bench --crihookd "$work/terminating.sh" --containerd "$work/ctd/containerd.sock" "$@"
 echo
 echo "### through a raw byte relay (socat), for comparison"
 build/bench/crihook_bench --crihookd "$work/raw-relay.sh" --containerd "$work/ctd/containerd.sock" "$@" \
   | grep -v -e 'resident memory' -e 'CPU time' -e 'system calls'
 
 # The grpc-go client: Version against containerd, direct, through crihookd
-# (no config file, a state directory of its own), through crihookd's
-# transparent relay ([server] relay = "transparent") and through socat, three
-# alternating rounds; one line each, medians over the rounds.
+# (no config file, a state directory of its own: the transparent relay),
+# through crihookd's terminating relay ([server] relay = "terminating") and
+# through socat, three alternating rounds; one line each, medians over the
+# rounds.
 gocri=build/test/e2e/gocri/gocri
 ctd="$work/ctd/containerd.sock"
 build/tools/crihookd --listen "$work/go-crihook.sock" --backend "unix://$ctd" \
   --state-dir "$work/go-state" --log-level warn &
 go_crihookd=$!
 # In a directory of its own: two crihookds side by side must not share one.
-mkdir -p "$work/tr"
-printf '[server]\nrelay = "transparent"\n' >"$work/tr/crihookd.toml"
-build/tools/crihookd --config "$work/tr/crihookd.toml" --listen "$work/tr/go-transparent.sock" \
-  --backend "unix://$ctd" --state-dir "$work/tr/go-state" --log-level warn &
-go_transparent=$!
+mkdir -p "$work/te"
+printf '[server]\nrelay = "terminating"\n' >"$work/te/crihookd.toml"
+build/tools/crihookd --config "$work/te/crihookd.toml" --listen "$work/te/go-terminating.sock" \
+  --backend "unix://$ctd" --state-dir "$work/te/go-state" --log-level warn &
+go_terminating=$!
 socat "UNIX-LISTEN:$work/go-socat.sock,fork" "UNIX-CONNECT:$ctd" &
 go_socat=$!
 sleep 1
@@ -64,10 +77,10 @@ echo
 echo "### grpc-go client (gocri bench), Version against containerd: p50 µs (1 client), calls/s (4 connections; 16 streams on 1 connection)"
 for shape in "-conns 1 -streams 1" "-conns 4 -streams 1" "-conns 1 -streams 16"; do
   for round in 1 2 3; do
-    for via in direct crihookd transparent socat; do
+    for via in direct crihookd terminating socat; do
       sock=$ctd
       [[ $via == crihookd ]] && sock=$work/go-crihook.sock
-      [[ $via == transparent ]] && sock=$work/tr/go-transparent.sock
+      [[ $via == terminating ]] && sock=$work/te/go-terminating.sock
       [[ $via == socat ]] && sock=$work/go-socat.sock
       # shellcheck disable=SC2086
       echo "$shape $via $("$gocri" -endpoint "$sock" bench -calls 4000 $shape)"
@@ -84,7 +97,7 @@ for shape, vias in rows.items():
     med = {v: (statistics.median(x["p50_us"] for x in rs), statistics.median(x["calls_per_s"] for x in rs)) for v, rs in vias.items()}
     d = med["direct"]
     out = [shape]
-    for v in ("direct", "crihookd", "transparent", "socat"):
+    for v in ("direct", "crihookd", "terminating", "socat"):
         p50, thr = med[v]
         out.append(f"{v}: p50 {p50:.1f} thr {thr:.0f}" + ("" if v == "direct" else f" ({p50/d[0]:.2f}x, thr {thr/d[1]:.2f}x)"))
     print("  " + "; ".join(out))
@@ -95,7 +108,7 @@ for shape, vias in rows.items():
 # calls gocri makes on each connection).
 go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
   local pid=$go_crihookd sock=$work/go-crihook.sock
-  [[ ${TRANSPARENT:-} ]] && pid=$go_transparent sock=$work/tr/go-transparent.sock
+  [[ ${TERMINATING:-} ]] && pid=$go_terminating sock=$work/te/go-terminating.sock
   strace -f -c -o "$work/go-strace.txt" -p "$pid" 2>/dev/null &
   local tracer=$!
   sleep 0.5
@@ -108,8 +121,8 @@ go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
 echo "  system calls per relayed call (crihookd, strace -c): 1 client $(go_syscalls 1 1 2000);" \
   "1 client, 5 ms apart $(go_syscalls 1 1 300 5ms);" \
   "16 streams on one connection $(go_syscalls 1 16 4000)"
-echo "  the same, transparent relay: 1 client $(TRANSPARENT=1 go_syscalls 1 1 2000);" \
-  "1 client, 5 ms apart $(TRANSPARENT=1 go_syscalls 1 1 300 5ms);" \
-  "16 streams on one connection $(TRANSPARENT=1 go_syscalls 1 16 4000)"
-kill $go_crihookd $go_transparent $go_socat 2>/dev/null || true
+echo "  the same, terminating relay: 1 client $(TERMINATING=1 go_syscalls 1 1 2000);" \
+  "1 client, 5 ms apart $(TERMINATING=1 go_syscalls 1 1 300 5ms);" \
+  "16 streams on one connection $(TERMINATING=1 go_syscalls 1 16 4000)"
+kill $go_crihookd $go_terminating $go_socat 2>/dev/null || true
 

@@ -65,9 +65,10 @@ struct Config {
   uint32_t socket_mode = 0660;
   std::string socket_group;  // empty: the daemon's own group
   int workers = 2;           // event-loop threads
-  // How connections are relayed: "terminating" (HTTP/2 ended on both sides,
-  // nghttp2) or "transparent" (frames passed through; docs/transparent-relay.md).
-  std::string relay = "terminating";
+  // How connections are relayed: "transparent" (frames passed through;
+  // docs/transparent-relay.md) or "terminating" (HTTP/2 ended on both
+  // sides, nghttp2).
+  std::string relay = "transparent";
   std::chrono::milliseconds shutdown_grace{10000};
   // gRPC's message limit, applied to every message in both directions.
   // kubelet's own limit is 16 MiB; never configure less.

@@ -38,9 +38,11 @@ class Downstream : public H2Endpoint, public UpstreamOwner {
   Downstream(EventLoop& loop, int fd, RelayContext& ctx)
       : H2Endpoint(loop, fd), ctx_(ctx), upstreams_(*this, loop, ctx) {
     ctx_.open_connections.fetch_add(1);
+    ctx_.terminating_connections.fetch_add(1);
   }
   ~Downstream() override {
     dropAllCalls();
+    ctx_.terminating_connections.fetch_sub(1);
     ctx_.open_connections.fetch_sub(1);
   }
 
@@ -50,6 +52,11 @@ class Downstream : public H2Endpoint, public UpstreamOwner {
   void shutdown();
   // Closes the connection and its upstreams now.
   void closeAll(const std::string& why);
+  // Serving in the transparent relay's stead, because the runtime could not
+  // be reached when the client connected (relay.cc): the first reply from
+  // the runtime sends the client GOAWAY, so that its next connection is the
+  // transparent relay's. Before start().
+  void reconnectOnceRuntimeAnswers() { reconnect_when_answered_ = true; }
 
   // UpstreamOwner: the upstreams' events, delegated here because calls live
   // here (upstream_owner.h has the contracts). Final, so that the
@@ -144,6 +151,7 @@ class Downstream : public H2Endpoint, public UpstreamOwner {
   Clock::time_point idle_since_ = Clock::now();  // since calls_ last became empty
   bool settings_seen_ = false;                   // the client's preface and SETTINGS arrived
   bool idle_goaway_ = false;
+  bool reconnect_when_answered_ = false;
   uint64_t tick_ = 0;  // the limits' timer (EventLoop::runAfter); 0: none
 };
 

@@ -8,6 +8,15 @@
 namespace crihook::relay {
 
 void Downstream::onResponseHeaders(Call& call) {
+  if (reconnect_when_answered_) {
+    // The calls in flight finish here; the client opens its next
+    // connection for what comes after, as it does on any GOAWAY.
+    reconnect_when_answered_ = false;
+    ctx_.log->debug(
+        "the runtime answers again: GOAWAY, so that the client reconnects to the "
+        "transparent relay");
+    shutdown();
+  }
   if (call.passThrough()) submitResponse(call);
 }
 

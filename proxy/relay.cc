@@ -56,7 +56,9 @@ Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx) {
     // The transparent relay needs the runtime's connection from the start
     // (its SETTINGS are kubelet's to read). When the runtime cannot be
     // reached now, the terminating relay serves this connection: it answers
-    // each call UNAVAILABLE naming the backend and tries again per call.
+    // each call UNAVAILABLE naming the backend and tries again per call;
+    // once the runtime answers, it sends kubelet GOAWAY, and kubelet's next
+    // connection is the transparent relay's.
     if (const int up = connectNow(ctx.backend_path); up >= 0) {
       tstarting_ = std::make_shared<relay::Transparent>(loop, fd, up, ctx);
       tweak_ = tstarting_;
@@ -64,6 +66,7 @@ Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx) {
     }
   }
   starting_ = std::make_shared<Impl>(loop, fd, ctx);
+  if (ctx.transparent) starting_->reconnectOnceRuntimeAnswers();
   weak_ = starting_;
 }
 

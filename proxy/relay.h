@@ -63,9 +63,9 @@ struct RelayContext {
   std::string backend_path;      // Unix socket of the CRI runtime
   std::string backend_endpoint;  // as configured, for messages
   uint64_t max_message_bytes = 16u << 20;
-  // [server] relay = "transparent": connections are relayed by
-  // relay::Transparent (docs/transparent-relay.md) instead of terminating
-  // HTTP/2 on both sides.
+  // [server] relay = "transparent" (config.h's default): connections are
+  // relayed by relay::Transparent (docs/transparent-relay.md) instead of
+  // terminating HTTP/2 on both sides (relay::Downstream).
   bool transparent = false;
   std::chrono::milliseconds connect_timeout{2000};
   Interceptor* interceptor = nullptr;  // never null once serving
@@ -73,12 +73,13 @@ struct RelayContext {
   std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
   RelayLimits limits;
   // Process-wide tallies, for the limits, the metrics endpoint and tests.
-  std::atomic<int64_t> open_connections{0};      // Connections not yet destroyed
-  std::atomic<int64_t> buffered_bytes{0};        // intercepted calls' messages held
-  std::atomic<int64_t> header_bytes{0};          // decoded header fields held, both directions
-  LogLimiter timeout_log;                        // connections cut by a timeout
-  LogLimiter refusal_log;                        // request header blocks refused
-  metrics::CallMetrics* call_metrics = nullptr;  // every call, when it ends; null: none
+  std::atomic<int64_t> open_connections{0};         // Connections not yet destroyed
+  std::atomic<int64_t> terminating_connections{0};  // of them, relay::Downstream's
+  std::atomic<int64_t> buffered_bytes{0};           // intercepted calls' messages held
+  std::atomic<int64_t> header_bytes{0};             // decoded header fields held, both directions
+  LogLimiter timeout_log;                           // connections cut by a timeout
+  LogLimiter refusal_log;                           // request header blocks refused
+  metrics::CallMetrics* call_metrics = nullptr;     // every call, when it ends; null: none
 };
 
 class Connection {

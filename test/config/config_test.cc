@@ -30,7 +30,7 @@ TEST(Config, EmbeddedDefaultsNeedNoFile) {
   EXPECT_EQ(c.request_timeout, 30000ms);
   EXPECT_EQ(c.max_connection_buffered_bytes, 64u << 20);
   EXPECT_EQ(c.max_buffered_bytes, 256u << 20);
-  EXPECT_EQ(c.relay, "terminating");
+  EXPECT_EQ(c.relay, "transparent");
   EXPECT_TRUE(validateConfig(c, "defaults").ok());
 }
 
@@ -49,7 +49,7 @@ idle_timeout = "2m"
 request_timeout = "20s"
 max_connection_buffered_bytes = 67108864
 max_buffered_bytes = 134217728
-relay = "transparent"
+relay = "terminating"
 
 [backend]
 endpoint = "unix:///run/cri-dockerd.sock"
@@ -72,7 +72,7 @@ level = "debug"
   EXPECT_EQ(c->request_timeout, 20000ms);
   EXPECT_EQ(c->max_connection_buffered_bytes, 64u << 20);
   EXPECT_EQ(c->max_buffered_bytes, 128u << 20);
-  EXPECT_EQ(c->relay, "transparent");
+  EXPECT_EQ(c->relay, "terminating");
   EXPECT_EQ(c->backend_endpoint, "unix:///run/cri-dockerd.sock");
   EXPECT_EQ(c->backend_connect_timeout, 3000ms);
   EXPECT_EQ(c->log_level, "debug");

@@ -3,11 +3,16 @@
 // (nghttp2, not crihookd's code): the SETTINGS kubelet sees are the
 // runtime's, filtered and capped; a reply crihookd writes itself is held to
 // kubelet's flow-control windows; the runtime going away ends kubelet's
-// connection with GOAWAY and a status for the call in flight. The relay's
-// shared behaviour is the other suites' *_transparent runs.
+// connection with GOAWAY and a status for the call in flight; a connection
+// that opened while the runtime was down is served by the terminating relay
+// and told to reconnect once the runtime answers. The relay's shared
+// behaviour is the other suites' runs (the transparent relay is the
+// default; their *_terminating runs are the other relay's).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "cri-api/runtime_v1.pb.h"
 #include "test/support/proxy_fixture.h"
@@ -97,6 +102,38 @@ TEST_F(TransparentTest, TheRuntimeGoingAwayEndsKubeletsConnectionWithAStatus) {
       again.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("again"));
   EXPECT_EQ(r2.grpc_status, 0);
   EXPECT_EQ(r2.body, grpcFrame("again"));
+}
+
+TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItAnswers) {
+  startTransparent();  // the runtime is not there yet
+  RawH2Client kubelet(dir_.file("crihook.sock"));
+  RawH2Result down =
+      kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("down"));
+  EXPECT_EQ(down.grpc_status, 14) << down.grpc_message;
+  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "the terminating relay stands in";
+  EXPECT_FALSE(kubelet.goawayReceived());
+
+  RawH2Backend runtime(dir_.file("backend.sock"));
+  RawH2Result up =
+      kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("up"));
+  EXPECT_EQ(up.grpc_status, 0) << up.grpc_message;
+  EXPECT_EQ(up.body, grpcFrame("up")) << "the call that found the runtime back is answered";
+  EXPECT_TRUE(kubelet.goawayReceived()) << "and kubelet is told to reconnect";
+
+  RawH2Client next(dir_.file("crihook.sock"));
+  RawH2Result r =
+      next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("next"));
+  EXPECT_EQ(r.grpc_status, 0) << r.grpc_message;
+  // The old connection ends once its calls have (crihookd closes it after
+  // its GOAWAY); the new one is the transparent relay's.
+  for (int i = 0; i < 500 && proxy_->terminatingConnections() > 0; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(proxy_->terminatingConnections(), 0);
+  EXPECT_GE(proxy_->connections(), 1);
+  RawH2Result again =
+      next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("again"));
+  EXPECT_EQ(again.grpc_status, 0) << again.grpc_message;
+  EXPECT_FALSE(next.goawayReceived());
 }
 
 }  // namespace

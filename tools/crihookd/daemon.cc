@@ -162,6 +162,12 @@ absl::Status Daemon::start() {
   server.setCallMetrics(&*p.call_metrics);
   registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
                          [&server] { return static_cast<double>(server.connections()); });
+  registry.gaugeFunction(
+      "crihook_connections_terminating",
+      "Of them, those the terminating relay serves: all with server.relay = \"terminating\"; with "
+      "\"transparent\", those opened while the runtime could not be reached, until it answers and "
+      "they reconnect.",
+      [&server] { return static_cast<double>(server.terminatingConnections()); });
   registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
                          [&server] { return static_cast<double>(server.activeCalls()); });
   registry.gaugeFunction(
