@@ -5,7 +5,8 @@ The seeds are small, valid inputs taken from crihook's own tests, README and
 fixtures, plus a few near misses; libFuzzer mutates from there. Run it again
 after changing a seed here; scripts/fuzz.sh never writes into fuzz/corpus
 (it fuzzes a copy). Inputs that once crashed a harness are committed next to
-these by hand (crash-<what>) and are not made here.
+these (crash-<what>): by hand as the fuzzer wrote them, or made here where
+they read better as frames.
 """
 import os
 import struct
@@ -280,5 +281,111 @@ write("fuzz_h2_wire", "padded-priority", SETTINGS +
       h2frame(1, END_HEADERS | 0x8 | 0x20, 1, b"\x02" + b"\x00\x00\x00\x00\x10" + headers(RT + "Version") + b"\x00\x00") +
       h2frame(0, END_STREAM | 0x8, 1, b"\x03" + version + b"\x00\x00\x00") +
       h2frame(1, END_HEADERS | 0x8, 3, b"\xff") + b"\x00")
+
+# --- Both peers of a connection through the transparent relay ----------------
+# First byte: flags (bit 0: the interceptor refuses intercepted calls; bit 1:
+# the runtime's records open its side, else the harness sends its SETTINGS;
+# bit 2: tight limits). Then records: 1 byte kind, and for kubelet's (0) and
+# the runtime's (1) bytes a 2-byte length and the bytes; 2 runs the timers,
+# 3 and 4 hang up kubelet and the runtime, 5 shuts the connection down.
+def kubelet(data):
+    return b"\x00" + struct.pack(">H", len(data)) + data
+
+
+def runtime(data):
+    return b"\x01" + struct.pack(">H", len(data)) + data
+
+
+TIMERS, KUBELET_HANGUP, RUNTIME_HANGUP, SHUTDOWN = b"\x02", b"\x03", b"\x04", b"\x05"
+
+
+def response(stream=1):
+    return h2frame(1, END_HEADERS, stream, STATUS_200 + hpack_literal("content-type", "application/grpc"))
+
+
+def status_trailers(status, stream=1):
+    return h2frame(1, END_HEADERS | END_STREAM, stream, hpack_literal("grpc-status", status))
+
+
+def settings(*entries):
+    return h2frame(4, 0, 0, b"".join(struct.pack(">HI", i, v) for i, v in entries))
+
+
+T = "fuzz_transparent"
+write(T, "unary-relayed", b"\x00" + kubelet(SETTINGS + call(RT + "Version", version)) +
+      runtime(SETTINGS_ACK + response() + h2frame(0, 0, 1, answer) + status_trailers("0")) +
+      kubelet(SETTINGS_ACK))
+write(T, "run-pod-sandbox-pass", b"\x00" + kubelet(SETTINGS + call(RT + "RunPodSandbox", run)) +
+      runtime(SETTINGS_ACK))
+write(T, "run-pod-sandbox-refused", b"\x01" + kubelet(SETTINGS + call(RT + "RunPodSandbox", run, stream=3)))
+# gRPC C++ answers a stream it saw cancelled: crihookd's own stream, the
+# runtime's reply dropped and its blocks re-encoded for kubelet from then on.
+write(T, "runtime-answers-own-stream", b"\x01" +
+      kubelet(SETTINGS + call(RT + "StopContainer", stop) + call(RT + "Version", version, stream=3)) +
+      runtime(response(1) + h2frame(0, 0, 1, answer) + status_trailers("1", 1)) +
+      runtime(response(3) + h2frame(0, 0, 3, answer) + status_trailers("0", 3)))
+write(T, "pings", b"\x00" + kubelet(SETTINGS + h2frame(6, 0, 0, b"12345678")) +
+      runtime(h2frame(6, 0, 0, b"abcdefgh")) + kubelet(h2frame(6, 0x1, 0, b"abcdefgh")) +
+      kubelet(call(RT + "Version", version) + h2frame(6, 0, 0, b"87654321")) + TIMERS +
+      runtime(response() + status_trailers("0")))
+write(T, "runtime-goaway", b"\x00" + kubelet(SETTINGS + call(RT + "Version", version) +
+                                            call(RT + "Version", version, stream=3)) +
+      runtime(response() + h2frame(7, 0, 0, struct.pack(">II", 1, 0)) + h2frame(0, 0, 1, answer) +
+              status_trailers("0")))
+rb = STATUS_200 + hpack_literal("content-type", "application/grpc")
+write(T, "continuations", b"\x00" +
+      kubelet(SETTINGS + h2frame(1, 0, 1, hb[:10]) + h2frame(9, 0, 1, hb[10:30]) +
+              h2frame(9, END_HEADERS, 1, hb[30:]) + h2frame(0, END_STREAM, 1, version)) +
+      runtime(h2frame(1, 0, 1, rb[:5]) + h2frame(9, END_HEADERS, 1, rb[5:]) + h2frame(0, 0, 1, answer) +
+              status_trailers("0")))
+write(T, "settings-change", b"\x00" +
+      kubelet(settings((1, 0), (4, 1 << 20), (5, 1 << 15), (0xfe03, 1)) + call(RT + "Version", version)) +
+      runtime(settings((1, 128), (5, 1 << 20), (6, 1 << 30), (0xfe03, 1)) + SETTINGS_ACK) +
+      runtime(h2frame(1, END_HEADERS, 1, STATUS_200 + hpack_indexed_literal("content-type", "application/grpc")) +
+              h2frame(0, 0, 1, answer) + status_trailers("0")))
+write(T, "runtime-opens-its-side", b"\x02" + runtime(settings((3, 100), (0x9, 1))) +
+      kubelet(SETTINGS + call(RT + "Version", version)) + runtime(response() + status_trailers("0")))
+write(T, "runtime-hangs-up", b"\x00" + kubelet(SETTINGS + call(RT + "Version", version)) +
+      runtime(response() + h2frame(0, 0, 1, answer[:3])) + RUNTIME_HANGUP +
+      kubelet(call(RT + "Version", version, stream=3)))
+write(T, "graceful-shutdown", b"\x00" + kubelet(SETTINGS + call(RT + "Version", version)) + SHUTDOWN +
+      kubelet(call(RT + "Version", version, stream=3)) + runtime(response() + status_trailers("0")))
+# A relayed reply announcing a message over the limit (64 KiB).
+write(T, "reply-over-limit", b"\x00" + kubelet(SETTINGS + call(RT + "Version", version)) +
+      runtime(response() + h2frame(0, 0, 1, answer + b"\x00\x00\x10\x00\x00xyz")) +
+      runtime(h2frame(0, 0, 1, b"more") + status_trailers("0")))
+# Tight limits: a request message over the limit (256 bytes); a call whose
+# message comes after the tick found it late.
+write(T, "tight-limits-late", b"\x04" + kubelet(SETTINGS + call(RT + "Version", grpc(b"x" * 300)) +
+                                              h2frame(1, END_HEADERS, 3, headers(RT + "CreateContainer"))) +
+      TIMERS + TIMERS + kubelet(h2frame(0, END_STREAM, 3, create)))
+write(T, "trailers-from-kubelet", b"\x00" + kubelet(SETTINGS +
+      h2frame(1, END_HEADERS, 1, headers(RT + "Version")) + h2frame(0, 0, 1, version) +
+      h2frame(1, END_HEADERS | END_STREAM, 1, hpack_literal("x-trailer", "1"))) + KUBELET_HANGUP)
+# Once crashed fuzz_transparent: crihookd's frames written inside a frame or
+# a header block of the peer it relays (test/proxy/transparent_test.cc's
+# TransparentWireTest).
+# kubelet's DATA on a stream that is neither relayed nor crihookd's is
+# forwarded as it comes; the runtime's DATA on crihookd's own stream 1, read
+# between its two halves, made crihookd credit the runtime inside it.
+stray = h2frame(0, 0, 7, b"p" * 100)
+write(T, "crash-kubelet-data-split-by-runtime-credit", b"\x01" +
+      kubelet(SETTINGS + h2frame(1, END_HEADERS, 1, headers(RT + "RunPodSandbox")) + stray[:19]) +
+      runtime(h2frame(0, 0, 1, b"hello")) + kubelet(stray[19:]))
+# The runtime's reply headers in two frames read apart; the PING ACK owed
+# to kubelet went between them.
+write(T, "crash-ping-ack-inside-runtime-header-block", b"\x00" +
+      kubelet(SETTINGS + call(RT + "Version", version)) + runtime(h2frame(1, 0, 1, rb[:5])) +
+      kubelet(h2frame(6, 0, 0, b"12345678")) + TIMERS +
+      runtime(h2frame(9, END_HEADERS, 1, rb[5:]) + status_trailers("0")))
+# The runtime gone after half a header block: crihookd's statuses and
+# GOAWAY followed it.
+write(T, "crash-runtime-gone-inside-header-block", b"\x00" +
+      kubelet(SETTINGS + call(RT + "Version", version)) + runtime(h2frame(1, 0, 1, rb[:5])) +
+      RUNTIME_HANGUP)
+# A HEADERS frame of the runtime's whose padding does not fit, without
+# END_HEADERS: forwarded before it was read, then crihookd's GOAWAY after it
+# (as the fuzzer found it, minimised).
+write(T, "crash-runtime-bad-padding-headers", b"\x00" + runtime(h2frame(1, 0x8, 1568)))
 
 print("seeds written under", ROOT, file=sys.stderr)

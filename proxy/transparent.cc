@@ -291,14 +291,34 @@ void Transparent::scheduleFlush() {
 
 void Transparent::inject(std::string_view frames) {
   // Between two frames of the runtime only: a DATA frame of the runtime's may
-  // be half written to kubelet.
+  // be half written to kubelet, or a header block of its in part.
   // And after the runtime's SETTINGS: kubelet must see them first (the
   // server's connection preface).
-  if ((runtime_settings_seen_ && runtime_.reader.atFrameBoundary()) || runtime_lost_) {
+  if ((runtime_settings_seen_ && betweenRuntimeFrames()) || runtime_lost_) {
     kubelet_.out.append(frames);
   } else {
     pending_inject_.append(frames);
   }
+}
+
+bool Transparent::betweenRuntimeFrames() const {
+  // A block re-encoded for kubelet goes whole once the runtime's is complete.
+  return runtime_.reader.atFrameBoundary() && !(runtime_.in_block && !kubelet_reencode_);
+}
+
+void Transparent::injectToRuntime(std::string_view frames) {
+  if (kubelet_.reader.atFrameBoundary()) {
+    runtime_.out.append(frames);
+  } else {
+    pending_to_runtime_.append(frames);
+  }
+}
+
+void Transparent::creditRuntime(uint32_t bytes) {
+  if (bytes == 0) return;
+  std::string frames;
+  h2::appendWindowUpdate(frames, 0, bytes);
+  injectToRuntime(frames);
 }
 
 void Transparent::protocolError(const std::string& why) {
@@ -354,6 +374,10 @@ void Transparent::fromKubelet(std::string_view in) {
   }
   h2::FrameReader& reader = kubelet_.reader;
   while (!closed_) {
+    if (!pending_to_runtime_.empty() && reader.atFrameBoundary()) {
+      runtime_.out.append(pending_to_runtime_);
+      pending_to_runtime_.clear();
+    }
     auto ev = reader.next(in);
     if (ev.kind == h2::FrameReader::Event::kNeedMore) return;
     const h2::FrameHeader& h = ev.header;
@@ -640,7 +664,7 @@ void Transparent::fromRuntime(std::string_view in) {
     } else {
       runtimeFrame(h, ev.bytes);
     }
-    if (!pending_inject_.empty() && reader.atFrameBoundary()) {
+    if (!pending_inject_.empty() && betweenRuntimeFrames()) {
       kubelet_.out.append(pending_inject_);
       pending_inject_.clear();
     }
@@ -677,7 +701,7 @@ void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payloa
   if (own && h.type == h2::FrameType::kData) {
     // Not for kubelet: the runtime is credited for it, kubelet never was.
     ledger_.onNotForwarded(h.length);
-    if (h.length > 0) h2::appendWindowUpdate(runtime_.out, 0, h.length);
+    creditRuntime(h.length);
     return;
   }
   if (own && h.type != h2::FrameType::kHeaders && h.type != h2::FrameType::kContinuation) {
@@ -689,10 +713,11 @@ void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payloa
     case h2::FrameType::kHeaders:
     case h2::FrameType::kContinuation:
       // Forwarded whatever its stream while kubelet's decoder mirrors the
-      // runtime's encoder; else re-encoded once decoded (runtimeBlock).
-      if (!kubelet_reencode_) forward();
+      // runtime's encoder; else re-encoded once decoded (runtimeBlock). A
+      // frame out of place is not: kubelet gets the runtime's end instead.
       if (auto st = runtime_.addBlockFrame(h, payload); !st.ok())
         return runtimeGone(std::string(st.message()));
+      if (!kubelet_reencode_) forward();
       if (!runtime_.in_block) runtimeBlock();
       return;
     case h2::FrameType::kSettings:
@@ -845,7 +870,7 @@ void Transparent::relayedReplyData(const h2::FrameHeader& h, std::string_view pa
   if (it != relayed_.end() && it->second.cut) {
     // kubelet will never see these bytes: crihookd credits the runtime.
     ledger_.onNotForwarded(h.length);
-    if (h.length > 0) h2::appendWindowUpdate(runtime_.out, 0, h.length);
+    creditRuntime(h.length);
     return;
   }
   size_t pass = payload.size();
@@ -865,7 +890,7 @@ void Transparent::relayedReplyData(const h2::FrameHeader& h, std::string_view pa
   if (pass > 0) h2::appendData(kubelet_.out, h.stream_id, payload.substr(0, pass), false, h.length);
   const uint32_t dropped = h.length - static_cast<uint32_t>(pass);
   ledger_.onNotForwarded(dropped);
-  if (dropped > 0) h2::appendWindowUpdate(runtime_.out, 0, dropped);
+  creditRuntime(dropped);
   Relayed& r = it->second;
   cutRelayed(h.stream_id,
              absl::ResourceExhaustedError(
@@ -877,7 +902,9 @@ void Transparent::cutRelayed(uint32_t id, const absl::Status& status, uint32_t r
   auto it = relayed_.find(id);
   if (it == relayed_.end() || it->second.cut) return;
   Relayed& r = it->second;
-  h2::appendRstStream(runtime_.out, id, h2::error::kCancel);
+  std::string cancel;
+  h2::appendRstStream(cancel, id, h2::error::kCancel);
+  injectToRuntime(cancel);
   std::string frames;
   if (reset_code != 0) {
     h2::appendRstStream(frames, id, reset_code);
@@ -903,9 +930,9 @@ void Transparent::runtimeGone(const std::string& why) {
   runtime_waits_ = false;
   runtime_held_.clear();
   loop_.unwatch(runtime_.fd);
-  if (!runtime_.reader.atFrameBoundary()) {
-    // Half a frame of the runtime's went to kubelet: nothing more can follow
-    // on this connection.
+  if (!betweenRuntimeFrames()) {
+    // Half a frame, or half a header block, of the runtime's went to
+    // kubelet: nothing more can follow on this connection.
     return close(cat("backend connection lost mid-frame: ", why));
   }
   if (!runtime_settings_seen_) {

@@ -132,6 +132,18 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void flushAll();
   // Appends crihookd's own frames for kubelet, between two of the runtime's.
   void inject(std::string_view frames);
+  // Whether kubelet has read the runtime's frames up to a place where another
+  // frame may come: none half forwarded, and no header block of the runtime's
+  // forwarded in part (RFC 9113 6.10: nothing comes between a HEADERS and
+  // its CONTINUATIONs).
+  bool betweenRuntimeFrames() const;
+  // Appends crihookd's own frames for the runtime, between two of kubelet's:
+  // the runtime's side writes some (credit for DATA dropped, a cut stream's
+  // reset), which may come while a DATA frame of kubelet's is half forwarded.
+  void injectToRuntime(std::string_view frames);
+  // `bytes` of the runtime's DATA that kubelet never gets: crihookd credits
+  // the runtime's connection window for them (WINDOW_UPDATE).
+  void creditRuntime(uint32_t bytes);
   // kubelet's PINGs are crihookd's to answer, not the runtime's: grpc-go
   // sends one after most replies it reads, and a grpc-go runtime that saw
   // PINGs after replies it did not send itself (crihookd's own) would end
@@ -229,9 +241,11 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   std::string runtime_held_;
   bool runtime_waits_ = false;
   // crihookd's frames for kubelet waiting for the runtime's SETTINGS or the
-  // end of a runtime frame.
+  // end of a runtime frame (or header block).
   std::string pending_inject_;
   bool runtime_settings_seen_ = false;
+  // crihookd's frames for the runtime waiting for the end of a kubelet frame.
+  std::string pending_to_runtime_;
 
   std::unordered_map<uint32_t, Relayed> relayed_;
   std::unordered_map<uint32_t, Own> own_;

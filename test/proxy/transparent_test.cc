@@ -8,13 +8,28 @@
 // and told to reconnect once the runtime answers. The relay's shared
 // behaviour is the other suites' runs (the transparent relay is the
 // default; their *_terminating runs are the other relay's).
+//
+// TransparentWireTest drives the relay over socketpairs, with the bytes of
+// both peers and the edges of crihookd's reads the test's own: crihookd's
+// frames never land inside a frame or a header block of the peer it relays
+// (found by fuzz/fuzz_transparent.cc).
+
+#include "proxy/transparent.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "cri-api/runtime_v1.pb.h"
+#include "cri/interceptor.h"
+#include "proxy/event_loop.h"
+#include "proxy/h2_frame.h"
+#include "proxy/hpack.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"
@@ -134,6 +149,216 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
       next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("again"));
   EXPECT_EQ(again.grpc_status, 0) << again.grpc_message;
   EXPECT_FALSE(next.goawayReceived());
+}
+
+// The transparent relay between two socketpairs, its loop run by hand: what
+// a test sends as one peer is read by crihookd in one piece.
+class TransparentWireTest : public ::testing::Test {
+ protected:
+  struct Frame {
+    relay::h2::FrameHeader header;
+    std::string payload;
+  };
+
+  void SetUp() override {
+    ctx_.backend_path = dir_.file("no-backend.sock");  // intercepted calls: UNAVAILABLE
+    ctx_.backend_endpoint = "unix://" + ctx_.backend_path;
+    ctx_.interceptor = &pass_;
+    ctx_.log =
+        std::make_shared<spdlog::logger>("proxy", std::make_shared<spdlog::sinks::null_sink_mt>());
+    auto loop = relay::EventLoop::create();
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = std::move(*loop);
+    int k[2], r[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, k), 0);
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, r), 0);
+    kubelet_ = k[1];
+    runtime_ = r[1];
+    // Held by its loop's handlers only, as crihookd's Connection does: it
+    // ends (and closes its sockets) when it closes.
+    auto conn = std::make_shared<relay::Transparent>(*loop_, k[0], r[0], ctx_);
+    conn_ = conn;
+    loop_->post([conn] { conn->start(); });
+    send(kubelet_, relay::h2::kClientPreface);
+    std::string settings;
+    relay::h2::appendSettings(settings, {});
+    send(runtime_, settings);
+  }
+
+  void TearDown() override {
+    if (!loop_) return;
+    if (auto conn = conn_.lock()) loop_->post([conn] { conn->close("test done"); });
+    settle();
+    EXPECT_TRUE(conn_.expired()) << "the connection released everything";
+    if (kubelet_ >= 0) ::close(kubelet_);
+    if (runtime_ >= 0) ::close(runtime_);
+    EXPECT_EQ(ctx_.active_calls.load(), 0);
+  }
+
+  // Sends `bytes` as the peer at `fd` and runs the loop until it is idle.
+  void send(int fd, std::string_view bytes) {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    settle();
+  }
+
+  void settle() {
+    for (int i = 0; i < 100 && loop_->poll() > 0; ++i) {
+    }
+    readAll(kubelet_, kubelet_got_, kubelet_eof_);
+    readAll(runtime_, runtime_got_, runtime_eof_);
+  }
+
+  static void readAll(int fd, std::string& got, bool& eof) {
+    char buf[16384];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) got.append(buf, n);
+    if (n == 0) eof = true;
+  }
+
+  // The whole frames of what a peer read (the runtime's after the preface).
+  static std::vector<Frame> framesOf(std::string_view bytes) {
+    std::vector<Frame> frames;
+    while (bytes.size() >= relay::h2::kFrameHeaderBytes) {
+      auto h = relay::h2::parseFrameHeader(reinterpret_cast<const uint8_t*>(bytes.data()));
+      if (bytes.size() - relay::h2::kFrameHeaderBytes < h.length) break;
+      frames.push_back({h, std::string(bytes.substr(relay::h2::kFrameHeaderBytes, h.length))});
+      bytes.remove_prefix(relay::h2::kFrameHeaderBytes + h.length);
+    }
+    return frames;
+  }
+  std::vector<Frame> runtimeFrames() const {
+    const size_t preface = std::min(runtime_got_.size(), relay::h2::kClientPreface.size());
+    return framesOf(std::string_view(runtime_got_).substr(preface));
+  }
+
+  static std::string requestHeaders(uint32_t stream, const std::string& path, bool end_stream) {
+    std::string block, frames;
+    for (auto [n, v] : {std::pair<std::string, std::string>{":method", "POST"},
+                        {":scheme", "http"},
+                        {":path", path},
+                        {":authority", "localhost"},
+                        {"content-type", "application/grpc"},
+                        {"te", "trailers"}}) {
+      relay::hpack::appendLiteral(block, n, v);
+    }
+    relay::h2::appendHeaderBlock(frames, stream, block, end_stream, 16384);
+    return frames;
+  }
+
+  static std::string frame(relay::h2::FrameType type, uint8_t flags, uint32_t stream,
+                           std::string_view payload) {
+    auto h =
+        relay::h2::encodeFrameHeader({static_cast<uint32_t>(payload.size()), type, flags, stream});
+    return std::string(reinterpret_cast<const char*>(h.data()), h.size()) + std::string(payload);
+  }
+
+  TempDir dir_;
+  PassThroughInterceptor pass_;
+  RelayContext ctx_;
+  std::unique_ptr<relay::EventLoop> loop_;
+  std::weak_ptr<relay::Transparent> conn_;
+  int kubelet_ = -1;
+  int runtime_ = -1;
+  std::string kubelet_got_, runtime_got_;
+  bool kubelet_eof_ = false, runtime_eof_ = false;
+};
+
+TEST_F(TransparentWireTest, ACreditForTheRuntimeWaitsForTheEndOfKubeletsDataFrame) {
+  using relay::h2::FrameType;
+  namespace flags = relay::h2::flags;
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  // Stream 1 is intercepted (crihookd answers it, the runtime sees it
+  // cancelled); stream 3 is relayed, and the runtime ends it before its
+  // request message came (as a server does for a method it lacks).
+  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/StopContainer", false) +
+                     requestHeaders(3, "/runtime.v1.RuntimeService/Version", false));
+  std::string trailers_only, block;
+  relay::hpack::appendLiteral(block, ":status", "200");
+  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  relay::hpack::appendLiteral(block, "grpc-status", "12");
+  relay::h2::appendHeaderBlock(trailers_only, 3, block, true, 16384);
+  send(runtime_, trailers_only);
+  // kubelet's message on stream 3 comes in two reads; between them, the
+  // runtime answers stream 1 (gRPC C++ does), whose DATA crihookd drops and
+  // credits the runtime for.
+  const std::string message(100, 'm');
+  std::string data;
+  relay::h2::appendData(data, 3, message, true, 16384);
+  send(kubelet_, data.substr(0, 30));
+  send(runtime_, frame(FrameType::kData, 0, 1, "hello"));
+  send(kubelet_, data.substr(30));
+
+  const std::vector<Frame> frames = runtimeFrames();
+  auto data3 = std::find_if(frames.begin(), frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kData && f.header.stream_id == 3;
+  });
+  ASSERT_TRUE(data3 != frames.end()) << "kubelet's DATA reached the runtime";
+  EXPECT_EQ(data3->payload, message) << "as kubelet sent it, nothing inside";
+  EXPECT_TRUE(data3->header.has(flags::kEndStream));
+  auto credit = std::find_if(data3, frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kWindowUpdate && f.header.stream_id == 0;
+  });
+  ASSERT_TRUE(credit != frames.end()) << "the runtime is credited, after kubelet's frame";
+  EXPECT_EQ(relay::h2::windowIncrementOf(credit->payload).value_or(0), 5u);
+}
+
+TEST_F(TransparentWireTest, CrihookdsFramesWaitForTheEndOfTheRuntimesHeaderBlock) {
+  using relay::h2::FrameType;
+  namespace flags = relay::h2::flags;
+  std::string settings, body;
+  relay::h2::appendSettings(settings, {});
+  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
+  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  // The runtime's reply headers in two frames, read apart; between them
+  // crihookd owes kubelet a PING ACK.
+  std::string block;
+  relay::hpack::appendLiteral(block, ":status", "200");
+  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  send(runtime_, frame(FrameType::kHeaders, 0, 1, std::string_view(block).substr(0, 8)));
+  send(kubelet_, frame(FrameType::kPing, 0, 0, "12345678"));
+  loop_->expireTimers();  // the ACK's delay
+  settle();
+  send(runtime_,
+       frame(FrameType::kContinuation, flags::kEndHeaders, 1, std::string_view(block).substr(8)));
+
+  // kubelet's frames by type, in order: the HEADERS and its CONTINUATION
+  // side by side, the PING ACK after them.
+  std::vector<int> types;
+  for (const Frame& f : framesOf(kubelet_got_)) {
+    if (f.header.type == FrameType::kPing && !f.header.has(flags::kAck)) continue;
+    types.push_back(static_cast<int>(f.header.type));
+  }
+  const int kHeaders = static_cast<int>(FrameType::kHeaders);
+  const int kContinuation = static_cast<int>(FrameType::kContinuation);
+  const int kPing = static_cast<int>(FrameType::kPing);
+  auto headers = std::find(types.begin(), types.end(), kHeaders);
+  ASSERT_NE(headers, types.end());
+  EXPECT_THAT(std::vector<int>(headers, types.end()),
+              ::testing::ElementsAre(kHeaders, kContinuation, kPing))
+      << "nothing inside the runtime's header block; the PING is answered after it";
+}
+
+TEST_F(TransparentWireTest, TheRuntimeGoneInsideAHeaderBlockClosesKubeletsConnection) {
+  using relay::h2::FrameType;
+  std::string settings, body;
+  relay::h2::appendSettings(settings, {});
+  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
+  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  std::string block;
+  relay::hpack::appendLiteral(block, ":status", "200");
+  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  send(runtime_, frame(FrameType::kHeaders, 0, 1, std::string_view(block).substr(0, 8)));
+  ::shutdown(runtime_, SHUT_WR);
+  settle();
+
+  // kubelet's decoder waits for the block's CONTINUATION: no status or
+  // GOAWAY can follow it, only the end of the connection.
+  const std::vector<Frame> frames = framesOf(kubelet_got_);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_EQ(frames.back().header.type, FrameType::kHeaders);
+  EXPECT_TRUE(kubelet_eof_) << "crihookd closed kubelet's connection";
 }
 
 }  // namespace
