@@ -226,7 +226,9 @@ void Transparent::sendPingAcks() {
   // ACKs piling up. grpc-go has one PING of its own out at a time.
   acks_since_drain_ += owed_ping_acks_.size() / 8;
   if (acks_since_drain_ > kMaxUnreadPingAcks)
-    return close("kubelet sends PINGs and does not read their ACKs");
+    return close(
+        "kubelet sends PINGs faster than their ACKs reach it (it does not read, or the runtime "
+        "stopped inside a frame)");
   if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
   ping_ack_timer_ = 0;
   std::string frames;
@@ -266,7 +268,9 @@ void Transparent::flush(bool kubelet) {
   }
   s.out.clear();
   s.out_sent = 0;
-  if (kubelet) acks_since_drain_ = 0;
+  // Not while ACKs wait for the runtime's frame to end (pending_inject_):
+  // kubelet has not read them.
+  if (kubelet && pending_inject_.empty()) acks_since_drain_ = 0;
   Side& from = kubelet ? runtime_ : kubelet_;
   if (from.paused) {
     from.paused = false;
@@ -276,6 +280,9 @@ void Transparent::flush(bool kubelet) {
 }
 
 void Transparent::flushAll() {
+  if (pending_inject_.size() > kMaxPendingOut)
+    return close(
+        "the runtime stopped inside a frame while crihookd's own frames for kubelet pile up");
   flush(false);
   flush(true);
 }
@@ -296,9 +303,12 @@ void Transparent::inject(std::string_view frames) {
   // server's connection preface).
   if ((runtime_settings_seen_ && betweenRuntimeFrames()) || runtime_lost_) {
     kubelet_.out.append(frames);
-  } else {
-    pending_inject_.append(frames);
+    return;
   }
+  // A runtime that stops inside a frame or a header block, or before its
+  // SETTINGS, holds these back; flushAll() bounds them (not here: callers
+  // go on with the streams close() would free).
+  pending_inject_.append(frames);
 }
 
 bool Transparent::betweenRuntimeFrames() const {

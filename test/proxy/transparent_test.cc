@@ -361,5 +361,36 @@ TEST_F(TransparentWireTest, TheRuntimeGoneInsideAHeaderBlockClosesKubeletsConnec
   EXPECT_TRUE(kubelet_eof_) << "crihookd closed kubelet's connection";
 }
 
+TEST_F(TransparentWireTest, PingsWhileTheRuntimeStopsInsideAFrameAreBounded) {
+  using relay::h2::FrameType;
+  std::string settings, body;
+  relay::h2::appendSettings(settings, {});
+  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
+  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  // The runtime's reply DATA, half sent: crihookd's own frames for kubelet
+  // (the PINGs' ACKs) wait for its end, which never comes, while kubelet
+  // sends PING after PING and reads what it gets.
+  std::string block;
+  relay::hpack::appendLiteral(block, ":status", "200");
+  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  std::string reply;
+  relay::h2::appendHeaderBlock(reply, 1, block, false, 16384);
+  std::string data;
+  relay::h2::appendData(data, 1, std::string(1000, 'r'), false, 16384);
+  send(runtime_, reply + data.substr(0, 500));
+  std::string pings;
+  for (int i = 0; i < 100; ++i) pings += frame(FrameType::kPing, 0, 0, "12345678");
+  for (int i = 0; i < 20 && !kubelet_eof_; ++i) {
+    send(kubelet_, pings);
+    loop_->expireTimers();
+    settle();
+  }
+  EXPECT_TRUE(kubelet_eof_) << "crihookd ends the connection rather than holding ACKs without end";
+  for (const Frame& f : framesOf(kubelet_got_)) {
+    EXPECT_FALSE(f.header.type == FrameType::kPing && f.header.has(relay::h2::flags::kAck))
+        << "no ACK inside the runtime's DATA frame";
+  }
+}
+
 }  // namespace
 }  // namespace crihook::testing
