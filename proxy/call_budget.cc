@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/quote.h"
 #include "base/text.h"
 #include "proxy/request_check.h"
 
@@ -82,6 +83,14 @@ void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream) {
       "server.request_timeout ({}ms); {} more connections cut by a timeout since the last "
       "message",
       stream, ctx.limits.request_timeout.count(), held_back);
+}
+
+void warnRefused(RelayContext& ctx, uint32_t stream, const std::string* path,
+                 std::string_view why) {
+  uint64_t held_back = 0;
+  if (!ctx.refusal_log.allow(held_back)) return;
+  ctx.log->warn("refused request stream {} path={}: {}; {} more refused since the last message",
+                stream, path ? quote(*path) : std::string("-"), why, held_back);
 }
 
 }  // namespace crihook::relay

@@ -48,4 +48,10 @@ std::chrono::milliseconds tickInterval(const RelayLimits& limits);
 void warnNoPreface(RelayContext& ctx);
 void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream);
 
+// A request stream refused (`why`), at most one line per
+// RelayContext::refusal_log interval (a client can have any number of its
+// requests refused), naming the stream and its :path (quoted; "-" when it
+// has none), with how many were held back.
+void warnRefused(RelayContext& ctx, uint32_t stream, const std::string* path, std::string_view why);
+
 }  // namespace crihook::relay

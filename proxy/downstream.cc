@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "base/quote.h"
 #include "base/text.h"
 #include "cri/lifecycle.h"
 #include "proxy/call_log.h"
@@ -181,12 +180,8 @@ void Downstream::eraseCall(int32_t id) {
 void Downstream::cancelUpstream(Call& call) { cancelUpstreamStream(call); }
 
 void Downstream::refuse(Call& call, const RequestRefusal& refusal) {
-  const std::string* path = findHeader(call.req_headers, ":path");
-  // A client can have any number of its requests refused: one line per 10 s.
-  if (uint64_t held_back = 0; ctx_.refusal_log.allow(held_back)) {
-    ctx_.log->warn("refused request stream {} path={}: {}; {} more refused since the last message",
-                   call.down_id, path ? quote(*path) : std::string("-"), refusal.why, held_back);
-  }
+  warnRefused(ctx_, static_cast<uint32_t>(call.down_id), findHeader(call.req_headers, ":path"),
+              refusal.why);
   if (refusal.reset_code != 0) {
     call.final_status = absl::InternalError(cat("crihookd: ", refusal.why));
     resetBoth(call, refusal.reset_code);

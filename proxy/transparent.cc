@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "base/grpc_wire.h"
-#include "base/quote.h"
 #include "base/text.h"
 #include "cri/lifecycle.h"
 #include "proxy/call_log.h"
@@ -543,13 +542,7 @@ void Transparent::kubeletBlock() {
     // Trailers on a relayed stream: grpc-go's server ends the connection;
     // crihookd resets this stream only, as the terminating relay does.
     if (auto it = relayed_.find(id); it != relayed_.end() && !it->second.cut) {
-      uint64_t held_back = 0;
-      if (ctx_.refusal_log.allow(held_back)) {
-        ctx_.log->warn(
-            "refused request stream {} path={}: trailers in a request; {} more refused "
-            "since the last message",
-            id, quote(it->second.path), held_back);
-      }
+      warnRefused(ctx_, id, &it->second.path, "trailers in a request");
       cutRelayed(id, absl::InternalError("crihookd: trailers in a request"),
                  h2::error::kProtocolError);
     }
@@ -1031,10 +1024,7 @@ Transparent::Own& Transparent::openOwn(uint32_t id, Headers headers) {
 
 void Transparent::refuse(uint32_t id, Headers headers, const RequestRefusal& refusal) {
   const std::string* path = findHeader(headers, ":path");
-  if (uint64_t held_back = 0; ctx_.refusal_log.allow(held_back)) {
-    ctx_.log->warn("refused request stream {} path={}: {}; {} more refused since the last message",
-                   id, path ? quote(*path) : std::string("-"), refusal.why, held_back);
-  }
+  warnRefused(ctx_, id, path, refusal.why);
   Own& own = openOwn(id, {});
   if (path) own.call->path = *path;
   own.kubelet_done = kubelet_.block_end_stream;

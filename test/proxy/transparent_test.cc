@@ -246,6 +246,23 @@ class TransparentWireTest : public ::testing::Test {
     return frames;
   }
 
+  // kubelet's SETTINGS and a whole Version call on stream 1.
+  void sendVersionCall() {
+    std::string settings, body;
+    relay::h2::appendSettings(settings, {});
+    relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
+    send(kubelet_,
+         settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  }
+
+  // The runtime's reply header block (literals, as hpack.h writes them).
+  static std::string replyHeaders() {
+    std::string block;
+    relay::hpack::appendLiteral(block, ":status", "200");
+    relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+    return block;
+  }
+
   static std::string frame(relay::h2::FrameType type, uint8_t flags, uint32_t stream,
                            std::string_view payload) {
     auto h =
@@ -307,15 +324,10 @@ TEST_F(TransparentWireTest, ACreditForTheRuntimeWaitsForTheEndOfKubeletsDataFram
 TEST_F(TransparentWireTest, CrihookdsFramesWaitForTheEndOfTheRuntimesHeaderBlock) {
   using relay::h2::FrameType;
   namespace flags = relay::h2::flags;
-  std::string settings, body;
-  relay::h2::appendSettings(settings, {});
-  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
-  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  sendVersionCall();
   // The runtime's reply headers in two frames, read apart; between them
   // crihookd owes kubelet a PING ACK.
-  std::string block;
-  relay::hpack::appendLiteral(block, ":status", "200");
-  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  const std::string block = replyHeaders();
   send(runtime_, frame(FrameType::kHeaders, 0, 1, std::string_view(block).substr(0, 8)));
   send(kubelet_, frame(FrameType::kPing, 0, 0, "12345678"));
   loop_->expireTimers();  // the ACK's delay
@@ -342,13 +354,8 @@ TEST_F(TransparentWireTest, CrihookdsFramesWaitForTheEndOfTheRuntimesHeaderBlock
 
 TEST_F(TransparentWireTest, TheRuntimeGoneInsideAHeaderBlockClosesKubeletsConnection) {
   using relay::h2::FrameType;
-  std::string settings, body;
-  relay::h2::appendSettings(settings, {});
-  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
-  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
-  std::string block;
-  relay::hpack::appendLiteral(block, ":status", "200");
-  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  sendVersionCall();
+  const std::string block = replyHeaders();
   send(runtime_, frame(FrameType::kHeaders, 0, 1, std::string_view(block).substr(0, 8)));
   ::shutdown(runtime_, SHUT_WR);
   settle();
@@ -363,16 +370,11 @@ TEST_F(TransparentWireTest, TheRuntimeGoneInsideAHeaderBlockClosesKubeletsConnec
 
 TEST_F(TransparentWireTest, PingsWhileTheRuntimeStopsInsideAFrameAreBounded) {
   using relay::h2::FrameType;
-  std::string settings, body;
-  relay::h2::appendSettings(settings, {});
-  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
-  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  sendVersionCall();
   // The runtime's reply DATA, half sent: crihookd's own frames for kubelet
   // (the PINGs' ACKs) wait for its end, which never comes, while kubelet
   // sends PING after PING and reads what it gets.
-  std::string block;
-  relay::hpack::appendLiteral(block, ":status", "200");
-  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  const std::string block = replyHeaders();
   std::string reply;
   relay::h2::appendHeaderBlock(reply, 1, block, false, 16384);
   std::string data;
