@@ -41,6 +41,9 @@ constexpr size_t kMaxBlockBytes = kMaxHeaderListBytes + (16 << 10);
 // long after its RST_STREAM, so that kubelet's frames already on their way
 // are dropped rather than forwarded to a runtime that never saw the stream.
 constexpr auto kZombieLinger = std::chrono::seconds(2);
+// How long a connection that is done waits for kubelet to close it
+// (Transparent::linger).
+constexpr auto kLinger = std::chrono::seconds(1);
 
 // SETTINGS other than HTTP/2's own (RFC 9113 6.5.2, RFC 9218) are not
 // passed on: each end would take the other to speak an extension crihookd
@@ -131,6 +134,8 @@ void Transparent::close(const std::string& why) {
   tick_ = 0;
   if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
   ping_ack_timer_ = 0;
+  if (linger_timer_ != 0) loop_.cancel(linger_timer_);
+  linger_timer_ = 0;
   if (kubelet_.fd >= 0) loop_.unwatch(kubelet_.fd);
   if (runtime_.fd >= 0 && !runtime_lost_) loop_.unwatch(runtime_.fd);
   side_.dropAll("client connection closed");
@@ -156,6 +161,7 @@ void Transparent::close(const std::string& why) {
 
 void Transparent::onReadable(bool kubelet, bool hangup) {
   if (closed_) return;
+  if (lingering_) return drainWhileLingering(kubelet);
   Side& s = kubelet ? kubelet_ : runtime_;
   if (!kubelet && (runtime_waits_ || runtime_lost_)) return;
   static thread_local std::vector<char> buf(kReadBytes);
@@ -275,7 +281,41 @@ void Transparent::flush(bool kubelet) {
     from.paused = false;
     loop_.post([self = shared_from_this(), k = !kubelet] { self->onReadable(k, false); });
   }
-  if (kubelet && goaway_sent_ && relayed_.empty() && own_.empty()) close("finished after GOAWAY");
+  if (kubelet && goaway_sent_ && relayed_.empty() && own_.empty()) linger();
+}
+
+void Transparent::linger() {
+  if (lingering_ || closed_) return;
+  lingering_ = true;
+  if (tick_ != 0) loop_.cancel(tick_);
+  tick_ = 0;
+  ::shutdown(kubelet_.fd, SHUT_WR);
+  linger_timer_ = loop_.runAfter(kLinger, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->linger_timer_ = 0;
+    self->close("finished after GOAWAY; kubelet did not close within 1s");
+  });
+  // What came before the half-close is read now: the edge may be past.
+  loop_.post([self = shared_from_this()] { self->drainWhileLingering(true); });
+}
+
+void Transparent::drainWhileLingering(bool kubelet) {
+  if (closed_) return;
+  Side& s = kubelet ? kubelet_ : runtime_;
+  if (!kubelet && runtime_lost_) return;
+  static thread_local std::vector<char> buf(kReadBytes);
+  for (int i = 0; i < 16; ++i) {
+    const ssize_t n = ::recv(s.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) continue;  // dropped: nothing more is answered
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (kubelet) return close("finished after GOAWAY");
+    runtime_lost_ = true;  // the runtime's end: nothing more to read from it
+    loop_.unwatch(runtime_.fd);
+    return;
+  }
+  loop_.post([self = shared_from_this(), kubelet] { self->drainWhileLingering(kubelet); });
 }
 
 void Transparent::flushAll() {

@@ -45,7 +45,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
 
   // Starts reading both sockets and the timeout tick.
   void start();
-  // GOAWAY to kubelet (no new streams); open streams finish, then it closes.
+  // GOAWAY to kubelet (no new streams); open streams finish, then it
+  // closes (linger()).
   void shutdown();
   // Closes both sides now; every call still open ends CANCELLED.
   void close(const std::string& why);
@@ -127,6 +128,14 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   static constexpr size_t kMaxWholeFrame = 64 << 10;
 
   void onReadable(bool kubelet, bool hangup);
+  // After GOAWAY, with every stream done and written: crihookd half-closes
+  // kubelet's socket and waits, reading and dropping what comes, for
+  // kubelet to close (at most kLinger), so that kubelet's writes in the
+  // meantime (a WINDOW_UPDATE, a PING) do not fail before it has read the
+  // last answers: a gRPC client whose write fails drops what it had not
+  // read, and reports "Broken pipe" for a call that was answered.
+  void linger();
+  void drainWhileLingering(bool kubelet);
   void onWritable(bool kubelet);
   void flush(bool kubelet);
   void flushAll();
@@ -264,6 +273,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   std::string owed_ping_acks_;   // 8 bytes of opaque data each
   size_t acks_since_drain_ = 0;  // ACKs written since kubelet last read all
   uint64_t ping_ack_timer_ = 0;
+  bool lingering_ = false;
+  uint64_t linger_timer_ = 0;
 };
 
 }  // namespace crihook::relay

@@ -394,5 +394,40 @@ TEST_F(TransparentWireTest, PingsWhileTheRuntimeStopsInsideAFrameAreBounded) {
   }
 }
 
+TEST_F(TransparentWireTest, ADoneConnectionWaitsForKubeletToCloseIt) {
+  using relay::h2::FrameType;
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  send(kubelet_, settings);
+  if (auto conn = conn_.lock()) loop_->post([conn] { conn->shutdown(); });
+  settle();
+  // No stream open: GOAWAY, then the end of what crihookd writes; the
+  // connection waits for kubelet's end.
+  const std::vector<Frame> frames = framesOf(kubelet_got_);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_EQ(frames.back().header.type, FrameType::kGoaway);
+  EXPECT_TRUE(kubelet_eof_);
+  EXPECT_FALSE(conn_.expired());
+  // What kubelet still writes is taken (its write does not fail before it
+  // has read the answers), and dropped.
+  send(kubelet_, frame(FrameType::kPing, 0, 0, "12345678"));
+  EXPECT_FALSE(conn_.expired());
+  ::shutdown(kubelet_, SHUT_WR);
+  settle();
+  EXPECT_TRUE(conn_.expired()) << "kubelet closed; so does crihookd";
+}
+
+TEST_F(TransparentWireTest, AKubeletThatDoesNotCloseADoneConnectionIsClosedAfterALinger) {
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  send(kubelet_, settings);
+  if (auto conn = conn_.lock()) loop_->post([conn] { conn->shutdown(); });
+  settle();
+  EXPECT_FALSE(conn_.expired());
+  loop_->expireTimers();  // the linger's second
+  settle();
+  EXPECT_TRUE(conn_.expired());
+}
+
 }  // namespace
 }  // namespace crihook::testing
