@@ -95,6 +95,7 @@ void H2Endpoint::flush() {
     }
     if (out_.empty()) {
       if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
+        if (server_) return linger();
         fail("HTTP/2 session finished");
       }
       return;
@@ -140,11 +141,30 @@ void H2Endpoint::startReading() {
     fail(cat("watch: ", s.message()));
 }
 
+void H2Endpoint::linger() {
+  if (lingering_ || closed_) return;
+  lingering_ = true;
+  ::shutdown(fd_, SHUT_WR);
+  std::weak_ptr<H2Endpoint> weak = weak_from_this();
+  linger_timer_ = loop_.runAfter(kLingerAfterFinish, [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->linger_timer_ = 0;
+    self->fail("HTTP/2 session finished; the client did not close within 1s");
+  });
+  // What came before the half-close is read now: its edge may be past.
+  loop_.post([self = shared_from_this()] {
+    if (!self->closed_) self->readAvailable(false);
+  });
+}
+
 void H2Endpoint::fail(const std::string& why) {
   if (closed_) return;
   closed_ = true;
   if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
   ping_ack_timer_ = 0;
+  if (linger_timer_ != 0) loop_.cancel(linger_timer_);
+  linger_timer_ = 0;
   owed_ping_acks_.clear();
   if (fd_ >= 0) {
     loop_.unwatch(fd_);
@@ -156,6 +176,7 @@ void H2Endpoint::fail(const std::string& why) {
 
 void H2Endpoint::createSession(bool server, const SessionCallbacks& cb,
                                std::initializer_list<nghttp2_settings_entry> settings) {
+  server_ = server;
   nghttp2_session_callbacks* cbs = nullptr;
   nghttp2_session_callbacks_new(&cbs);
   if (cb.begin_headers)
@@ -200,6 +221,7 @@ void H2Endpoint::readAvailable(bool hangup) {
       fail(n == 0 ? "peer closed the connection" : cat("read: ", std::strerror(errno)));
       return;
     }
+    if (lingering_) continue;  // dropped: the session is finished
     handleInput(static_cast<size_t>(n));
     if (closed_) return;
     if (static_cast<size_t>(n) < read_buf_.size() && !hangup) return;

@@ -37,6 +37,13 @@ namespace crihook::relay {
 inline constexpr std::chrono::milliseconds kPingAckDelay{2};
 inline constexpr size_t kMaxOwedPingAcks = 16;
 
+// A client connection with nothing left to do (after GOAWAY, every stream
+// answered and written) is half-closed, and what the client still sends is
+// read and dropped until it closes, for at most this long: a gRPC client
+// whose write fails (the socket closed under it) drops what it had not read
+// yet and reports "Broken pipe" for calls that were answered. Both relays.
+inline constexpr std::chrono::milliseconds kLingerAfterFinish{1000};
+
 // HTTP/2 windows. Per stream 1 MiB keeps a single 16 MiB message moving at
 // memory speed while bounding what one stream can park in crihookd; the
 // connection window lets 16 such streams run at once.
@@ -145,6 +152,8 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   // The same outside nghttp2's callbacks: fails the endpoint on a refusal
   // (false).
   bool sendOwedPingAcks();
+  // The server side's end once the session is finished (kLingerAfterFinish).
+  void linger();
 
   std::vector<std::array<uint8_t, 8>> owed_ping_acks_;
   uint64_t ping_ack_timer_ = 0;  // 0: none armed
@@ -157,6 +166,9 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   bool flush_scheduled_ = false;
   bool queued_ = false;  // in the group's dirty_ list
   bool closed_ = false;
+  bool server_ = false;     // kubelet's side (createSession)
+  bool lingering_ = false;  // half-closed, reading to the client's end
+  uint64_t linger_timer_ = 0;
   // Batching of flushes while a handler of the group runs; on the group's
   // leader (the kubelet-side connection) only.
   bool batching_ = false;

@@ -41,9 +41,6 @@ constexpr size_t kMaxBlockBytes = kMaxHeaderListBytes + (16 << 10);
 // long after its RST_STREAM, so that kubelet's frames already on their way
 // are dropped rather than forwarded to a runtime that never saw the stream.
 constexpr auto kZombieLinger = std::chrono::seconds(2);
-// How long a connection that is done waits for kubelet to close it
-// (Transparent::linger).
-constexpr auto kLinger = std::chrono::seconds(1);
 
 // SETTINGS other than HTTP/2's own (RFC 9113 6.5.2, RFC 9218) are not
 // passed on: each end would take the other to speak an extension crihookd
@@ -290,7 +287,7 @@ void Transparent::linger() {
   if (tick_ != 0) loop_.cancel(tick_);
   tick_ = 0;
   ::shutdown(kubelet_.fd, SHUT_WR);
-  linger_timer_ = loop_.runAfter(kLinger, [weak = weak_from_this()] {
+  linger_timer_ = loop_.runAfter(kLingerAfterFinish, [weak = weak_from_this()] {
     auto self = weak.lock();
     if (!self) return;
     self->linger_timer_ = 0;

@@ -130,10 +130,11 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void onReadable(bool kubelet, bool hangup);
   // After GOAWAY, with every stream done and written: crihookd half-closes
   // kubelet's socket and waits, reading and dropping what comes, for
-  // kubelet to close (at most kLinger), so that kubelet's writes in the
-  // meantime (a WINDOW_UPDATE, a PING) do not fail before it has read the
-  // last answers: a gRPC client whose write fails drops what it had not
-  // read, and reports "Broken pipe" for a call that was answered.
+  // kubelet to close (at most kLingerAfterFinish, h2_session.h), so that
+  // kubelet's writes in the meantime (a WINDOW_UPDATE, a PING) do not fail
+  // before it has read the last answers: a gRPC client whose write fails
+  // drops what it had not read, and reports "Broken pipe" for a call that
+  // was answered.
   void linger();
   void drainWhileLingering(bool kubelet);
   void onWritable(bool kubelet);

@@ -134,6 +134,11 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
   EXPECT_EQ(up.grpc_status, 0) << up.grpc_message;
   EXPECT_EQ(up.body, grpcFrame("up")) << "the call that found the runtime back is answered";
   EXPECT_TRUE(kubelet.goawayReceived()) << "and kubelet is told to reconnect";
+  // The terminating relay, done, waits for kubelet to close: what kubelet
+  // still writes is taken (a write that failed could make a gRPC client
+  // drop answers it had not read yet).
+  EXPECT_TRUE(kubelet.pingFlood(1));
+  EXPECT_EQ(proxy_->terminatingConnections(), 1);
 
   RawH2Client next(dir_.file("crihook.sock"));
   RawH2Result r =

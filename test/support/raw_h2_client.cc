@@ -256,14 +256,14 @@ std::chrono::steady_clock::time_point RawH2Client::ping(uint64_t opaque) {
   return std::chrono::steady_clock::now();
 }
 
-void RawH2Client::pingFlood(size_t count) {
+bool RawH2Client::pingFlood(size_t count) {
   // Written by hand: nghttp2 would send them one frame at a time.
   std::string frames;
   for (size_t i = 0; i < count; ++i) {
     const char frame[17] = {0, 0, 8, 6, 0, 0, 0, 0, 0, static_cast<char>(i), 0, 0, 0, 0, 0, 0, 0};
     frames.append(frame, sizeof(frame));
   }
-  sendAll(frames);
+  return sendAll(frames);
 }
 
 bool RawH2Client::sendAll(const std::string& bytes) {

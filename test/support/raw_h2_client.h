@@ -77,8 +77,9 @@ class RawH2Client {
   std::chrono::steady_clock::time_point ping(uint64_t opaque);
   // The PING ACKs received so far, in order.
   const std::vector<RawPingAck>& pingAcks() const { return ping_acks_; }
-  // Sends `count` PINGs in one write, now.
-  void pingFlood(size_t count);
+  // Sends `count` PINGs in one write, now; false when the write failed (the
+  // server had closed the connection).
+  bool pingFlood(size_t count);
 
   // send() then wait().
   RawH2Result call(const RawHeaders& headers, const std::string& body,
