@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "cri/interceptor.h"
+#include "fuzz/refusing_interceptor.h"
 #include "proxy/event_loop.h"
 #include "proxy/relay.h"
 
@@ -47,20 +48,9 @@ constexpr int kMaxRounds = 256;
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-class RefusingInterceptor final : public crihook::Interceptor {
- public:
-  void pre(std::shared_ptr<crihook::InterceptedCall>,
-           std::function<void(absl::Status)> done) override {
-    done(absl::FailedPreconditionError("refused by fuzz_relay"));
-  }
-  void post(std::shared_ptr<crihook::InterceptedCall>, std::function<void()> done) override {
-    done();
-  }
-};
-
 crihook::RelayContext& context(bool refuse) {
   static crihook::PassThroughInterceptor pass;
-  static RefusingInterceptor refusing;
+  static crihook::fuzz::RefusingInterceptor refusing("fuzz_relay");
   static crihook::RelayContext ctx;  // holds an atomic: set up in place, once
   static const bool ready = [] {
     ctx.backend_path =

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "cri/interceptor.h"
+#include "fuzz/refusing_interceptor.h"
 #include "proxy/event_loop.h"
 #include "proxy/h2_frame.h"
 #include "proxy/relay.h"
@@ -89,20 +90,9 @@ constexpr uint32_t kMaxAdvertisedFrame = 64 << 10;
 
 enum Kind { kKubelet, kRuntime, kTimers, kKubeletHangup, kRuntimeHangup, kShutdown, kKinds };
 
-class RefusingInterceptor final : public crihook::Interceptor {
- public:
-  void pre(std::shared_ptr<crihook::InterceptedCall>,
-           std::function<void(absl::Status)> done) override {
-    done(absl::FailedPreconditionError("refused by fuzz_transparent"));
-  }
-  void post(std::shared_ptr<crihook::InterceptedCall>, std::function<void()> done) override {
-    done();
-  }
-};
-
 crihook::RelayContext& context(uint8_t flags) {
   static crihook::PassThroughInterceptor pass;
-  static RefusingInterceptor refusing;
+  static crihook::fuzz::RefusingInterceptor refusing("fuzz_transparent");
   static crihook::RelayContext ctx;  // holds atomics: set up in place, once
   static const bool ready = [] {
     ctx.backend_path =

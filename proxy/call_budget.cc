@@ -85,6 +85,13 @@ void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream) {
       stream, ctx.limits.request_timeout.count(), held_back);
 }
 
+absl::Status messageTooLarge(const RelayContext& ctx, std::string_view direction,
+                             const grpcwire::FrameTracker& frames) {
+  return absl::ResourceExhaustedError(
+      cat("crihookd: ", direction, " message of ", frames.announcedBytes(),
+          " bytes is larger than the limit of ", ctx.max_message_bytes, " bytes"));
+}
+
 void warnRefused(RelayContext& ctx, uint32_t stream, const std::string* path,
                  std::string_view why) {
   uint64_t held_back = 0;

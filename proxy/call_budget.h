@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "base/grpc_wire.h"
 #include "proxy/call.h"
 #include "proxy/relay.h"
 
@@ -47,6 +49,12 @@ std::chrono::milliseconds tickInterval(const RelayLimits& limits);
 // RelayContext::timeout_log interval, with how many were held back.
 void warnNoPreface(RelayContext& ctx);
 void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream);
+
+// RESOURCE_EXHAUSTED for a gRPC message over server.max_message_bytes
+// (both relays, both directions): `direction` is "request" or "response",
+// `frames` the tracker that found it too large.
+absl::Status messageTooLarge(const RelayContext& ctx, std::string_view direction,
+                             const grpcwire::FrameTracker& frames);
 
 // A request stream refused (`why`), at most one line per
 // RelayContext::refusal_log interval (a client can have any number of its

@@ -223,9 +223,7 @@ void Downstream::onRequestData(Call& call, const uint8_t* data, size_t len) {
   size_t ok = call.req_frames.feed(data, len);
   if (call.req_frames.tooLarge()) {
     nghttp2_session_consume(session_, call.down_id, len);
-    answer(call, absl::ResourceExhaustedError(
-                     cat("crihookd: request message of ", call.req_frames.announcedBytes(),
-                         " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
+    answer(call, messageTooLarge(ctx_, "request", call.req_frames));
     cancelUpstream(call);
     return;
   }

@@ -29,9 +29,7 @@ void Downstream::onResponseData(Call& call, const uint8_t* data, size_t len) {
       nghttp2_session_consume(call.up->session(), call.up_id,
                               len - (call.resp_frames.cleanCut() ? ok : 0));
     cancelUpstream(call);
-    auto status = absl::ResourceExhaustedError(
-        cat("crihookd: response message of ", call.resp_frames.announcedBytes(),
-            " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes"));
+    auto status = messageTooLarge(ctx_, "response", call.resp_frames);
     if (call.resp_frames.cleanCut()) {
       call.resp_body.append(data, ok);
       answer(call, status);

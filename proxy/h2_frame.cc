@@ -187,6 +187,17 @@ absl::StatusOr<uint32_t> rstStreamCodeOf(std::string_view payload) {
   return get32(bytesOf(payload));
 }
 
+void appendFrame(std::string& out, const FrameHeader& h, std::string_view payload) {
+  auto hb = encodeFrameHeader(h);
+  out.append(reinterpret_cast<const char*>(hb.data()), hb.size());
+  out.append(payload);
+}
+
+void appendPingAck(std::string& out, std::string_view opaque) {
+  appendHeader(out, 8, FrameType::kPing, flags::kAck, 0);
+  out.append(opaque.substr(0, 8));
+}
+
 void appendWindowUpdate(std::string& out, uint32_t stream_id, uint32_t increment) {
   appendHeader(out, 4, FrameType::kWindowUpdate, 0, stream_id);
   put32(out, increment & 0x7fffffffu);

@@ -166,6 +166,10 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> goawayOf(std::string_view payload)
 absl::StatusOr<uint32_t> rstStreamCodeOf(std::string_view payload);
 
 // Writers: each appends whole frames to `out`.
+// A frame as read: `h` (its length, as it came, is payload's) and `payload`.
+void appendFrame(std::string& out, const FrameHeader& h, std::string_view payload);
+// The ACK of a PING whose 8 bytes of opaque data are `opaque`.
+void appendPingAck(std::string& out, std::string_view opaque);
 void appendWindowUpdate(std::string& out, uint32_t stream_id, uint32_t increment);
 void appendRstStream(std::string& out, uint32_t stream_id, uint32_t error_code);
 void appendGoaway(std::string& out, uint32_t last_stream_id, uint32_t error_code,

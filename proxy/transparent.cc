@@ -234,11 +234,8 @@ void Transparent::sendPingAcks() {
   if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
   ping_ack_timer_ = 0;
   std::string frames;
-  for (size_t i = 0; i + 8 <= owed_ping_acks_.size(); i += 8) {
-    auto hb = h2::encodeFrameHeader({8, h2::FrameType::kPing, h2::flags::kAck, 0});
-    frames.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-    frames.append(owed_ping_acks_, i, 8);
-  }
+  for (size_t i = 0; i + 8 <= owed_ping_acks_.size(); i += 8)
+    h2::appendPingAck(frames, std::string_view(owed_ping_acks_).substr(i, 8));
   owed_ping_acks_.clear();
   inject(frames);
 }
@@ -349,7 +346,7 @@ void Transparent::inject(std::string_view frames) {
 
 bool Transparent::betweenRuntimeFrames() const {
   // A block re-encoded for kubelet goes whole once the runtime's is complete.
-  return runtime_.reader.atFrameBoundary() && !(runtime_.in_block && !kubelet_reencode_);
+  return runtime_.reader.atFrameBoundary() && !(runtime_.in_block && !to_kubelet_.on);
 }
 
 void Transparent::injectToRuntime(std::string_view frames) {
@@ -382,7 +379,6 @@ void Transparent::protocolError(const std::string& why) {
 }
 
 absl::Status Transparent::Side::addBlockFrame(const h2::FrameHeader& h, std::string_view payload) {
-  auto hb = h2::encodeFrameHeader(h);
   if (h.type == h2::FrameType::kHeaders) {
     auto fragment = h2::headerBlockFragment(h, payload);
     if (!fragment.ok()) return fragment.status();
@@ -398,10 +394,7 @@ absl::Status Transparent::Side::addBlockFrame(const h2::FrameHeader& h, std::str
           cat("a header block of more than ", kMaxBlockBytes, " bytes"));
     block.append(payload);
   }
-  if (keeps_frames) {
-    block_frames.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-    block_frames.append(payload);
-  }
+  if (keeps_frames) h2::appendFrame(block_frames, h, payload);
   in_block = !h.has(h2::flags::kEndHeaders);
   return absl::OkStatus();
 }
@@ -475,11 +468,7 @@ void Transparent::fromKubelet(std::string_view in) {
 }
 
 void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payload) {
-  auto forward = [&] {
-    auto hb = h2::encodeFrameHeader(h);
-    runtime_.out.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-    runtime_.out.append(payload);
-  };
+  auto forward = [&] { h2::appendFrame(runtime_.out, h, payload); };
   switch (h.type) {
     case h2::FrameType::kData: {
       auto it = own_.find(h.stream_id);
@@ -516,7 +505,6 @@ void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payloa
           if (id == h2::setting::kHeaderTableSize) {
             runtime_blocks_.setMaxTableSize(value);
             to_kubelet_.setMaxTableSize(value);
-            kubelet_table_size_ = std::min<uint32_t>(value, hpack::kDefaultTableSize);
           }
         }
         settings_seen_ = true;
@@ -605,7 +593,7 @@ void Transparent::kubeletBlock() {
   const std::string* path = findHeader(headers, ":path");
   auto intercepted = findInterceptedMethod(path ? *path : std::string());
   if (intercepted) {
-    if (!reencode_) {
+    if (!to_runtime_.on) {
       // The runtime's decoder must see the block; the runtime must not see
       // the call: without END_STREAM, and cancelled at once (grpc-go's
       // handler is then still waiting for the message, and answers nothing).
@@ -635,28 +623,39 @@ void Transparent::kubeletBlock() {
 }
 
 void Transparent::blockToRuntime(uint32_t id, const Headers& headers, bool end_stream) {
-  if (!reencode_) {
+  if (!to_runtime_.on) {
     runtime_.out.append(kubelet_.block_frames);
     return;
   }
   encoded_.clear();
-  if (table_reset_owed_) {
-    // RFC 7541 4.2, 6.3: size 0 empties the runtime's table (what kubelet's
-    // encoder put there), then back to what the runtime allows; crihookd's
-    // encoder starts empty.
-    table_reset_owed_ = false;
-    encoded_.push_back(0x20);
-    hpack::appendTableSizeUpdate(encoded_, runtime_table_size_);
-  }
-  if (auto e = to_runtime_.encode(toNv(headers), encoded_); !e.ok())
+  if (auto e = to_runtime_.encode(headers, encoded_); !e.ok())
     return close(std::string(e.message()));
   h2::appendHeaderBlock(runtime_.out, id, encoded_, end_stream, runtime_max_frame_);
 }
 
-void Transparent::leaveBlockOut() {
-  if (reencode_) return;
-  reencode_ = true;
-  table_reset_owed_ = true;
+void Transparent::leaveBlockOut() { to_runtime_.start(); }
+
+void Transparent::Reencoder::start() {
+  if (on) return;
+  on = true;
+  reset_owed = true;
+}
+
+void Transparent::Reencoder::setMaxTableSize(uint32_t value) {
+  encoder.setMaxTableSize(value);
+  table_size = std::min<uint32_t>(value, hpack::kDefaultTableSize);
+}
+
+absl::Status Transparent::Reencoder::encode(const Headers& fields, std::string& block) {
+  if (reset_owed) {
+    // RFC 7541 4.2, 6.3: size 0 empties the receiver's table (what the
+    // sender's encoder put there), then back to what the receiver allows;
+    // crihookd's encoder starts empty.
+    reset_owed = false;
+    block.push_back(0x20);
+    hpack::appendTableSizeUpdate(block, table_size);
+  }
+  return encoder.encode(toNv(fields), block);
 }
 
 // --- runtime -> kubelet -----------------------------------------------------
@@ -724,19 +723,14 @@ void Transparent::resumeRuntime() {
 }
 
 void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payload) {
-  auto forward = [&] {
-    auto hb = h2::encodeFrameHeader(h);
-    kubelet_.out.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-    kubelet_.out.append(payload);
-  };
+  auto forward = [&] { h2::appendFrame(kubelet_.out, h, payload); };
   const bool own = h.stream_id != 0 && own_.count(h.stream_id);
-  if (own && h.type == h2::FrameType::kHeaders && !kubelet_reencode_) {
+  if (own && h.type == h2::FrameType::kHeaders && !to_kubelet_.on) {
     // The runtime answers a stream crihookd answers (a call it saw cancelled
     // at once: gRPC C++ replies, grpc-go does not). Its header block cannot
     // go to kubelet, so kubelet's decoder no longer mirrors the runtime's
     // encoder: from here on the runtime's blocks are re-encoded for kubelet.
-    kubelet_reencode_ = true;
-    kubelet_table_reset_owed_ = true;
+    to_kubelet_.start();
   }
   if (own && h.type == h2::FrameType::kData) {
     // Not for kubelet: the runtime is credited for it, kubelet never was.
@@ -757,7 +751,7 @@ void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payloa
       // frame out of place is not: kubelet gets the runtime's end instead.
       if (auto st = runtime_.addBlockFrame(h, payload); !st.ok())
         return runtimeGone(std::string(st.message()));
-      if (!kubelet_reencode_) forward();
+      if (!to_kubelet_.on) forward();
       if (!runtime_.in_block) runtimeBlock();
       return;
     case h2::FrameType::kSettings:
@@ -779,7 +773,6 @@ void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payloa
           if (id == h2::setting::kHeaderTableSize) {
             kubelet_blocks_.setMaxTableSize(value);
             to_runtime_.setMaxTableSize(value);
-            runtime_table_size_ = std::min<uint32_t>(value, hpack::kDefaultTableSize);
           }
         }
       }
@@ -814,7 +807,7 @@ void Transparent::runtimeBlock() {
   bool has_status = false;
   Headers fields;  // only when re-encoding for kubelet
   auto st = runtime_blocks_.decode(runtime_.block, [&](std::string_view n, std::string_view v) {
-    if (kubelet_reencode_) fields.push_back({std::string(n), std::string(v)});
+    if (to_kubelet_.on) fields.push_back({std::string(n), std::string(v)});
     if (n == "grpc-status") {
       status.assign(v);
       has_status = true;
@@ -825,17 +818,9 @@ void Transparent::runtimeBlock() {
     }
   });
   if (!st.ok()) return runtimeGone(std::string(st.message()));
-  if (kubelet_reencode_ && !own_.count(runtime_.block_stream)) {
+  if (to_kubelet_.on && !own_.count(runtime_.block_stream)) {
     std::string block;
-    if (kubelet_table_reset_owed_) {
-      // Size 0 empties kubelet's table (the runtime's entries), then back
-      // to what kubelet allows; crihookd's encoder starts empty.
-      kubelet_table_reset_owed_ = false;
-      block.push_back(0x20);
-      hpack::appendTableSizeUpdate(block, kubelet_table_size_);
-    }
-    if (auto e = to_kubelet_.encode(toNv(fields), block); !e.ok())
-      return close(std::string(e.message()));
+    if (auto e = to_kubelet_.encode(fields, block); !e.ok()) return close(std::string(e.message()));
     std::string frames;
     h2::appendHeaderBlock(frames, runtime_.block_stream, block, runtime_.block_end_stream,
                           kubelet_max_frame_);
@@ -893,16 +878,10 @@ void Transparent::relayedRequestData(const h2::FrameHeader& h, std::string_view 
         h2::appendWindowUpdate(frames, 0, h.length);
         inject(frames);
       }
-      return cutRelayed(
-          h.stream_id,
-          absl::ResourceExhaustedError(
-              cat("crihookd: request message of ", r.request.announcedBytes(),
-                  " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
+      return cutRelayed(h.stream_id, messageTooLarge(ctx_, "request", r.request));
     }
   }
-  auto hb = h2::encodeFrameHeader(h);
-  runtime_.out.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-  runtime_.out.append(payload);
+  h2::appendFrame(runtime_.out, h, payload);
 }
 
 void Transparent::relayedReplyData(const h2::FrameHeader& h, std::string_view payload) {
@@ -918,9 +897,7 @@ void Transparent::relayedReplyData(const h2::FrameHeader& h, std::string_view pa
     pass = it->second.reply.feed(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
   }
   if (it == relayed_.end() || !it->second.reply.tooLarge()) {
-    auto hb = h2::encodeFrameHeader(h);
-    kubelet_.out.append(reinterpret_cast<const char*>(hb.data()), hb.size());
-    kubelet_.out.append(payload);
+    h2::appendFrame(kubelet_.out, h, payload);
     if (it != relayed_.end() && h.has(h2::flags::kEndStream)) {
       endRelayed(h.stream_id, absl::InternalError("the runtime ended its reply without a status"));
     }
@@ -931,11 +908,7 @@ void Transparent::relayedReplyData(const h2::FrameHeader& h, std::string_view pa
   const uint32_t dropped = h.length - static_cast<uint32_t>(pass);
   ledger_.onNotForwarded(dropped);
   creditRuntime(dropped);
-  Relayed& r = it->second;
-  cutRelayed(h.stream_id,
-             absl::ResourceExhaustedError(
-                 cat("crihookd: response message of ", r.reply.announcedBytes(),
-                     " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
+  cutRelayed(h.stream_id, messageTooLarge(ctx_, "response", it->second.reply));
 }
 
 void Transparent::cutRelayed(uint32_t id, const absl::Status& status, uint32_t reset_code) {
@@ -948,19 +921,26 @@ void Transparent::cutRelayed(uint32_t id, const absl::Status& status, uint32_t r
   std::string frames;
   if (reset_code != 0) {
     h2::appendRstStream(frames, id, reset_code);
-  } else if (!r.reply_headers) {
-    h2::appendHeaderBlock(frames, id, literalBlock(trailersOnly(status)), true, kubelet_max_frame_);
-  } else if (r.reply.atBoundary() || r.reply.cleanCut()) {
-    h2::appendHeaderBlock(frames, id, literalBlock(statusTrailers(status)), true,
-                          kubelet_max_frame_);
   } else {
-    h2::appendRstStream(frames, id, h2::error::kInternalError);
+    appendRelayedEnd(frames, id, r, status);
   }
   inject(frames);
   recordCall(r.path, status.code(), r.start);
   ctx_.active_calls.fetch_sub(1);
   r.cut = true;
   r.cut_at = Clock::now();
+}
+
+void Transparent::appendRelayedEnd(std::string& frames, uint32_t id, const Relayed& r,
+                                   const absl::Status& status) {
+  if (!r.reply_headers) {
+    h2::appendHeaderBlock(frames, id, literalBlock(trailersOnly(status)), true, kubelet_max_frame_);
+  } else if (r.reply.atBoundary() || r.reply.cleanCut()) {  // cleanCut: a reply over the limit
+    h2::appendHeaderBlock(frames, id, literalBlock(statusTrailers(status)), true,
+                          kubelet_max_frame_);
+  } else {
+    h2::appendRstStream(frames, id, h2::error::kInternalError);
+  }
 }
 
 void Transparent::runtimeGone(const std::string& why) {
@@ -994,14 +974,7 @@ void Transparent::runtimeGone(const std::string& why) {
       continue;
     }
     std::string frames;
-    if (!r.reply_headers) {
-      h2::appendHeaderBlock(frames, id, literalBlock(trailersOnly(lost)), true, kubelet_max_frame_);
-    } else if (r.reply.atBoundary()) {
-      h2::appendHeaderBlock(frames, id, literalBlock(statusTrailers(lost)), true,
-                            kubelet_max_frame_);
-    } else {
-      h2::appendRstStream(frames, id, h2::error::kInternalError);
-    }
+    appendRelayedEnd(frames, id, r, lost);
     inject(frames);
     endRelayed(id, lost);
   }
@@ -1094,11 +1067,7 @@ void Transparent::ownData(Own& own, const h2::FrameHeader& h, std::string_view d
   const size_t ok =
       call.req_frames.feed(reinterpret_cast<const uint8_t*>(data.data()), data.size());
   if (call.req_frames.tooLarge()) {
-    return answerOwn(own,
-                     absl::ResourceExhaustedError(cat(
-                         "crihookd: request message of ", call.req_frames.announcedBytes(),
-                         " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")),
-                     false);
+    return answerOwn(own, messageTooLarge(ctx_, "request", call.req_frames), false);
   }
   if (auto budget = chargeBuffer(call, ok, "its request"); !budget.ok())
     return answerOwn(own, budget, false);
@@ -1152,10 +1121,7 @@ void Transparent::onResponseData(Call& call, const uint8_t* data, size_t len) {
   if (it == own_.end()) return;
   const size_t ok = call.resp_frames.feed(data, len);
   if (call.resp_frames.tooLarge()) {
-    return answer(
-        call, absl::ResourceExhaustedError(
-                  cat("crihookd: response message of ", call.resp_frames.announcedBytes(),
-                      " bytes is larger than the limit of ", ctx_.max_message_bytes, " bytes")));
+    return answer(call, messageTooLarge(ctx_, "response", call.resp_frames));
   }
   if (auto budget = chargeBuffer(call, ok, "the runtime's reply"); !budget.ok())
     return answer(call, budget);

@@ -187,6 +187,12 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   // `reset_code`), cancels the runtime's stream, and drops what still comes
   // for it.
   void cutRelayed(uint32_t id, const absl::Status& status, uint32_t reset_code = 0);
+  // The end crihookd writes kubelet for relayed stream `id` with `status`:
+  // trailers-only when no reply headers went, trailers when the reply went
+  // up to a message's edge, else RST_STREAM INTERNAL_ERROR (a message half
+  // sent cannot be ended with a status).
+  void appendRelayedEnd(std::string& frames, uint32_t id, const Relayed& r,
+                        const absl::Status& status);
   void runtimeGone(const std::string& why);
   void runtimeGoaway(uint32_t last_stream_id);
   void goawayToKubelet();
@@ -225,22 +231,29 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   FlowLedger ledger_;
   hpack::Decoder kubelet_blocks_;
   hpack::Decoder runtime_blocks_;
-  // kubelet's header blocks go to the runtime as they came while
-  // `reencode_` is false: the runtime's decoder then mirrors kubelet's
-  // encoder. A block crihookd must leave out or change (a refusal, trailers,
-  // a request to canonicalise) switches to re-encoding them for good, the
-  // first one opening with a dynamic table size update to 0 that empties the
-  // runtime's table.
-  bool reencode_ = false;
-  bool table_reset_owed_ = false;
-  uint32_t runtime_table_size_ = hpack::kDefaultTableSize;
-  hpack::Encoder to_runtime_;
-  // The same the other way: the runtime's blocks go to kubelet as they came
-  // until the runtime answers a stream crihookd answers (runtimeFrame).
-  bool kubelet_reencode_ = false;
-  bool kubelet_table_reset_owed_ = false;
-  uint32_t kubelet_table_size_ = hpack::kDefaultTableSize;
-  hpack::Encoder to_kubelet_;
+  // One direction's header blocks: they go as they came while `on` is
+  // false (the receiver's decoder then mirrors the sender's encoder). A block
+  // crihookd must leave out or change switches the direction to re-encoding
+  // for good (start()), the first block opening with a dynamic table size
+  // update to 0 that empties the receiver's table.
+  struct Reencoder {
+    bool on = false;
+    bool reset_owed = false;
+    uint32_t table_size = hpack::kDefaultTableSize;  // the receiver's, capped at ours
+    hpack::Encoder encoder;
+    void start();
+    // The receiver's SETTINGS_HEADER_TABLE_SIZE.
+    void setMaxTableSize(uint32_t value);
+    // Appends `fields` as a block (the table reset first when owed); the
+    // encoder's error (out of memory) when it fails.
+    absl::Status encode(const Headers& fields, std::string& block);
+  };
+  // kubelet's blocks to the runtime: re-encoded from a refusal, trailers or
+  // a request to canonicalise on.
+  Reencoder to_runtime_;
+  // The runtime's blocks to kubelet: re-encoded once the runtime answers a
+  // stream crihookd answers (runtimeFrame).
+  Reencoder to_kubelet_;
   std::string encoded_;
   size_t preface_left_ = h2::kClientPreface.size();
   Route kubelet_route_ = Route::kForward;

@@ -65,13 +65,15 @@ std::string sampleWire() {
   h2::appendRstStream(w, 3, h2::error::kCancel);
   h2::appendGoaway(w, 7, h2::error::kNoError, "bye");
   h2::appendData(w, 5, "", true, 16384);  // an empty frame
+  h2::appendPingAck(w, "12345678");
+  h2::appendFrame(w, {3, FrameType::kPriority, 0, 9}, "abc");  // a frame as read, passed on
   return w;
 }
 
 TEST(FrameReaderTest, FramesSplitAtEveryBoundaryComeOutTheSame) {
   const std::string wire = sampleWire();
   const auto whole = readAll(wire, wire.size(), false);
-  ASSERT_EQ(whole.size(), 12u);
+  ASSERT_EQ(whole.size(), 14u);
   for (size_t piece = 1; piece <= 20; ++piece) {
     for (bool collect : {false, true}) {
       const auto split = readAll(wire, piece, collect);
@@ -110,6 +112,13 @@ TEST(FrameReaderTest, TheRelaysOwnFramesParseBack) {
   EXPECT_EQ(f[10].payload.substr(8), "bye");
   EXPECT_EQ(f[11].header.length, 0u);
   EXPECT_TRUE(f[11].header.has(h2::flags::kEndStream));
+  EXPECT_EQ(f[12].header.type, FrameType::kPing);
+  EXPECT_TRUE(f[12].header.has(h2::flags::kAck));
+  EXPECT_EQ(f[12].header.stream_id, 0u);
+  EXPECT_EQ(f[12].payload, "12345678");
+  EXPECT_EQ(f[13].header.type, FrameType::kPriority);
+  EXPECT_EQ(f[13].header.stream_id, 9u);
+  EXPECT_EQ(f[13].payload, "abc");
 }
 
 TEST(FrameReaderTest, AFrameLongerThanWhatIsReadWholeIsRefused) {
