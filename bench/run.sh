@@ -5,7 +5,8 @@
 # proxy must be measured against, a raw byte relay (socat) in the same
 # place; then the grpc-go client (gocri bench, kubelet's client library)
 # against containerd direct, through crihookd's two relays and through
-# socat, in alternating rounds.
+# socat, in alternating rounds, and one connection's added p50 over many
+# alternated rounds, paired with socat's.
 # Usage: bash bench/run.sh [crihook_bench flags, e.g. --iterations 8000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +102,41 @@ for shape, vias in rows.items():
         p50, thr = med[v]
         out.append(f"{v}: p50 {p50:.1f} thr {thr:.0f}" + ("" if v == "direct" else f" ({p50/d[0]:.2f}x, thr {thr/d[1]:.2f}x)"))
     print("  " + "; ".join(out))
+'
+
+# One connection's added latency, which a few rounds cannot tell apart from
+# the machine's noise (a shared 2-core VM moves a p50 by 20 µs from one run
+# to the next): CRIHOOK_BENCH_P50_ROUNDS rounds (20) of 2,000 calls, the
+# order rotated each round; per relay the median over rounds of its p50 less
+# direct's in the same round, and crihookd's p50 less socat's paired by
+# round, with a bootstrap 95% interval of that median.
+rounds=${CRIHOOK_BENCH_P50_ROUNDS:-20}
+vias=(direct crihookd terminating socat)
+for ((round = 0; round < rounds; round++)); do
+  for k in 0 1 2 3; do
+    via=${vias[$(((k + round) % 4))]}
+    sock=$ctd
+    [[ $via == crihookd ]] && sock=$work/go-crihook.sock
+    [[ $via == terminating ]] && sock=$work/te/go-terminating.sock
+    [[ $via == socat ]] && sock=$work/go-socat.sock
+    echo "$round $via $("$gocri" -endpoint "$sock" bench -calls 2000 -conns 1 -streams 1)"
+  done
+done | python3 -c '
+import json, random, statistics, sys
+p50 = {}
+for line in sys.stdin:
+    parts = line.split(maxsplit=2)
+    p50.setdefault(int(parts[0]), {})[parts[1]] = json.loads(parts[2])["p50_us"]
+rounds = list(p50.values())
+added = {v: statistics.median(r[v] - r["direct"] for r in rounds) for v in ("crihookd", "terminating", "socat")}
+paired = [r["crihookd"] - r["socat"] for r in rounds]
+rng = random.Random(1)
+boot = sorted(statistics.median(rng.choices(paired, k=len(paired))) for _ in range(2000))
+print(f"  added p50, 1 connection, {len(rounds)} alternated rounds (median of p50 - direct): " +
+      ", ".join(f"{v} {added[v]:+.1f} us" for v in added) +
+      f"; crihookd - socat paired by round: median {statistics.median(paired):+.1f} us" +
+      f" (95% interval {boot[50]:+.1f} to {boot[1949]:+.1f}), below socat in" +
+      f" {sum(d < 0 for d in paired)} of {len(paired)} rounds")
 '
 
 # System calls crihookd makes per call it relays for the grpc-go client
