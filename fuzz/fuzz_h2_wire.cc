@@ -2,8 +2,9 @@
 // arbitrary byte stream: split into reads at arbitrary points, the frame
 // reader must report the same frames and payloads as when the stream comes
 // whole, never read a frame whole past its bound, and the header blocks it
-// assembles must decode (or fail) the same way; every payload helper runs on
-// every frame.
+// assembles must decode (or fail) the same way, and one said to change no
+// dynamic table (hpack::changesDynamicTable) must not; every payload helper
+// runs on every frame.
 //
 // Input: the stream, then 1 byte choosing the read size (FuzzedDataProvider
 // takes integers from the end).
@@ -83,10 +84,15 @@ Run readAll(std::string_view wire, size_t piece) {
           if (block.size() + fragment->size() > 64 << 10) break;
           block.append(*fragment);
           if (current.has(h2::flags::kEndHeaders)) {
+            const size_t entries = decoder.dynamicEntries();
             auto st = decoder.decode(block, [&](std::string_view n, std::string_view v) {
               run.fields.push_back(std::string(n) + ": " + std::string(v.substr(0, 64)));
             });
             if (!st.ok()) run.fields.emplace_back(st.message());
+            // A block the relay may keep from its receiver leaves the table
+            // as it was.
+            if (st.ok() && !hpack::changesDynamicTable(block))
+              check(decoder.dynamicEntries() == entries, "a block said to change no table did");
           }
           break;
         }

@@ -1,5 +1,7 @@
 #include "proxy/hpack.h"
 
+#include <cstdint>
+
 #include "base/text.h"
 
 namespace crihook::relay::hpack {
@@ -28,7 +30,52 @@ void appendString(std::string& out, std::string_view s) {
   out.append(s);
 }
 
+// Reads an HPACK integer with a `prefix_bits`-bit prefix at `in[at]`;
+// false when it runs past the block or past 2^32 (nothing here is longer).
+bool skipInteger(std::string_view in, size_t& at, int prefix_bits, uint64_t& value) {
+  if (at >= in.size()) return false;
+  const uint64_t max_prefix = (uint64_t{1} << prefix_bits) - 1;
+  value = static_cast<uint8_t>(in[at++]) & max_prefix;
+  if (value < max_prefix) return true;
+  for (int shift = 0; shift <= 28; shift += 7) {
+    if (at >= in.size()) return false;
+    const uint8_t b = static_cast<uint8_t>(in[at++]);
+    value += uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) return value <= UINT32_MAX;
+  }
+  return false;
+}
+
+// Steps over a string literal (its H bit, length and bytes).
+bool skipString(std::string_view in, size_t& at) {
+  uint64_t length = 0;
+  if (!skipInteger(in, at, 7, length) || length > in.size() - at) return false;
+  at += length;
+  return true;
+}
+
 }  // namespace
+
+bool changesDynamicTable(std::string_view block) {
+  size_t at = 0;
+  uint64_t index = 0;
+  while (at < block.size()) {
+    const uint8_t first = static_cast<uint8_t>(block[at]);
+    if (first & 0x80) {  // indexed field: the table is only read
+      if (!skipInteger(block, at, 7, index)) return true;
+      continue;
+    }
+    // A literal with incremental indexing (01), a table size update (001):
+    // both change the table.
+    if ((first & 0xc0) == 0x40 || (first & 0xe0) == 0x20) return true;
+    // A literal without indexing (0000) or never indexed (0001): a name
+    // index (or 0 and the name), then the value.
+    if (!skipInteger(block, at, 4, index)) return true;
+    if (index == 0 && !skipString(block, at)) return true;
+    if (!skipString(block, at)) return true;
+  }
+  return false;
+}
 
 Decoder::Decoder() {
   if (nghttp2_hd_inflate_new(&inflater_) != 0) broken_ = "HPACK decoder: out of memory";

@@ -90,6 +90,15 @@ class Encoder {
   nghttp2_hd_deflater* deflater_ = nullptr;
 };
 
+// Whether decoding the whole header block `block` changes a decoder's
+// dynamic table: it holds a literal with incremental indexing or a dynamic
+// table size update (RFC 7541 6.2.1, 6.3). A block that does not may be
+// kept from its receiver without the receiver's table and the sender's
+// encoder falling out of step. Reads only each representation's first byte
+// and its lengths (no Huffman decoding, nothing allocated); a block it
+// cannot read counts as changing the table.
+bool changesDynamicTable(std::string_view block);
+
 // Appends a dynamic table size update to `bytes` (RFC 7541 6.3); at the
 // start of a block only.
 void appendTableSizeUpdate(std::string& block, size_t bytes);

@@ -345,8 +345,10 @@ void Transparent::inject(std::string_view frames) {
 }
 
 bool Transparent::betweenRuntimeFrames() const {
-  // A block re-encoded for kubelet goes whole once the runtime's is complete.
-  return runtime_.reader.atFrameBoundary() && !(runtime_.in_block && !to_kubelet_.on);
+  // A block re-encoded for kubelet goes whole once the runtime's is complete;
+  // a withheld one does not go at all.
+  return runtime_.reader.atFrameBoundary() &&
+         !(runtime_.in_block && !to_kubelet_.on && !runtime_.block_withheld);
 }
 
 void Transparent::injectToRuntime(std::string_view frames) {
@@ -587,16 +589,20 @@ void Transparent::kubeletBlock() {
     return refuse(id, std::move(headers), *refusal);
   }
   if (!isCanonical(headers)) {
-    leaveBlockOut();
+    to_runtime_.start();  // the runtime gets another block than kubelet's
     canonicalise(headers);
   }
   const std::string* path = findHeader(headers, ":path");
   auto intercepted = findInterceptedMethod(path ? *path : std::string());
   if (intercepted) {
-    if (!to_runtime_.on) {
-      // The runtime's decoder must see the block; the runtime must not see
-      // the call: without END_STREAM, and cancelled at once (grpc-go's
-      // handler is then still waiting for the message, and answers nothing).
+    if (!to_runtime_.on && hpack::changesDynamicTable(kubelet_.block)) {
+      // The runtime's decoder must see the block, which changes its table;
+      // the runtime must not see the call: without END_STREAM, and
+      // cancelled at once (grpc-go's handler is then still waiting for the
+      // message, and answers nothing; gRPC C++ answers, runtimeFrame). A
+      // block that changes nothing (a client that sets no deadline, whose
+      // fields are all in the table by now) is left out: the runtime pays
+      // for a stream it is to drop, and gRPC C++'s answer costs both sides.
       kubelet_.block_frames[4] =
           static_cast<char>(kubelet_.block_frames[4] & ~h2::flags::kEndStream);
       runtime_.out.append(kubelet_.block_frames);
@@ -633,7 +639,11 @@ void Transparent::blockToRuntime(uint32_t id, const Headers& headers, bool end_s
   h2::appendHeaderBlock(runtime_.out, id, encoded_, end_stream, runtime_max_frame_);
 }
 
-void Transparent::leaveBlockOut() { to_runtime_.start(); }
+void Transparent::leaveBlockOut() {
+  // A block that leaves the runtime's table as it was may be left out and
+  // the next ones still go as they came.
+  if (!to_runtime_.on && hpack::changesDynamicTable(kubelet_.block)) to_runtime_.start();
+}
 
 void Transparent::Reencoder::start() {
   if (on) return;
@@ -725,13 +735,10 @@ void Transparent::resumeRuntime() {
 void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payload) {
   auto forward = [&] { h2::appendFrame(kubelet_.out, h, payload); };
   const bool own = h.stream_id != 0 && own_.count(h.stream_id);
-  if (own && h.type == h2::FrameType::kHeaders && !to_kubelet_.on) {
-    // The runtime answers a stream crihookd answers (a call it saw cancelled
-    // at once: gRPC C++ replies, grpc-go does not). Its header block cannot
-    // go to kubelet, so kubelet's decoder no longer mirrors the runtime's
-    // encoder: from here on the runtime's blocks are re-encoded for kubelet.
-    to_kubelet_.start();
-  }
+  // The runtime answers a stream crihookd answers (a call it saw cancelled
+  // at once: gRPC C++ replies, grpc-go does not). Its header block cannot go
+  // to kubelet (runtimeBlock decides what its absence costs).
+  if (h.type == h2::FrameType::kHeaders) runtime_.block_withheld = own;
   if (own && h.type == h2::FrameType::kData) {
     // Not for kubelet: the runtime is credited for it, kubelet never was.
     ledger_.onNotForwarded(h.length);
@@ -751,7 +758,7 @@ void Transparent::runtimeFrame(const h2::FrameHeader& h, std::string_view payloa
       // frame out of place is not: kubelet gets the runtime's end instead.
       if (auto st = runtime_.addBlockFrame(h, payload); !st.ok())
         return runtimeGone(std::string(st.message()));
-      if (!to_kubelet_.on) forward();
+      if (!to_kubelet_.on && !runtime_.block_withheld) forward();
       if (!runtime_.in_block) runtimeBlock();
       return;
     case h2::FrameType::kSettings:
@@ -818,7 +825,13 @@ void Transparent::runtimeBlock() {
     }
   });
   if (!st.ok()) return runtimeGone(std::string(st.message()));
-  if (to_kubelet_.on && !own_.count(runtime_.block_stream)) {
+  if (runtime_.block_withheld) {
+    // kubelet's decoder no longer mirrors the runtime's encoder if the block
+    // changed the table: from here on the runtime's blocks are re-encoded.
+    if (!to_kubelet_.on && hpack::changesDynamicTable(runtime_.block)) to_kubelet_.start();
+    return;
+  }
+  if (to_kubelet_.on) {
     std::string block;
     if (auto e = to_kubelet_.encode(fields, block); !e.ok()) return close(std::string(e.message()));
     std::string frames;

@@ -87,6 +87,9 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
     uint32_t block_stream = 0;
     bool block_end_stream = false;
     bool in_block = false;
+    // The block is not for the other peer (the runtime's, on a stream
+    // crihookd answers): decided at its HEADERS, for its CONTINUATIONs too.
+    bool block_withheld = false;
     // A HEADERS or CONTINUATION frame's whole payload into the block;
     // INVALID_ARGUMENT naming what is wrong (bad padding, a CONTINUATION
     // out of place, a block over kMaxBlockBytes).
@@ -171,7 +174,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void kubeletBlock();
   // The current block to the runtime for `id`: as it came, or re-encoded.
   void blockToRuntime(uint32_t id, const Headers& headers, bool end_stream);
-  // The current block is not to reach the runtime: switch to re-encoding.
+  // The current block is not to reach the runtime: when it changes the
+  // dynamic table, switch to re-encoding.
   void leaveBlockOut();
 
   // runtime -> kubelet.

@@ -232,5 +232,70 @@ TEST(HpackTest, ABlockCutInsideAFieldIsAnError) {
   EXPECT_FALSE(d.decode(block, [](std::string_view, std::string_view) {}).ok());
 }
 
+TEST(HpackTest, WhetherABlockChangesTheTableIsToldWithoutDecodingIt) {
+  // What nghttp2's encoder writes (incremental indexing for what is new,
+  // Huffman-coded; indexed fields for what it has), against what its
+  // decoder's table does with it.
+  hpack::Encoder peer;
+  hpack::Decoder receiver;
+  const std::vector<std::pair<std::string, std::string>> request = {
+      {":method", "POST"},
+      {":scheme", "http"},
+      {":path", "/runtime.v1.RuntimeService/CreateContainer"},
+      {":authority", "localhost"},
+      {"content-type", "application/grpc"},
+      {"te", "trailers"}};
+  for (int round = 0; round < 12; ++round) {
+    auto fields = request;
+    // Every third round a deadline, new each time (grpc-go indexes it).
+    if (round % 3 == 2) fields.emplace_back("grpc-timeout", std::to_string(119990 + round) + "m");
+    std::string block;
+    ASSERT_TRUE(peer.encode(nvOf(fields), block).ok());
+    const size_t before = receiver.dynamicEntries();
+    EXPECT_EQ(decodeAll(receiver, block), fields);
+    const bool changed = receiver.dynamicEntries() != before;
+    EXPECT_EQ(hpack::changesDynamicTable(block), changed) << "round " << round;
+    EXPECT_EQ(changed, round == 0 || round % 3 == 2) << "round " << round;
+  }
+  // A field nghttp2 is told never to index.
+  std::string name = "authorization", value = "secret";
+  std::vector<nghttp2_nv> sensitive = {{reinterpret_cast<uint8_t*>(name.data()),
+                                        reinterpret_cast<uint8_t*>(value.data()), name.size(),
+                                        value.size(), NGHTTP2_NV_FLAG_NO_INDEX}};
+  std::string block;
+  ASSERT_TRUE(peer.encode(sensitive, block).ok());
+  EXPECT_FALSE(hpack::changesDynamicTable(block));
+}
+
+TEST(HpackTest, EveryRepresentationIsReadForItsTableChange) {
+  std::string literals;
+  hpack::appendLiteral(literals, "grpc-message", std::string(300, 'm'));  // a two-byte length
+  literals += std::string("\x1f\x10\x01v", 4);  // never indexed, name index 31 (multi-byte)
+  literals += std::string("\x04\x81\xff", 3);   // without indexing, :path, a Huffman value
+  literals += "\x82\xbe";                       // indexed: static 2, dynamic 62
+  EXPECT_FALSE(hpack::changesDynamicTable(""));
+  EXPECT_FALSE(hpack::changesDynamicTable(literals));
+  EXPECT_TRUE(hpack::changesDynamicTable(literals + std::string("\x40\x01"
+                                                                "a"
+                                                                "\x01"
+                                                                "b",
+                                                                5)))
+      << "incremental indexing, new name";
+  EXPECT_TRUE(hpack::changesDynamicTable(std::string("\x44\x01x", 3) + literals))
+      << "incremental indexing, indexed name";
+  std::string resize;
+  hpack::appendTableSizeUpdate(resize, 0);
+  EXPECT_TRUE(hpack::changesDynamicTable(resize + literals));
+  // What cannot be read counts as a change: a string past the block, an
+  // integer cut or past 2^32.
+  EXPECT_TRUE(hpack::changesDynamicTable(literals.substr(0, literals.size() - 6)));
+  EXPECT_TRUE(
+      hpack::changesDynamicTable(std::string("\x00\x05"
+                                             "ab",
+                                             4)));
+  EXPECT_TRUE(hpack::changesDynamicTable("\xff"));
+  EXPECT_TRUE(hpack::changesDynamicTable("\xff\xff\xff\xff\xff\xff\x01"));
+}
+
 }  // namespace
 }  // namespace crihook::relay

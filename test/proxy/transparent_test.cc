@@ -251,6 +251,62 @@ class TransparentWireTest : public ::testing::Test {
     return frames;
   }
 
+  // A request block for `path` (literals, no table change) with `extra`
+  // appended as it is (a representation of the test's own).
+  static std::string requestBlock(const std::string& path, std::string_view extra = {}) {
+    std::string block;
+    for (auto [n, v] : {std::pair<std::string, std::string>{":method", "POST"},
+                        {":scheme", "http"},
+                        {":path", path},
+                        {":authority", "localhost"},
+                        {"content-type", "application/grpc"},
+                        {"te", "trailers"}}) {
+      relay::hpack::appendLiteral(block, n, v);
+    }
+    return block + std::string(extra);
+  }
+  static std::string headersFrames(uint32_t stream, std::string_view block, bool end_stream) {
+    std::string frames;
+    relay::h2::appendHeaderBlock(frames, stream, block, end_stream, 16384);
+    return frames;
+  }
+  // A field that enters the receiver's dynamic table (incremental
+  // indexing, new name), and the one-byte reference to it while it is the
+  // newest entry.
+  static std::string indexedLiteral(std::string_view name, std::string_view value) {
+    return std::string(1, '\x40') + static_cast<char>(name.size()) + std::string(name) +
+           static_cast<char>(value.size()) + std::string(value);
+  }
+  static constexpr std::string_view kNewestEntry = "\xbe";  // index 62
+
+  // The header blocks in `frames`, decoded in order by one decoder (as the
+  // peer that read them does), by stream.
+  static std::vector<std::pair<uint32_t, std::vector<std::pair<std::string, std::string>>>>
+  decodedBlocks(const std::vector<Frame>& frames) {
+    std::vector<std::pair<uint32_t, std::vector<std::pair<std::string, std::string>>>> out;
+    relay::hpack::Decoder decoder;
+    std::string block;
+    for (const Frame& f : frames) {
+      if (f.header.type != relay::h2::FrameType::kHeaders &&
+          f.header.type != relay::h2::FrameType::kContinuation)
+        continue;
+      block += f.payload;
+      if (!f.header.has(relay::h2::flags::kEndHeaders)) continue;
+      std::vector<std::pair<std::string, std::string>> fields;
+      auto st = decoder.decode(block, [&](std::string_view n, std::string_view v) {
+        fields.emplace_back(std::string(n), std::string(v));
+      });
+      EXPECT_TRUE(st.ok()) << "stream " << f.header.stream_id << ": " << st;
+      out.emplace_back(f.header.stream_id, std::move(fields));
+      block.clear();
+    }
+    return out;
+  }
+  static bool hasField(const std::vector<std::pair<std::string, std::string>>& fields,
+                       const std::string& name, const std::string& value) {
+    return std::find(fields.begin(), fields.end(), std::pair{name, value}) != fields.end();
+  }
+
   // kubelet's SETTINGS and a whole Version call on stream 1.
   void sendVersionCall() {
     std::string settings, body;
@@ -291,8 +347,8 @@ TEST_F(TransparentWireTest, ACreditForTheRuntimeWaitsForTheEndOfKubeletsDataFram
   namespace flags = relay::h2::flags;
   std::string settings;
   relay::h2::appendSettings(settings, {});
-  // Stream 1 is intercepted (crihookd answers it, the runtime sees it
-  // cancelled); stream 3 is relayed, and the runtime ends it before its
+  // Stream 1 is intercepted (crihookd answers it; the runtime never sees
+  // it, its block being all literals); stream 3 is relayed, and the runtime ends it before its
   // request message came (as a server does for a method it lacks).
   send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/StopContainer", false) +
                      requestHeaders(3, "/runtime.v1.RuntimeService/Version", false));
@@ -325,6 +381,106 @@ TEST_F(TransparentWireTest, ACreditForTheRuntimeWaitsForTheEndOfKubeletsDataFram
   ASSERT_TRUE(credit != frames.end()) << "the runtime is credited, after kubelet's frame";
   EXPECT_EQ(relay::h2::windowIncrementOf(credit->payload).value_or(0), 5u);
 }
+
+TEST_F(TransparentWireTest, AnInterceptedRequestThatChangesNoTableNeverReachesTheRuntime) {
+  using relay::h2::FrameType;
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  // StopContainer (intercepted) on stream 1, all literals: the runtime's
+  // table is the same without it. Then Version (relayed) on stream 3.
+  const std::string version =
+      headersFrames(3, requestBlock("/runtime.v1.RuntimeService/Version"), false);
+  send(kubelet_,
+       settings +
+           headersFrames(1, requestBlock("/runtime.v1.RuntimeService/StopContainer"), false) +
+           version);
+  for (const Frame& f : runtimeFrames())
+    EXPECT_NE(f.header.stream_id, 1u) << "nothing of stream 1 reaches the runtime";
+  EXPECT_NE(runtime_got_.find(version), std::string::npos)
+      << "kubelet's next block goes as it came: nothing to re-encode";
+}
+
+TEST_F(TransparentWireTest, AnInterceptedRequestThatIndexesReachesTheRuntimeCancelled) {
+  using relay::h2::FrameType;
+  namespace flags = relay::h2::flags;
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  // StopContainer's block enters x-trace into the table; Version's refers to
+  // it: the runtime can only read Version's if it read StopContainer's.
+  const std::string version =
+      headersFrames(3, requestBlock("/runtime.v1.RuntimeService/Version", kNewestEntry), false);
+  send(kubelet_, settings +
+                     headersFrames(1,
+                                   requestBlock("/runtime.v1.RuntimeService/StopContainer",
+                                                indexedLiteral("x-trace", "t1")),
+                                   false) +
+                     version);
+  const std::vector<Frame> frames = runtimeFrames();
+  auto headers1 = std::find_if(frames.begin(), frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kHeaders && f.header.stream_id == 1;
+  });
+  ASSERT_TRUE(headers1 != frames.end()) << "the runtime's decoder reads stream 1's block";
+  EXPECT_FALSE(headers1->header.has(flags::kEndStream)) << "the call is not made";
+  auto reset1 = std::find_if(headers1, frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kRstStream && f.header.stream_id == 1;
+  });
+  ASSERT_TRUE(reset1 != frames.end()) << "and cancelled at once";
+  EXPECT_EQ(relay::h2::rstStreamCodeOf(reset1->payload).value_or(0), relay::h2::error::kCancel);
+  EXPECT_NE(runtime_got_.find(version), std::string::npos) << "the next block goes as it came";
+  auto blocks = decodedBlocks(frames);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_TRUE(hasField(blocks[1].second, "x-trace", "t1")) << "and decodes as kubelet sent it";
+}
+
+// The runtime answers stream 1, which crihookd answers (gRPC C++ answers a
+// call cancelled at once); kubelet must not get that block, and must still
+// read the runtime's next one, which refers to the table entry the withheld
+// block made when it made one.
+class TransparentWithheldReplyTest : public TransparentWireTest,
+                                     public ::testing::WithParamInterface<bool> {};
+
+TEST_P(TransparentWithheldReplyTest, KubeletReadsTheRuntimesNextBlock) {
+  using relay::h2::FrameType;
+  const bool indexes = GetParam();
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  // Kubelet is still sending stream 1 (no END_STREAM): crihookd keeps it.
+  send(kubelet_,
+       settings +
+           headersFrames(1, requestBlock("/runtime.v1.RuntimeService/StopContainer"), false) +
+           headersFrames(3, requestBlock("/runtime.v1.RuntimeService/Version"), false));
+  std::string answer1;
+  relay::hpack::appendLiteral(answer1, ":status", "200");
+  relay::hpack::appendLiteral(answer1, "grpc-status", "1");
+  if (indexes) answer1 += indexedLiteral("x-served-by", "fake");
+  std::string reply3;
+  relay::hpack::appendLiteral(reply3, ":status", "200");
+  relay::hpack::appendLiteral(reply3, "content-type", "application/grpc");
+  if (indexes) reply3 += kNewestEntry;
+  const std::string reply3_frames = headersFrames(3, reply3, false);
+  send(runtime_, headersFrames(1, answer1, true) + reply3_frames);
+
+  const std::vector<Frame> frames = framesOf(kubelet_got_);
+  for (const Frame& f : frames) {
+    EXPECT_FALSE(f.header.type == FrameType::kHeaders && f.header.stream_id == 1)
+        << "the runtime's answer to stream 1 is not kubelet's";
+  }
+  auto blocks = decodedBlocks(frames);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].first, 3u);
+  EXPECT_TRUE(hasField(blocks[0].second, "content-type", "application/grpc"));
+  if (indexes) {
+    EXPECT_TRUE(hasField(blocks[0].second, "x-served-by", "fake")) << "re-encoded for kubelet";
+  } else {
+    EXPECT_NE(kubelet_got_.find(reply3_frames), std::string::npos)
+        << "nothing changed in the table: the block goes as it came";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WithheldBlock, TransparentWithheldReplyTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? std::string("Indexes") : std::string("Literals");
+                         });
 
 TEST_F(TransparentWireTest, CrihookdsFramesWaitForTheEndOfTheRuntimesHeaderBlock) {
   using relay::h2::FrameType;
