@@ -8,7 +8,7 @@ includes only the parts below it:
   base, cri-api            (the foundation and the wire contracts)
   cri                      the CRI lifecycle vocabulary and the interception seam
   config, metrics, confine, topology
-  proxy | hooks            siblings: neither includes the other
+  proxy | nri | hooks      siblings (two fronts and the hooks): none includes another
   tools/                   the only place that includes both (with test/, bench/, fuzz/)
 
 Exits 1 naming every include that breaks a rule; prints the layer graph on success.
@@ -26,6 +26,7 @@ ALLOWED = {
     'confine': {'base', 'confine'},
     'topology': {'base', 'topology'},
     'proxy': {'base', 'cri-api', 'cri', 'config', 'metrics', 'proxy'},
+    'nri': {'base', 'cri-api', 'cri', 'config', 'metrics', 'nri'},
     'hooks': {'base', 'cri-api', 'cri', 'config', 'metrics', 'confine', 'topology', 'hooks'},
 }
 # Anything of crihook's may be included from these.
