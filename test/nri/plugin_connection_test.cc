@@ -1,0 +1,321 @@
+// nri::PluginConnection against a runtime played by the test on a Unix
+// socket: registration (accepted, refused, unanswered), the runtime's calls
+// and their answers, ttrpc's rules for what a runtime sends, the bound on
+// calls in flight, and the end of the connection.
+
+#include "nri/plugin_connection.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "cri-api/nri_api_v1alpha1.pb.h"
+#include "cri-api/ttrpc.pb.h"
+#include "test/support/fake_cri_server.h"
+
+namespace crihook::nri {
+namespace {
+
+using namespace std::chrono_literals;
+namespace api = ::nri::pkg::api::v1alpha1;
+
+class PluginConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path_ = dir_.file("nri.sock");
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path_.c_str());
+    ASSERT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(::listen(listener_, 4), 0);
+    io_thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void TearDown() override {
+    if (conn_) boost::asio::post(io_, [c = conn_] { c->close(absl::CancelledError("done")); });
+    work_.reset();
+    io_thread_.join();
+    if (runtime_ >= 0) ::close(runtime_);
+    ::close(listener_);
+  }
+
+  // Starts the plugin with `options` (the socket and identity filled in
+  // unless set) and accepts its connection as the runtime.
+  std::future<absl::Status> start(PluginConnection::Options options = {}) {
+    if (options.socket_path.empty()) options.socket_path = path_;
+    if (options.identity.name.empty()) options.identity = {"crihook", "10"};
+    PluginConnection::Callbacks cb;
+    cb.on_call = [this](std::string_view method, std::string payload,
+                        std::chrono::steady_clock::time_point deadline, Reply reply) {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_.push_back({std::string(method), std::move(payload), deadline, std::move(reply)});
+    };
+    cb.on_closed = [this](const absl::Status& why) { closed_.set_value(why); };
+    conn_ = std::make_shared<PluginConnection>(io_, options, cb);
+    auto registered = std::make_shared<std::promise<absl::Status>>();
+    auto result = registered->get_future();
+    boost::asio::post(io_, [this, registered] {
+      conn_->start([registered](const absl::Status& st) { registered->set_value(st); });
+    });
+    pollfd p{listener_, POLLIN, 0};
+    if (::poll(&p, 1, 5000) == 1) runtime_ = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    return result;
+  }
+
+  // The next message the plugin sends, within 5 s.
+  Message next() {
+    while (pending_.empty()) {
+      pollfd p{runtime_, POLLIN, 0};
+      if (::poll(&p, 1, 5000) != 1) {
+        ADD_FAILURE() << "nothing from the plugin";
+        return {};
+      }
+      char buf[65536];
+      const ssize_t n = ::recv(runtime_, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        ADD_FAILURE() << "the plugin closed the connection";
+        return {};
+      }
+      EXPECT_TRUE(demux_.feed(std::string_view(buf, n), pending_).ok());
+    }
+    Message m = std::move(pending_.front());
+    pending_.erase(pending_.begin());
+    return m;
+  }
+
+  void sendToPlugin(const Message& m) {
+    std::string wire;
+    ASSERT_TRUE(appendMessage(wire, m).ok());
+    ASSERT_EQ(::send(runtime_, wire.data(), wire.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(wire.size()));
+  }
+
+  // The runtime's answer to RegisterPlugin: `status` (OK: none).
+  void answerRegistration(const absl::Status& status = absl::OkStatus()) {
+    Message reg = next();
+    ::ttrpc::Response resp;
+    if (!status.ok()) {
+      resp.mutable_status()->set_code(static_cast<int>(status.code()));
+      resp.mutable_status()->set_message(std::string(status.message()));
+    }
+    sendToPlugin({kRuntimeServiceConn, reg.stream, 2, 0, resp.SerializeAsString()});
+  }
+
+  // A call of `service`.`method` from the runtime on `stream`.
+  void call(uint32_t stream, const std::string& method, const std::string& payload,
+            const std::string& service = "nri.pkg.api.v1alpha1.Plugin") {
+    ::ttrpc::Request req;
+    req.set_service(service);
+    req.set_method(method);
+    req.set_payload(payload);
+    req.set_timeout_nano(2'000'000'000);
+    sendToPlugin({kPluginServiceConn, stream, 1, 0, req.SerializeAsString()});
+  }
+
+  // The plugin's answer: its stream and decoded Response.
+  std::pair<uint32_t, ::ttrpc::Response> answer() {
+    Message m = next();
+    EXPECT_EQ(m.conn, kPluginServiceConn);
+    EXPECT_EQ(m.type, static_cast<uint8_t>(MessageType::kResponse));
+    ::ttrpc::Response resp;
+    EXPECT_TRUE(resp.ParseFromString(m.payload));
+    return {m.stream, resp};
+  }
+
+  size_t callCount() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_.size();
+  }
+  bool waitForCalls(size_t n) {
+    for (int i = 0; i < 500 && callCount() < n; ++i) std::this_thread::sleep_for(10ms);
+    return callCount() >= n;
+  }
+
+  struct Call {
+    std::string method, payload;
+    std::chrono::steady_clock::time_point deadline;
+    Reply reply;
+  };
+
+  testing::TempDir dir_;
+  std::string path_;
+  int listener_ = -1;
+  int runtime_ = -1;
+  Demux demux_;
+  std::vector<Message> pending_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+      io_.get_executor()};
+  std::thread io_thread_;
+  std::shared_ptr<PluginConnection> conn_;
+  std::mutex mu_;
+  std::vector<Call> calls_;
+  std::promise<absl::Status> closed_;
+};
+
+TEST_F(PluginConnectionTest, RegistersThenAnswersTheRuntimesCalls) {
+  auto registered = start();
+  Message reg = next();
+  EXPECT_EQ(reg.conn, kRuntimeServiceConn);
+  EXPECT_EQ(reg.stream, 1u);
+  ::ttrpc::Request req;
+  ASSERT_TRUE(req.ParseFromString(reg.payload));
+  EXPECT_EQ(req.service(), "nri.pkg.api.v1alpha1.Runtime");
+  EXPECT_EQ(req.method(), "RegisterPlugin");
+  EXPECT_EQ(req.timeout_nano(), 2'000'000'000);
+  api::RegisterPluginRequest body;
+  ASSERT_TRUE(body.ParseFromString(req.payload()));
+  EXPECT_EQ(body.plugin_name(), "crihook");
+  EXPECT_EQ(body.plugin_idx(), "10");
+  sendToPlugin({kRuntimeServiceConn, 1, 2, 0, ::ttrpc::Response().SerializeAsString()});
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(registered.get().ok());
+
+  api::ConfigureRequest configure;
+  configure.set_runtime_name("containerd");
+  call(1, "Configure", configure.SerializeAsString());
+  ASSERT_TRUE(waitForCalls(1));
+  Call c = calls_[0];
+  EXPECT_EQ(c.method, "Configure");
+  EXPECT_EQ(c.payload, configure.SerializeAsString());
+  EXPECT_LT(c.deadline, std::chrono::steady_clock::now() + 3s) << "the runtime's timeout";
+  api::ConfigureResponse resp;
+  resp.set_events(0x8d);
+  // From another thread, as a hook's worker answers.
+  std::thread([&] { c.reply(absl::OkStatus(), resp.SerializeAsString()); }).join();
+  auto [stream, got] = answer();
+  EXPECT_EQ(stream, 1u);
+  EXPECT_FALSE(got.has_status() && got.status().code() != 0);
+  EXPECT_EQ(got.payload(), resp.SerializeAsString());
+
+  // An error travels as ttrpc's status, its code and message.
+  call(3, "CreateContainer", "");
+  ASSERT_TRUE(waitForCalls(2));
+  calls_[1].reply(absl::FailedPreconditionError("gpu 3 is not healthy"), "ignored");
+  calls_[1].reply(absl::OkStatus(), "a second reply goes nowhere");
+  auto [stream3, failed] = answer();
+  EXPECT_EQ(stream3, 3u);
+  EXPECT_EQ(failed.status().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(failed.status().message(), "gpu 3 is not healthy");
+  EXPECT_TRUE(failed.payload().empty());
+}
+
+TEST_F(PluginConnectionTest, ARefusedRegistrationIsNamedAndEndsTheConnection) {
+  auto registered = start();
+  answerRegistration(absl::InvalidArgumentError("invalid plugin index"));
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  const absl::Status st = registered.get();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "NRI registration refused: invalid plugin index");
+  auto closed = closed_.get_future();
+  ASSERT_EQ(closed.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(closed.get(), st);
+}
+
+TEST_F(PluginConnectionTest, AnUnansweredRegistrationTimesOut) {
+  PluginConnection::Options options;
+  options.register_timeout = 100ms;
+  auto registered = start(options);
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  const absl::Status st = registered.get();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(st.message().find("RegisterPlugin within 100 ms"), std::string_view::npos) << st;
+}
+
+TEST_F(PluginConnectionTest, CallsAgainstTtrpcsRulesAreAnsweredWithoutTheHandler) {
+  auto registered = start();
+  answerRegistration();
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+
+  call(2, "Configure", "");  // an even stream id
+  auto [s2, even] = answer();
+  EXPECT_EQ(s2, 2u);
+  EXPECT_EQ(even.status().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  call(5, "Configure", "", "nri.pkg.api.v1alpha1.Runtime");  // not the plugin's service
+  auto [s5, service] = answer();
+  EXPECT_EQ(s5, 5u);
+  EXPECT_EQ(service.status().code(), static_cast<int>(absl::StatusCode::kUnimplemented));
+  call(3, "Configure", "");  // below the last
+  auto [s3, reused] = answer();
+  EXPECT_EQ(reused.status().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  sendToPlugin({kPluginServiceConn, 7, 1, 0, "\xff not a request"});
+  auto [s7, garbage] = answer();
+  EXPECT_EQ(s7, 7u);
+  EXPECT_EQ(garbage.status().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(callCount(), 0u);
+}
+
+TEST_F(PluginConnectionTest, CallsPastTheBoundInFlightAreRefused) {
+  auto registered = start();
+  answerRegistration();
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  for (uint32_t i = 0; i < PluginConnection::kMaxCallsInFlight; ++i)
+    call(2 * i + 1, "StateChange", "");
+  ASSERT_TRUE(waitForCalls(PluginConnection::kMaxCallsInFlight));
+  const uint32_t over = 2 * PluginConnection::kMaxCallsInFlight + 1;
+  call(over, "StateChange", "");
+  auto [stream, refused] = answer();
+  EXPECT_EQ(stream, over);
+  EXPECT_EQ(refused.status().code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  // One answered: room for the next.
+  calls_[0].reply(absl::OkStatus(), "");
+  EXPECT_EQ(answer().first, 1u);
+  call(over + 2, "StateChange", "");
+  EXPECT_TRUE(waitForCalls(PluginConnection::kMaxCallsInFlight + 1));
+}
+
+TEST_F(PluginConnectionTest, TheRuntimeGoingAwayEndsTheConnectionOnce) {
+  auto registered = start();
+  answerRegistration();
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  call(1, "Synchronize", "");
+  ASSERT_TRUE(waitForCalls(1));
+  ::close(runtime_);
+  runtime_ = -1;
+  auto closed = closed_.get_future();
+  ASSERT_EQ(closed.wait_for(5s), std::future_status::ready);
+  const absl::Status why = closed.get();
+  EXPECT_EQ(why.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(why.message(), "the runtime closed the NRI connection");
+  calls_[0].reply(absl::OkStatus(), "after the end: dropped");
+}
+
+TEST_F(PluginConnectionTest, NoSocketIsUnavailableNamingIt) {
+  PluginConnection::Options options;
+  options.socket_path = dir_.file("missing.sock");
+  options.identity = {"crihook", "10"};
+  conn_ = std::make_shared<PluginConnection>(io_, options, PluginConnection::Callbacks{});
+  std::promise<absl::Status> registered;
+  boost::asio::post(
+      io_, [&] { conn_->start([&](const absl::Status& st) { registered.set_value(st); }); });
+  const absl::Status st = registered.get_future().get();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("missing.sock"), std::string_view::npos) << st;
+}
+
+TEST(PluginIdentityTest, NamesAndIndexesARuntimeTakes) {
+  EXPECT_TRUE(validateIdentity({"crihook", "10"}).ok());
+  EXPECT_TRUE(validateIdentity({"koordlet_nri", "00"}).ok());
+  for (const PluginIdentity& bad : std::vector<PluginIdentity>{{"crihook", "1"},
+                                                               {"crihook", "1a"},
+                                                               {"crihook", "100"},
+                                                               {"", "10"},
+                                                               {"a/b", "10"},
+                                                               {std::string(65, 'x'), "10"},
+                                                               {"new\nline", "10"}}) {
+    const absl::Status st = validateIdentity(bad);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad.name << " " << bad.index;
+  }
+}
+
+}  // namespace
+}  // namespace crihook::nri
