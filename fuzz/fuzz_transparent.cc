@@ -38,6 +38,37 @@
 //   harness sent the runtime's); the same holds of every SETTINGS frame; no
 //   PUSH_PROMISE (the runtime sending one ends its connection); header
 //   blocks come whole when the runtime's did.
+//
+// And HPACK (RFC 7541): each peer's decoder must stay in step with the other
+// peer's encoder, though crihookd keeps some blocks from it (kubelet's of a
+// call crihookd answers, the runtime's on such a stream), re-encodes some
+// and writes its own to kubelet. The harness decodes the blocks each peer
+// sent, in order, with a decoder of its own that mirrors the peer's encoder,
+// up to the first that does not decode (crihookd's decoder fails there too,
+// and crihookd reads no more of that peer); and what each peer read with
+// another, the peer's own decoder. Then:
+// - every header block either peer reads decodes, but for the sender's
+//   undecodable one passed on as it came (the runtime's blocks go to kubelet
+//   frame by frame, before crihookd decodes them); nothing after that one
+//   is checked;
+// - every block the runtime reads is one of kubelet's on its stream, later
+//   than the one the stream's previous block was, and decodes to its fields,
+//   canonicalised as crihookd relays requests (crihook::relay::canonicalise):
+//   as it came, as a ghost (an intercepted call's block without END_STREAM,
+//   then RST_STREAM) or re-encoded. So is every block kubelet reads of the
+//   runtime's, with the fields as the runtime sent them. A block that holds
+//   only literals without indexing, with literal names, is what crihookd
+//   writes kubelet itself (hpack::appendLiteral) and reads the same whatever
+//   the table holds: kubelet's are not matched.
+// Not checked: the blocks a peer reads after it sent its first
+// SETTINGS_HEADER_TABLE_SIZE. crihookd applies it to its decoder of the other
+// peer's blocks (and its encoder for this one) as it reads it, the peer's
+// own decoder once the other acknowledges it; in which order crihookd read
+// the setting and the other peer's blocks is not the harness's to know, and
+// decides what decodes. What the peer had read before it sent it is checked
+// (crihookd had not read the setting then, and the peer's table was still
+// the 4,096 bytes it started with). Nor anything after a frame that ends a
+// receiver's connection: one inside a header block, a PUSH_PROMISE.
 
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
@@ -55,18 +86,23 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "cri/interceptor.h"
 #include "fuzz/refusing_interceptor.h"
 #include "proxy/event_loop.h"
 #include "proxy/h2_frame.h"
+#include "proxy/h2_headers.h"
+#include "proxy/hpack.h"
 #include "proxy/relay.h"
 #include "proxy/transparent.h"
 
 namespace {
 
 namespace h2 = crihook::relay::h2;
+namespace hpack = crihook::relay::hpack;
+using crihook::relay::Headers;
 
 void check(bool ok, const char* what) {
   if (!ok) {
@@ -125,11 +161,15 @@ struct Peer {
   bool hung_up = false;  // its writing side is shut
   std::string sent;
   std::string got;
+  // (sent.size(), got.size()) before each send: crihookd reads what was sent
+  // from there on only after the peer has read `got` up to there.
+  std::vector<std::pair<size_t, size_t>> marks;
 
   // Sends what crihookd's socket takes now; false once it cannot take more
   // (full, or crihookd hung up, which drops the rest).
   bool send() {
     if (pending.empty()) return false;
+    marks.emplace_back(sent.size(), got.size());
     const ssize_t n = ::send(fd, pending.data(), pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) pending.clear();
     if (n <= 0) return false;
@@ -156,16 +196,20 @@ struct Peer {
 struct Frame {
   h2::FrameHeader header;
   std::string_view payload;
+  size_t end = 0;  // where it ends in the peer's bytes
 };
 
-// The whole frames of `bytes` (a frame cut short at the end is left out).
-std::vector<Frame> framesOf(std::string_view bytes) {
+// The whole frames of `bytes`, which start at `base` of a peer's bytes (a
+// frame cut short at the end is left out).
+std::vector<Frame> framesOf(std::string_view bytes, size_t base = 0) {
   std::vector<Frame> frames;
-  while (bytes.size() >= h2::kFrameHeaderBytes) {
-    const h2::FrameHeader h = h2::parseFrameHeader(reinterpret_cast<const uint8_t*>(bytes.data()));
-    if (bytes.size() - h2::kFrameHeaderBytes < h.length) break;
-    frames.push_back({h, bytes.substr(h2::kFrameHeaderBytes, h.length)});
-    bytes.remove_prefix(h2::kFrameHeaderBytes + h.length);
+  size_t at = 0;
+  while (bytes.size() - at >= h2::kFrameHeaderBytes) {
+    const h2::FrameHeader h =
+        h2::parseFrameHeader(reinterpret_cast<const uint8_t*>(bytes.data() + at));
+    if (bytes.size() - at - h2::kFrameHeaderBytes < h.length) break;
+    at += h2::kFrameHeaderBytes + h.length;
+    frames.push_back({h, bytes.substr(at - h.length, h.length), base + at});
   }
   return frames;
 }
@@ -265,6 +309,207 @@ void checkToKubelet(std::string_view got, std::string_view runtime_sent, bool se
   }
 }
 
+// --- HPACK: what each peer's decoder reads --------------------------------
+
+// One header block: the fragments of a HEADERS frame and its CONTINUATIONs.
+struct Block {
+  uint32_t stream = 0;
+  std::string bytes;
+  size_t end = 0;  // where its last frame ends in the peer's bytes
+};
+
+// The header blocks of `frames`, in order. As crihookd assembles a peer's
+// (Transparent::Side::addBlockFrame) when not `strict`: a HEADERS frame
+// starts a block, other frames in between are passed over; the first
+// CONTINUATION out of place or HEADERS with bad padding ends the list, as it
+// ends crihookd's reading of that peer. As an HTTP/2 receiver reads them
+// when `strict`: any other frame inside a block, or a PUSH_PROMISE (no
+// client may send one), ends the list too, as it ends the receiver's
+// connection.
+std::vector<Block> blocksOf(const std::vector<Frame>& frames, bool strict) {
+  std::vector<Block> blocks;
+  Block block;
+  bool in_block = false;
+  for (const Frame& f : frames) {
+    const h2::FrameType type = f.header.type;
+    if (type == h2::FrameType::kHeaders) {
+      if (in_block && strict) break;
+      auto fragment = h2::headerBlockFragment(f.header, f.payload);
+      if (!fragment.ok()) break;
+      block.stream = f.header.stream_id;
+      block.bytes.assign(*fragment);
+      in_block = true;
+    } else if (type == h2::FrameType::kContinuation) {
+      if (!in_block || f.header.stream_id != block.stream) break;
+      block.bytes.append(f.payload);
+    } else {
+      if (strict && (in_block || type == h2::FrameType::kPushPromise)) break;
+      continue;
+    }
+    if (f.header.has(h2::flags::kEndHeaders)) {
+      block.end = f.end;
+      blocks.push_back(std::move(block));
+      block = Block{};
+      in_block = false;
+    }
+  }
+  return blocks;
+}
+
+// What one peer sent: its blocks decoded in order by the harness's own
+// decoder, which mirrors the peer's encoder, up to the first block that does
+// not decode (`bad`). crihookd decodes the same blocks in the same order,
+// and its decoder fails there too: it stops reading that peer, whose later
+// blocks reach no one.
+struct Sent {
+  std::vector<Block> blocks;
+  // What the other peer is to decode from each: its fields, canonicalised
+  // as crihookd sends requests (crihook::relay::canonicalise) when
+  // `requests`.
+  std::vector<Headers> fields;
+  bool has_bad = false;
+  Block bad;
+};
+
+Sent decodeSent(std::vector<Block> blocks, bool requests) {
+  Sent sent;
+  hpack::Decoder mirror;
+  for (Block& b : blocks) {
+    Headers fields;
+    auto st = mirror.decode(b.bytes, [&](std::string_view n, std::string_view v) {
+      fields.push_back({std::string(n), std::string(v)});
+    });
+    if (!st.ok()) {
+      sent.has_bad = true;
+      sent.bad = std::move(b);
+      break;
+    }
+    // kubeletBlock: a relayed request that is not canonical goes
+    // canonicalised (re-encoded); an intercepted one goes to the runtime
+    // (a ghost) only as it came, which it does only when canonical. A
+    // refused one does not go: all of a relayed request's fields passed
+    // checkRequestField.
+    if (requests && !crihook::relay::isCanonical(fields)) crihook::relay::canonicalise(fields);
+    sent.blocks.push_back(std::move(b));
+    sent.fields.push_back(std::move(fields));
+  }
+  return sent;
+}
+
+bool sameFields(const Headers& a, const Headers& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.name == y.name && x.value == y.value;
+  });
+}
+
+// Whether `block` holds only what crihookd writes in blocks of its own
+// (hpack::appendLiteral): literals without indexing, with literal names, not
+// Huffman-coded. Such a block reads the same whatever the table holds.
+bool literalOnly(std::string_view block) {
+  size_t at = 0;
+  auto literal = [&] {  // a string literal (RFC 7541 5.2), its H bit clear
+    if (at >= block.size() || (static_cast<uint8_t>(block[at]) & 0x80)) return false;
+    uint64_t length = static_cast<uint8_t>(block[at++]);
+    if (length == 0x7f) {  // the prefix full: 7 bits a byte follow (5.1)
+      for (int shift = 0;; shift += 7) {
+        if (at >= block.size() || shift > 28) return false;
+        const uint8_t b = static_cast<uint8_t>(block[at++]);
+        length += uint64_t{b & 0x7fu} << shift;
+        if ((b & 0x80) == 0) break;
+      }
+    }
+    if (length > block.size() - at) return false;
+    at += length;
+    return true;
+  };
+  while (at < block.size()) {
+    if (block[at++] != 0) return false;
+    if (!literal() || !literal()) return false;
+  }
+  return true;
+}
+
+// Where the check of the blocks `receiver` reads ends: at what it had read
+// when it sent its first SETTINGS_HEADER_TABLE_SIZE (from `skip` on, its
+// frames). Up to there crihookd had read none (crihookd sets its own decoder
+// of the other peer's blocks, and its encoder for `receiver`, as it reads
+// it), and `receiver`'s decoder, which applies it only once the other peer
+// acknowledges it, still had the table size of 4,096 it started with.
+// After it the harness cannot tell in which order crihookd read the setting
+// and the other peer's blocks, which decides what decodes.
+size_t tableSizeCutoff(const Peer& receiver, size_t skip) {
+  if (receiver.sent.size() < skip) return SIZE_MAX;
+  for (const Frame& f : framesOf(std::string_view(receiver.sent).substr(skip), skip)) {
+    if (f.header.type != h2::FrameType::kSettings || f.header.has(h2::flags::kAck)) continue;
+    bool sets = false;
+    for (size_t i = 0; i + 6 <= f.payload.size(); i += 6)
+      sets |= f.payload[i] == 0 && f.payload[i + 1] == h2::setting::kHeaderTableSize;
+    if (!sets) continue;
+    const size_t at = f.end - f.payload.size() - h2::kFrameHeaderBytes;
+    size_t got = 0;
+    for (auto [sent_at, got_at] : receiver.marks) {
+      if (sent_at > at) break;
+      got = got_at;
+    }
+    return got;
+  }
+  return SIZE_MAX;
+}
+
+// The header blocks one peer read (`got`, its frames), up to `cutoff`,
+// against what the other sent (`sent`). Each decodes, with a decoder of the
+// peer's own that has seen every block before it: crihookd keeps the peer's
+// decoder in step with the other peer's encoder. Each block that crihookd
+// may not have written itself (to kubelet: any but a literal-only one) is one
+// of the other peer's blocks on that stream, in the order sent (crihookd
+// keeps some from the peer, and reorders none of a stream's), and decodes to
+// that block's fields (canonicalised, to the runtime) whether it went as it
+// came or re-encoded. The first block that does not decode may be the
+// sender's own `bad` one, as it came; nothing is checked after it.
+void checkBlocks(const std::vector<Frame>& got, size_t cutoff, const Sent& sent, bool to_runtime) {
+  std::unordered_map<uint32_t, std::vector<size_t>> by_stream;
+  for (size_t i = 0; i < sent.blocks.size(); ++i) by_stream[sent.blocks[i].stream].push_back(i);
+  std::unordered_map<uint32_t, size_t> next;  // of by_stream's, the first not matched yet
+  hpack::Decoder decoder;
+  for (const Block& b : blocksOf(got, true)) {
+    if (b.end > cutoff) return;
+    Headers fields;
+    auto st = decoder.decode(b.bytes, [&](std::string_view n, std::string_view v) {
+      fields.push_back({std::string(n), std::string(v)});
+    });
+    if (!st.ok()) {
+      check(sent.has_bad && sent.bad.stream == b.stream && sent.bad.bytes == b.bytes,
+            to_runtime ? "the runtime read a header block it cannot decode (HPACK out of step)"
+                       : "kubelet read a header block it cannot decode (HPACK out of step)");
+      return;
+    }
+    if (!to_runtime && literalOnly(b.bytes)) continue;
+    const std::vector<size_t>& candidates = by_stream[b.stream];
+    size_t& i = next[b.stream];
+    while (i < candidates.size() && !sameFields(sent.fields[candidates[i]], fields)) ++i;
+    check(i < candidates.size(),
+          to_runtime ? "the runtime read a header block kubelet did not send on its stream "
+                       "(HPACK out of step, or fields changed)"
+                     : "kubelet read a header block the runtime did not send on its stream "
+                       "(HPACK out of step, or fields changed)");
+    ++i;
+  }
+}
+
+void checkHpack(const Peer& kubelet, const Peer& runtime) {
+  const size_t preface = h2::kClientPreface.size();
+  if (kubelet.sent.size() >= preface) {
+    const Sent requests = decodeSent(
+        blocksOf(framesOf(std::string_view(kubelet.sent).substr(preface), preface), false), true);
+    if (runtime.got.size() >= preface) {
+      checkBlocks(framesOf(std::string_view(runtime.got).substr(preface), preface),
+                  tableSizeCutoff(runtime, 0), requests, true);
+    }
+  }
+  const Sent replies = decodeSent(blocksOf(framesOf(runtime.sent), false), false);
+  checkBlocks(framesOf(kubelet.got), tableSizeCutoff(kubelet, preface), replies, false);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -360,6 +605,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   checkToRuntime(runtime.got, kubelet.sent);
   checkToKubelet(kubelet.got, runtime.sent, settings_first);
+  checkHpack(kubelet, runtime);
   check(ctx.active_calls.load() == 0, "calls left counted as active");
   check(ctx.open_connections.load() == 0, "a connection left counted as open");
   check(ctx.buffered_bytes.load() == 0, "message bytes left counted as buffered");

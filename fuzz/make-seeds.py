@@ -362,6 +362,76 @@ write(T, "tight-limits-late", b"\x04" + kubelet(SETTINGS + call(RT + "Version", 
 write(T, "trailers-from-kubelet", b"\x00" + kubelet(SETTINGS +
       h2frame(1, END_HEADERS, 1, headers(RT + "Version")) + h2frame(0, 0, 1, version) +
       h2frame(1, END_HEADERS | END_STREAM, 1, hpack_literal("x-trailer", "1"))) + KUBELET_HANGUP)
+# HPACK across blocks crihookd keeps from a peer: the peer's decoder must stay
+# in step with the other peer's encoder (fuzz_transparent's HPACK checks).
+# kubelet's blocks index a field (RFC 7541 6.2.1) that a later block of
+# kubelet's reads back as index 62; the runtime's, one its later reply reads.
+INDEXED = hpack_indexed_literal("x-request-id", "r1")
+NEWEST = b"\xbe"  # index 62: the dynamic table's newest entry
+
+
+def open_call(path, stream=1, extra=b""):
+    # A request's headers without END_STREAM: its message is still to come.
+    return h2frame(1, END_HEADERS, stream, headers(path) + extra)
+
+
+def relayed_version(stream, extra=b""):
+    return open_call(RT + "Version", stream, extra) + h2frame(0, END_STREAM, stream, version)
+
+
+# An intercepted call whose block changes the runtime's table: the runtime
+# gets it as a ghost (without END_STREAM, then RST_STREAM CANCEL); then a
+# relayed call that reads the entry back.
+write(T, "hpack-intercepted-indexes", b"\x00" +
+      kubelet(SETTINGS + open_call(RT + "StopContainer", 1, INDEXED) + h2frame(0, END_STREAM, 1, stop)) +
+      runtime(SETTINGS_ACK) + kubelet(relayed_version(3, NEWEST)) +
+      runtime(response(3) + h2frame(0, 0, 3, answer) + status_trailers("0", 3)))
+# The same where the runtime's table already holds an entry of that name:
+# without the ghost, the later call would read the older value back.
+write(T, "hpack-intercepted-indexes-over-older", b"\x00" +
+      kubelet(SETTINGS + relayed_version(1, INDEXED)) +
+      kubelet(open_call(RT + "StopContainer", 3, hpack_indexed_literal("x-request-id", "r2")) +
+              h2frame(0, END_STREAM, 3, stop)) +
+      kubelet(relayed_version(5, NEWEST)) +
+      runtime(response(1) + status_trailers("0", 1) + response(5) + status_trailers("0", 5)))
+# An intercepted call's block all literal: left out, and kubelet's blocks
+# still go as they came (the later ones index and read back).
+write(T, "hpack-intercepted-literal", b"\x01" +
+      kubelet(SETTINGS + call(RT + "StopContainer", stop)) +
+      kubelet(relayed_version(3, INDEXED) + relayed_version(5, NEWEST)) +
+      runtime(response(3) + status_trailers("0", 3) + response(5) + status_trailers("0", 5)))
+# A request refused by its headers (content-type), whose block indexes: not
+# for the runtime, which from then on gets kubelet's blocks re-encoded; the
+# next call reads the entry back.
+write(T, "hpack-refused-indexes", b"\x00" +
+      kubelet(SETTINGS + h2frame(1, END_HEADERS | END_STREAM, 1, INDEXED +
+                                  hpack_literal(":method", "POST") + hpack_literal(":path", RT + "Version") +
+                                  hpack_literal("content-type", "text/plain"))) +
+      kubelet(relayed_version(3, NEWEST)) + runtime(response(3) + status_trailers("0", 3)))
+# kubelet's trailers (not for the runtime) index; the next call reads back.
+write(T, "hpack-trailers-index", b"\x00" +
+      kubelet(SETTINGS + open_call(RT + "Version", 1) + h2frame(0, 0, 1, version) +
+              h2frame(1, END_HEADERS | END_STREAM, 1, hpack_indexed_literal("x-trailer", "1"))) +
+      kubelet(relayed_version(3, NEWEST)) + runtime(response(3) + status_trailers("0", 3)))
+# The runtime answers a stream crihookd answers (the ghost of an intercepted
+# call, kubelet's message still to come), indexing: its block is kept from
+# kubelet, whose blocks are re-encoded from then on; its reply to a relayed
+# call reads the entry back.
+indexed_response = STATUS_200 + hpack_indexed_literal("content-type", "application/grpc")
+write(T, "hpack-runtime-answers-own-indexes", b"\x01" +
+      kubelet(SETTINGS + open_call(RT + "StopContainer", 1, INDEXED)) +
+      runtime(SETTINGS_ACK + h2frame(1, END_HEADERS, 1, indexed_response) + status_trailers("1", 1)) +
+      kubelet(h2frame(0, END_STREAM, 1, stop) + relayed_version(3)) +
+      runtime(h2frame(1, END_HEADERS, 3, STATUS_200 + NEWEST) + h2frame(0, 0, 3, answer) +
+              h2frame(1, END_HEADERS | END_STREAM, 3, NEWEST + hpack_literal("grpc-status", "0"))))
+# The same with the runtime's answer all literal: left out, and the runtime's
+# blocks still go as they came (its reply indexes, the next reads back).
+write(T, "hpack-runtime-answers-own-literal", b"\x01" +
+      kubelet(SETTINGS + open_call(RT + "StopContainer", 1)) +
+      runtime(SETTINGS_ACK + response(1) + status_trailers("1", 1)) +
+      kubelet(h2frame(0, END_STREAM, 1, stop) + relayed_version(3) + relayed_version(5)) +
+      runtime(h2frame(1, END_HEADERS, 3, indexed_response) + status_trailers("0", 3)) +
+      runtime(h2frame(1, END_HEADERS, 5, STATUS_200 + NEWEST) + status_trailers("0", 5)))
 # Once crashed fuzz_transparent: crihookd's frames written inside a frame or
 # a header block of the peer it relays (test/proxy/transparent_test.cc's
 # TransparentWireTest).
