@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
+#include "test/support/proto_table.h"
 
 namespace crihook::testing {
 namespace {
@@ -94,17 +95,6 @@ const std::set<std::string> kKoordinatorMethods = {
     "(ContainerResourceHookResponse)",
 };
 
-std::string typeOf(const pb::FieldDescriptor& f) {
-  if (f.is_map()) {
-    return "map<" + typeOf(*f.message_type()->map_key()) + ", " +
-           typeOf(*f.message_type()->map_value()) + ">";
-  }
-  std::string t = f.type() == pb::FieldDescriptor::TYPE_MESSAGE ? f.message_type()->name()
-                  : f.type() == pb::FieldDescriptor::TYPE_ENUM  ? f.enum_type()->name()
-                                                                : f.type_name();
-  return f.is_repeated() ? "repeated " + t : t;
-}
-
 const pb::FileDescriptor& protoFile() {
   return *::runtime::v1alpha1::ContainerResourceHookRequest::descriptor()->file();
 }
@@ -117,43 +107,11 @@ TEST(KoordinatorProtoTest, FileIsKoordinatorsPackageInProto3) {
 }
 
 TEST(KoordinatorProtoTest, EveryMessageAndFieldMatchesKoordinators) {
-  std::set<std::string> ours;
-  for (int i = 0; i < protoFile().message_type_count(); ++i) {
-    const pb::Descriptor& m = *protoFile().message_type(i);
-    // Nested types other than the map entries protoc makes are not Koordinator's.
-    for (int n = 0; n < m.nested_type_count(); ++n)
-      EXPECT_TRUE(m.nested_type(n)->options().map_entry()) << m.nested_type(n)->full_name();
-    EXPECT_EQ(m.enum_type_count(), 0) << m.full_name();
-    EXPECT_EQ(m.oneof_decl_count(), 0) << m.full_name();
-    for (int f = 0; f < m.field_count(); ++f) {
-      const pb::FieldDescriptor& field = *m.field(f);
-      // proto3 "optional" would make presence differ from Koordinator's.
-      EXPECT_FALSE(field.has_optional_keyword()) << field.full_name();
-      ours.insert(m.name() + "." + field.name() + " = " + std::to_string(field.number()) + ": " +
-                  typeOf(field));
-    }
-  }
-  for (const auto& f : kKoordinatorFields)
-    EXPECT_TRUE(ours.count(f)) << "Koordinator has, crihook's proto lacks: " << f;
-  for (const auto& f : ours)
-    EXPECT_TRUE(kKoordinatorFields.count(f)) << "crihook's proto has, Koordinator lacks: " << f;
+  expectSameLines(kKoordinatorFields, protoFieldsOf(protoFile()), "Koordinator");
 }
 
 TEST(KoordinatorProtoTest, EveryRpcMatchesKoordinators) {
-  std::set<std::string> ours;
-  for (int s = 0; s < protoFile().service_count(); ++s) {
-    const pb::ServiceDescriptor& service = *protoFile().service(s);
-    for (int i = 0; i < service.method_count(); ++i) {
-      const pb::MethodDescriptor& m = *service.method(i);
-      EXPECT_FALSE(m.client_streaming() || m.server_streaming()) << m.full_name();
-      ours.insert(service.name() + "." + m.name() + "(" + m.input_type()->name() + ") returns (" +
-                  m.output_type()->name() + ")");
-    }
-  }
-  for (const auto& m : kKoordinatorMethods)
-    EXPECT_TRUE(ours.count(m)) << "Koordinator has, crihook's proto lacks: " << m;
-  for (const auto& m : ours)
-    EXPECT_TRUE(kKoordinatorMethods.count(m)) << "crihook's proto has, Koordinator lacks: " << m;
+  expectSameLines(kKoordinatorMethods, protoMethodsOf(protoFile()), "Koordinator");
 }
 
 }  // namespace

@@ -10,8 +10,6 @@
 // revision, change these tables from its file first, then crihook's proto
 // until this test passes.
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/descriptor.pb.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -19,6 +17,7 @@
 
 #include "cri-api/nri_api_v1alpha1.pb.h"
 #include "cri-api/ttrpc.pb.h"
+#include "test/support/proto_table.h"
 
 namespace crihook::testing {
 namespace {
@@ -221,44 +220,6 @@ const std::set<std::string> kTtrpcFields = {
     "Status.details = 3: repeated Any",
 };
 
-std::string typeOf(const pb::FieldDescriptor& f) {
-  if (f.is_map()) {
-    return "map<" + typeOf(*f.message_type()->map_key()) + ", " +
-           typeOf(*f.message_type()->map_value()) + ">";
-  }
-  std::string t = f.type() == pb::FieldDescriptor::TYPE_MESSAGE ? f.message_type()->name()
-                  : f.type() == pb::FieldDescriptor::TYPE_ENUM  ? f.enum_type()->name()
-                                                                : f.type_name();
-  return f.is_repeated() ? "repeated " + t : t;
-}
-
-std::set<std::string> fieldsOf(const pb::FileDescriptor& file) {
-  std::set<std::string> ours;
-  for (int i = 0; i < file.message_type_count(); ++i) {
-    const pb::Descriptor& m = *file.message_type(i);
-    // Nested types other than the map entries protoc makes are not theirs.
-    for (int n = 0; n < m.nested_type_count(); ++n)
-      EXPECT_TRUE(m.nested_type(n)->options().map_entry()) << m.nested_type(n)->full_name();
-    EXPECT_EQ(m.enum_type_count(), 0) << m.full_name();
-    EXPECT_EQ(m.oneof_decl_count(), 0) << m.full_name();
-    for (int f = 0; f < m.field_count(); ++f) {
-      const pb::FieldDescriptor& field = *m.field(f);
-      // proto3 "optional" would make presence differ from theirs.
-      EXPECT_FALSE(field.has_optional_keyword()) << field.full_name();
-      ours.insert(m.name() + "." + field.name() + " = " + std::to_string(field.number()) + ": " +
-                  typeOf(field));
-    }
-  }
-  return ours;
-}
-
-void expectSame(const std::set<std::string>& theirs, const std::set<std::string>& ours,
-                const char* who) {
-  for (const auto& f : theirs) EXPECT_TRUE(ours.count(f)) << who << " has, crihook lacks: " << f;
-  for (const auto& f : ours)
-    EXPECT_TRUE(theirs.count(f)) << "crihook has, " << who << " lacks: " << f;
-}
-
 const pb::FileDescriptor& nriFile() {
   return *::nri::pkg::api::v1alpha1::ContainerAdjustment::descriptor()->file();
 }
@@ -273,7 +234,7 @@ TEST(NriProtoTest, FilesAreTheirPackagesInProto3) {
 }
 
 TEST(NriProtoTest, EveryMessageAndFieldMatchesNris) {
-  expectSame(kNriFields, fieldsOf(nriFile()), "NRI v0.6.1");
+  expectSameLines(kNriFields, protoFieldsOf(nriFile()), "NRI v0.6.1");
 }
 
 TEST(NriProtoTest, EveryEnumValueMatchesNris) {
@@ -284,27 +245,20 @@ TEST(NriProtoTest, EveryEnumValueMatchesNris) {
       ours.insert(en.name() + "." + en.value(v)->name() + " = " +
                   std::to_string(en.value(v)->number()));
   }
-  expectSame(kNriEnumValues, ours, "NRI v0.6.1");
+  expectSameLines(kNriEnumValues, ours, "NRI v0.6.1");
 }
 
 TEST(NriProtoTest, EveryRpcMatchesNris) {
-  std::set<std::string> ours;
-  for (int s = 0; s < nriFile().service_count(); ++s) {
-    const pb::ServiceDescriptor& service = *nriFile().service(s);
-    // ttrpc names a service by its full name: "nri.pkg.api.v1alpha1.Plugin".
-    EXPECT_EQ(service.full_name(), "nri.pkg.api.v1alpha1." + service.name());
-    for (int i = 0; i < service.method_count(); ++i) {
-      const pb::MethodDescriptor& m = *service.method(i);
-      EXPECT_FALSE(m.client_streaming() || m.server_streaming()) << m.full_name();
-      ours.insert(service.name() + "." + m.name() + "(" + m.input_type()->name() + ") returns (" +
-                  m.output_type()->name() + ")");
-    }
-  }
-  expectSame(kNriMethods, ours, "NRI v0.6.1");
+  // ttrpc names a service by its full name: "nri.pkg.api.v1alpha1.Plugin".
+  for (int s = 0; s < nriFile().service_count(); ++s)
+    EXPECT_EQ(nriFile().service(s)->full_name(),
+              "nri.pkg.api.v1alpha1." + nriFile().service(s)->name());
+  expectSameLines(kNriMethods, protoMethodsOf(nriFile()), "NRI v0.6.1");
 }
 
 TEST(NriProtoTest, TtrpcsEnvelopeMatchesTtrpcs) {
-  expectSame(kTtrpcFields, fieldsOf(*::ttrpc::Request::descriptor()->file()), "ttrpc v1.2.5");
+  expectSameLines(kTtrpcFields, protoFieldsOf(*::ttrpc::Request::descriptor()->file()),
+                  "ttrpc v1.2.5");
 }
 
 }  // namespace

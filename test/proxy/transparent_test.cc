@@ -237,20 +237,6 @@ class TransparentWireTest : public ::testing::Test {
     return framesOf(std::string_view(runtime_got_).substr(preface));
   }
 
-  static std::string requestHeaders(uint32_t stream, const std::string& path, bool end_stream) {
-    std::string block, frames;
-    for (auto [n, v] : {std::pair<std::string, std::string>{":method", "POST"},
-                        {":scheme", "http"},
-                        {":path", path},
-                        {":authority", "localhost"},
-                        {"content-type", "application/grpc"},
-                        {"te", "trailers"}}) {
-      relay::hpack::appendLiteral(block, n, v);
-    }
-    relay::h2::appendHeaderBlock(frames, stream, block, end_stream, 16384);
-    return frames;
-  }
-
   // A request block for `path` (literals, no table change) with `extra`
   // appended as it is (a representation of the test's own).
   static std::string requestBlock(const std::string& path, std::string_view extra = {}) {
@@ -305,6 +291,10 @@ class TransparentWireTest : public ::testing::Test {
   static bool hasField(const std::vector<std::pair<std::string, std::string>>& fields,
                        const std::string& name, const std::string& value) {
     return std::find(fields.begin(), fields.end(), std::pair{name, value}) != fields.end();
+  }
+
+  static std::string requestHeaders(uint32_t stream, const std::string& path, bool end_stream) {
+    return headersFrames(stream, requestBlock(path), end_stream);
   }
 
   // kubelet's SETTINGS and a whole Version call on stream 1.
