@@ -114,6 +114,27 @@ v1::LinuxContainerResources resourcesOf(const api::LinuxResources& r) {
   return out;
 }
 
+api::LinuxResources nriResourcesOf(const v1::LinuxContainerResources& r) {
+  api::LinuxResources out;
+  auto& cpu = *out.mutable_cpu();
+  if (r.cpu_shares() != 0) cpu.mutable_shares()->set_value(static_cast<uint64_t>(r.cpu_shares()));
+  if (r.cpu_quota() != 0) cpu.mutable_quota()->set_value(r.cpu_quota());
+  if (r.cpu_period() != 0) cpu.mutable_period()->set_value(static_cast<uint64_t>(r.cpu_period()));
+  cpu.set_cpus(r.cpuset_cpus());
+  cpu.set_mems(r.cpuset_mems());
+  if (r.memory_limit_in_bytes() != 0)
+    out.mutable_memory()->mutable_limit()->set_value(r.memory_limit_in_bytes());
+  if (r.memory_swap_limit_in_bytes() != 0)
+    out.mutable_memory()->mutable_swap()->set_value(r.memory_swap_limit_in_bytes());
+  for (const auto& h : r.hugepage_limits()) {
+    auto* l = out.add_hugepage_limits();
+    l->set_page_size(h.page_size());
+    l->set_limit(h.limit());
+  }
+  for (const auto& [k, v] : r.unified()) (*out.mutable_unified())[k] = v;
+  return out;
+}
+
 v1::RunPodSandboxRequest runPodSandboxRequestOf(const api::PodSandbox& pod) {
   v1::RunPodSandboxRequest req;
   v1::PodSandboxConfig& c = *req.mutable_config();

@@ -34,6 +34,10 @@ runtime::v1::CreateContainerRequest createContainerRequestOf(const api::PodSandb
 // The Linux resources of an NRI container or update, as CRI carries them.
 runtime::v1::LinuxContainerResources resourcesOf(const api::LinuxResources& r);
 
+// CRI's Linux resources as NRI carries them (every field CRI sets; an
+// update's resources replace the container's).
+api::LinuxResources nriResourcesOf(const runtime::v1::LinuxContainerResources& r);
+
 // A device node as NRI creates one in a container.
 struct DeviceNode {
   char type = 'c';  // 'c' or 'b'

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -28,6 +30,7 @@
 #include "base/text.h"
 #include "cri-api/nri_api_v1alpha1.pb.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "nri/front.h"
 #include "nri/plugin_connection.h"
 #include "test/support/child_process.h"
 #include "test/support/e2e_env.h"
@@ -271,6 +274,155 @@ TEST_F(NriWireE2E, APodLifecycleReachesThePluginAndItsAdjustmentTheContainer) {
       "StateChange REMOVE_POD_SANDBOX nri-pod",
   };
   EXPECT_EQ(seen_.all(), expected);
+}
+
+// What a hook chain would do, recorded: each stage with the call's method
+// and who it is about; CreateContainer gets an env var, an annotation and
+// a device node; StartContainer of a container named "refused" is refused.
+class RecordingInterceptor final : public Interceptor {
+ public:
+  void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
+    seen.add(cat("pre ", methodName(call->method), " ", call->identity.pod_name,
+                 call->identity.container_name.empty() ? "" : "/" + call->identity.container_name));
+    if (call->method == LifecycleMethod::kCreateContainer) {
+      auto& req = static_cast<v1::CreateContainerRequest&>(*call->request);
+      auto* env = req.mutable_config()->add_envs();
+      env->set_key("CRIHOOK_FRONT");
+      env->set_value("from-a-hook");
+      (*req.mutable_config()->mutable_annotations())["crihook.io/seen"] = "yes";
+      auto* dev = req.mutable_config()->add_devices();
+      dev->set_container_path("/dev/crihook-null");
+      dev->set_host_path("/dev/null");
+      dev->set_permissions("rwm");
+      call->request_changed = true;
+    }
+    if (call->method == LifecycleMethod::kStartContainer &&
+        call->identity.container_id == refuse_id)
+      return done(absl::FailedPreconditionError("the test refuses this start"));
+    done(absl::OkStatus());
+  }
+  void post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) override {
+    seen.add(cat("post ", methodName(call->method), " ",
+                 call->identity.sandbox_id.empty() ? "" : "sandbox",
+                 call->identity.container_id.empty() ? "" : " container"));
+    done();
+  }
+  Seen seen;
+  std::string refuse_id;
+};
+
+TEST_F(NriWireE2E, TheFrontDrivesTheSeamFromNriEventsAndItsAdjustmentReachesTheContainer) {
+  RecordingInterceptor hooks;
+  nri::Front::Options options;
+  options.socket_path = dir_ + "/ctd/nri.sock";
+  options.identity = {"crihook-front", "10"};
+  auto log =
+      std::make_shared<spdlog::logger>("nri", std::make_shared<spdlog::sinks::null_sink_mt>());
+  nri::Front front(hooks, options, log);
+  front.start();
+  for (int i = 0; i < 500 && !front.registered(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(front.registered());
+
+  grpc::ClientContext c_run;
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("front-pod");
+  v1::RunPodSandboxResponse ran;
+  ASSERT_TRUE(runtime_->RunPodSandbox(&c_run, run, &ran).ok());
+  const std::string pod = ran.pod_sandbox_id();
+  auto create = [&](const std::string& name) {
+    grpc::ClientContext ctx;
+    v1::CreateContainerRequest req;
+    req.set_pod_sandbox_id(pod);
+    *req.mutable_sandbox_config() = run.config();
+    req.mutable_config()->mutable_metadata()->set_name(name);
+    req.mutable_config()->mutable_image()->set_image(kImage);
+    req.mutable_config()->add_command("sleep");
+    req.mutable_config()->add_args("300");
+    req.mutable_config()->set_log_path(name + ".log");
+    v1::CreateContainerResponse resp;
+    auto st = runtime_->CreateContainer(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.container_id();
+  };
+  const std::string box = create("box");
+  grpc::ClientContext c_start;
+  v1::StartContainerRequest start;
+  start.set_container_id(box);
+  v1::StartContainerResponse started;
+  ASSERT_TRUE(runtime_->StartContainer(&c_start, start, &started).ok());
+
+  grpc::ClientContext c_exec;
+  v1::ExecSyncRequest exec;
+  exec.set_container_id(box);
+  exec.add_cmd("sh");
+  exec.add_cmd("-c");
+  exec.add_cmd(
+      "echo $CRIHOOK_FRONT; stat -c '%t:%T' /dev/crihook-null; echo x > /dev/crihook-null && echo "
+      "written");
+  exec.set_timeout(20);
+  v1::ExecSyncResponse out;
+  ASSERT_TRUE(runtime_->ExecSync(&c_exec, exec, &out).ok());
+  EXPECT_EQ(out.stdout(), "from-a-hook\n1:3\nwritten\n") << out.stderr();
+  grpc::ClientContext c_status;
+  v1::ContainerStatusRequest status_req;
+  status_req.set_container_id(box);
+  status_req.set_verbose(true);  // the OCI spec, where NRI puts annotations
+  v1::ContainerStatusResponse status;
+  ASSERT_TRUE(runtime_->ContainerStatus(&c_status, status_req, &status).ok());
+  ASSERT_TRUE(status.info().count("info"));
+  EXPECT_NE(status.info().at("info").find(R"("crihook.io/seen":"yes")"), std::string::npos);
+
+  // A start the hooks refuse fails the CRI call with their status.
+  const std::string refused = create("refused");
+  hooks.refuse_id = refused;
+  grpc::ClientContext c_start2;
+  v1::StartContainerRequest start2;
+  start2.set_container_id(refused);
+  auto st = runtime_->StartContainer(&c_start2, start2, &started);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.error_message().find("the test refuses this start"), std::string::npos)
+      << st.error_message();
+
+  grpc::ClientContext c_stop_pod, c_rm_pod;
+  v1::StopPodSandboxRequest stop_pod;
+  stop_pod.set_pod_sandbox_id(pod);
+  v1::StopPodSandboxResponse pod_stopped;
+  ASSERT_TRUE(runtime_->StopPodSandbox(&c_stop_pod, stop_pod, &pod_stopped).ok());
+  v1::RemovePodSandboxRequest rm_pod;
+  rm_pod.set_pod_sandbox_id(pod);
+  v1::RemovePodSandboxResponse pod_removed;
+  ASSERT_TRUE(runtime_->RemovePodSandbox(&c_rm_pod, rm_pod, &pod_removed).ok());
+  for (int i = 0; i < 500; ++i) {
+    auto all = hooks.seen.all();
+    if (!all.empty() && all.back().rfind("post RemovePodSandbox", 0) == 0) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  const std::vector<std::string> expected = {
+      "pre RunPodSandbox front-pod",
+      "post RunPodSandbox sandbox",
+      "pre CreateContainer front-pod/box",
+      "post CreateContainer sandbox container",
+      "pre StartContainer ",
+      "post StartContainer  container",
+      "pre CreateContainer front-pod/refused",
+      "post CreateContainer sandbox container",
+      "pre StartContainer ",
+      "pre StopContainer ",
+      "post StopContainer  container",
+      "pre StopContainer ",
+      "post StopContainer  container",
+      "pre StopPodSandbox ",
+      "post StopPodSandbox sandbox",
+      "pre RemoveContainer ",
+      "post RemoveContainer  container",
+      "pre RemoveContainer ",
+      "post RemoveContainer  container",
+      "pre RemovePodSandbox ",
+      "post RemovePodSandbox sandbox",
+  };
+  EXPECT_EQ(hooks.seen.all(), expected);
+  EXPECT_EQ(front.notApplied(), 0u);
+  front.stop();
 }
 
 }  // namespace

@@ -1,0 +1,117 @@
+#pragma once
+
+// NRI mode's front: crihookd as an NRI plugin drives the same seam the
+// proxy drives (cri/interceptor.h), from NRI's events instead of kubelet's
+// calls. Each event becomes the lifecycle call it stands for (docs/nri.md,
+// "The mapping"): a runtime.v1 request made from what the runtime presents
+// (nri/translate.h), the pre-stage before NRI gets its answer, the
+// post-stage when NRI says the step is done. What the pre-stage changed
+// goes back as NRI's adjustment or update; what NRI 0.6.1 cannot carry is
+// logged, naming the pod, and counted.
+//
+// Owns one thread running its io_context: the connection, its reconnects
+// and every answer. The Interceptor's stages run where the Interceptor runs
+// them and answer from there.
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cri/interceptor.h"
+#include "nri/plugin_connection.h"
+#include "nri/translate.h"
+
+namespace crihook::nri {
+
+class Front {
+ public:
+  struct Options {
+    std::string socket_path = "/var/run/nri/nri.sock";
+    PluginIdentity identity{"crihook", "10"};
+    std::chrono::milliseconds register_timeout{2000};
+    // Between a lost connection (or a failed one) and the next try: doubled
+    // each time from the first, up to the last.
+    std::chrono::milliseconds reconnect_first{500};
+    std::chrono::milliseconds reconnect_max{30000};
+    // What crihookd keeps of the runtime's deadline for itself: the stages
+    // must be done this much before it (answering late drops the plugin).
+    std::chrono::milliseconds answer_margin{100};
+    DeviceLookup lookup = statDevice;
+  };
+
+  // `interceptor` and `log` outlive the Front.
+  Front(Interceptor& interceptor, Options options, std::shared_ptr<spdlog::logger> log);
+  ~Front();  // stop()s
+  Front(const Front&) = delete;
+  Front& operator=(const Front&) = delete;
+
+  // Starts the thread; it connects, and reconnects whenever the connection
+  // ends, until stop().
+  void start();
+  // Closes the connection and joins the thread. Stages still running answer
+  // into nothing.
+  void stop();
+
+  // Whether the runtime accepted the current connection's registration.
+  bool registered() const { return registered_.load(); }
+  // How many connections were registered so far (a reconnect adds one).
+  int registrations() const { return registrations_.load(); }
+  // How many changes the hooks made that NRI could not carry.
+  uint64_t notApplied() const { return not_applied_.load(); }
+
+ private:
+  void connect();
+  void scheduleReconnect();
+  void onCall(std::string_view method, std::string payload,
+              std::chrono::steady_clock::time_point deadline, Reply reply);
+  void onCreateContainer(std::string payload, std::chrono::steady_clock::time_point deadline,
+                         Reply reply);
+  void onUpdateContainer(std::string payload, std::chrono::steady_clock::time_point deadline,
+                         Reply reply);
+  void onStopContainer(std::string payload, std::chrono::steady_clock::time_point deadline,
+                       Reply reply);
+  void onStateChange(std::string payload, std::chrono::steady_clock::time_point deadline,
+                     Reply reply);
+  // Runs the pre-stage of `call`; `then` gets its status on this Front's
+  // thread.
+  void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> then);
+  // Runs the post-stage with the step done (OK, `response`); `then` on this
+  // Front's thread.
+  void post(std::shared_ptr<InterceptedCall> call,
+            std::unique_ptr<google::protobuf::Message> response, std::function<void()> then);
+  // Pre and post at once: a step NRI reports when it is done or cannot be
+  // refused (StopContainer, StopPodSandbox, RemoveContainer,
+  // RemovePodSandbox).
+  void both(std::shared_ptr<InterceptedCall> call,
+            std::unique_ptr<google::protobuf::Message> response, Reply reply,
+            std::string empty_answer);
+  std::shared_ptr<InterceptedCall> newCall(LifecycleMethod method,
+                                           std::unique_ptr<google::protobuf::Message> request,
+                                           std::chrono::steady_clock::time_point deadline);
+  void noteNotApplied(const InterceptedCall& call, const std::string& what);
+
+  Interceptor& interceptor_;
+  Options options_;
+  std::shared_ptr<spdlog::logger> log_;
+  boost::asio::io_context io_;
+  boost::asio::steady_timer reconnect_timer_;
+  std::thread thread_;
+  std::shared_ptr<PluginConnection> conn_;
+  std::chrono::milliseconds backoff_;
+  bool stopping_ = false;
+  std::atomic<bool> registered_{false};
+  std::atomic<int> registrations_{0};
+  std::atomic<uint64_t> not_applied_{0};
+  // Calls whose pre-stage ran, waiting for NRI's "done" event (PostCreate,
+  // PostStart, PostUpdate), by container id. Front thread only.
+  std::map<std::string, std::shared_ptr<InterceptedCall>> created_, started_, updated_;
+};
+
+}  // namespace crihook::nri
