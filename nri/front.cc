@@ -44,26 +44,26 @@ Front::Front(Interceptor& interceptor, Options options, std::shared_ptr<spdlog::
     : interceptor_(interceptor),
       options_(std::move(options)),
       log_(std::move(log)),
-      reconnect_timer_(io_),
+      reconnect_timer_(*io_),
       backoff_(options_.reconnect_first) {}
 
 Front::~Front() { stop(); }
 
 void Front::start() {
   thread_ = std::thread([this] {
-    auto work = asio::make_work_guard(io_);
-    asio::post(io_, [this] { connect(); });
-    io_.run();
+    auto work = asio::make_work_guard(*io_);
+    asio::post(*io_, [this] { connect(); });
+    io_->run();
   });
 }
 
 void Front::stop() {
   if (!thread_.joinable()) return;
-  asio::post(io_, [this] {
+  asio::post(*io_, [this] {
     stopping_ = true;
     reconnect_timer_.cancel();
     if (conn_) conn_->close(absl::CancelledError("crihookd stops"));
-    io_.stop();
+    io_->stop();
   });
   thread_.join();
 }
@@ -142,8 +142,10 @@ std::shared_ptr<InterceptedCall> Front::newCall(LifecycleMethod method,
 }
 
 void Front::pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> then) {
-  interceptor_.pre(call, [this, then = std::move(then)](absl::Status st) {
-    asio::post(io_, [then, st] { then(st); });
+  // After stop() the io_context runs no more: a late stage's answer waits
+  // in it, never run, and goes with the last owner.
+  interceptor_.pre(call, [io = io_, then = std::move(then)](absl::Status st) {
+    asio::post(*io, [then, st] { then(st); });
   });
 }
 
@@ -152,7 +154,7 @@ void Front::post(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessag
   call->backend_status = absl::OkStatus();
   noteCreatedId(specOf(call->method), *response, call->identity);
   call->response = std::move(response);
-  interceptor_.post(call, [this, then = std::move(then)] { asio::post(io_, then); });
+  interceptor_.post(call, [io = io_, then = std::move(then)] { asio::post(*io, then); });
 }
 
 void Front::both(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessage> response,

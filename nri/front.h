@@ -100,7 +100,9 @@ class Front {
   Interceptor& interceptor_;
   Options options_;
   std::shared_ptr<spdlog::logger> log_;
-  boost::asio::io_context io_;
+  // Shared with what answers later from other threads (a stage's callback,
+  // a Reply): it outlives the Front for them; run only by thread_.
+  std::shared_ptr<boost::asio::io_context> io_ = std::make_shared<boost::asio::io_context>(1);
   boost::asio::steady_timer reconnect_timer_;
   std::thread thread_;
   std::shared_ptr<PluginConnection> conn_;

@@ -53,12 +53,13 @@ absl::Status validateIdentity(const PluginIdentity& id) {
   return absl::OkStatus();
 }
 
-PluginConnection::PluginConnection(asio::io_context& io, Options options, Callbacks callbacks)
-    : io_(io),
+PluginConnection::PluginConnection(std::shared_ptr<asio::io_context> io, Options options,
+                                   Callbacks callbacks)
+    : io_(std::move(io)),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
-      socket_(io),
-      register_timer_(io) {}
+      socket_(*io_),
+      register_timer_(*io_) {}
 
 PluginConnection::~PluginConnection() = default;
 
@@ -175,10 +176,10 @@ void PluginConnection::onRequest(Message m) {
   ++in_flight_;
   std::weak_ptr<PluginConnection> weak = weak_from_this();
   auto once = std::make_shared<std::atomic<bool>>(false);
-  Reply reply = [weak, once, stream = m.stream, &io = io_](const absl::Status& status,
-                                                           std::string payload) {
+  Reply reply = [weak, once, stream = m.stream, io = io_](const absl::Status& status,
+                                                          std::string payload) {
     if (once->exchange(true)) return;
-    asio::post(io, [weak, stream, status, payload = std::move(payload)]() mutable {
+    asio::post(*io, [weak, stream, status, payload = std::move(payload)]() mutable {
       auto self = weak.lock();
       if (!self || self->closed_) return;
       --self->in_flight_;

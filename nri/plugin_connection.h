@@ -9,9 +9,10 @@
 // (wire.h), ttrpc's envelopes, stream ids, bounds and timeouts.
 //
 // Runs on the given io_context, which one thread runs; every callback is
-// called there. A Reply may be called from any thread. Not thread-safe
-// otherwise: start() and close() from the io_context's thread (or before
-// it runs).
+// called there. A Reply may be called from any thread, also after the
+// connection and its owner are gone (it holds the io_context, not the
+// connection). Not thread-safe otherwise: start() and close() from the
+// io_context's thread (or before it runs).
 
 #include <array>
 #include <boost/asio/io_context.hpp>
@@ -72,7 +73,8 @@ class PluginConnection : public std::enable_shared_from_this<PluginConnection> {
   // time).
   static constexpr size_t kMaxCallsInFlight = 64;
 
-  PluginConnection(boost::asio::io_context& io, Options options, Callbacks callbacks);
+  PluginConnection(std::shared_ptr<boost::asio::io_context> io, Options options,
+                   Callbacks callbacks);
   ~PluginConnection();
   PluginConnection(const PluginConnection&) = delete;
   PluginConnection& operator=(const PluginConnection&) = delete;
@@ -96,7 +98,7 @@ class PluginConnection : public std::enable_shared_from_this<PluginConnection> {
   void send(const Message& m);
   void write();
 
-  boost::asio::io_context& io_;
+  std::shared_ptr<boost::asio::io_context> io_;
   Options options_;
   Callbacks callbacks_;
   boost::asio::local::stream_protocol::socket socket_;

@@ -86,11 +86,12 @@ class NriWireE2E : public ::testing::Test {
                                      dir_ + "/ctd-start.log", 120s);
     ASSERT_TRUE(waitForFile(dir_ + "/ctd/nri.sock", 10s));
     runtime_ = v1::RuntimeService::NewStub(unixChannel(dir_ + "/ctd/containerd.sock"));
-    io_thread_ = std::thread([this] { io_.run(); });
+    io_thread_ = std::thread([this] { io_->run(); });
   }
 
   void TearDown() override {
-    if (conn_) boost::asio::post(io_, [c = conn_] { c->close(absl::CancelledError("test done")); });
+    if (conn_)
+      boost::asio::post(*io_, [c = conn_] { c->close(absl::CancelledError("test done")); });
     work_.reset();
     if (io_thread_.joinable()) io_thread_.join();
     if (containerd_ > 0) {
@@ -156,7 +157,7 @@ class NriWireE2E : public ::testing::Test {
     options.identity = {"crihook-e2e", "10"};
     conn_ = std::make_shared<nri::PluginConnection>(io_, options, cb);
     std::promise<absl::Status> registered;
-    boost::asio::post(io_, [this, &registered] {
+    boost::asio::post(*io_, [this, &registered] {
       conn_->start([&registered](const absl::Status& st) { registered.set_value(st); });
     });
     auto future = registered.get_future();
@@ -189,9 +190,9 @@ class NriWireE2E : public ::testing::Test {
   pid_t containerd_ = -1;
   std::unique_ptr<ChildProcess> guard_;
   std::unique_ptr<v1::RuntimeService::Stub> runtime_;
-  boost::asio::io_context io_;
+  std::shared_ptr<boost::asio::io_context> io_ = std::make_shared<boost::asio::io_context>();
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
-      io_.get_executor()};
+      io_->get_executor()};
   std::thread io_thread_;
   std::shared_ptr<nri::PluginConnection> conn_;
   Seen seen_;

@@ -37,11 +37,11 @@ class PluginConnectionTest : public ::testing::Test {
     std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path_.c_str());
     ASSERT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     ASSERT_EQ(::listen(listener_, 4), 0);
-    io_thread_ = std::thread([this] { io_.run(); });
+    io_thread_ = std::thread([this] { io_->run(); });
   }
 
   void TearDown() override {
-    if (conn_) boost::asio::post(io_, [c = conn_] { c->close(absl::CancelledError("done")); });
+    if (conn_) boost::asio::post(*io_, [c = conn_] { c->close(absl::CancelledError("done")); });
     work_.reset();
     io_thread_.join();
     if (runtime_ >= 0) ::close(runtime_);
@@ -63,7 +63,7 @@ class PluginConnectionTest : public ::testing::Test {
     conn_ = std::make_shared<PluginConnection>(io_, options, cb);
     auto registered = std::make_shared<std::promise<absl::Status>>();
     auto result = registered->get_future();
-    boost::asio::post(io_, [this, registered] {
+    boost::asio::post(*io_, [this, registered] {
       conn_->start([registered](const absl::Status& st) { registered->set_value(st); });
     });
     pollfd p{listener_, POLLIN, 0};
@@ -152,9 +152,9 @@ class PluginConnectionTest : public ::testing::Test {
   int runtime_ = -1;
   Demux demux_;
   std::vector<Message> pending_;
-  boost::asio::io_context io_;
+  std::shared_ptr<boost::asio::io_context> io_ = std::make_shared<boost::asio::io_context>();
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
-      io_.get_executor()};
+      io_->get_executor()};
   std::thread io_thread_;
   std::shared_ptr<PluginConnection> conn_;
   std::mutex mu_;
@@ -296,7 +296,7 @@ TEST_F(PluginConnectionTest, NoSocketIsUnavailableNamingIt) {
   conn_ = std::make_shared<PluginConnection>(io_, options, PluginConnection::Callbacks{});
   std::promise<absl::Status> registered;
   boost::asio::post(
-      io_, [&] { conn_->start([&](const absl::Status& st) { registered.set_value(st); }); });
+      *io_, [&] { conn_->start([&](const absl::Status& st) { registered.set_value(st); }); });
   const absl::Status st = registered.get_future().get();
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("missing.sock"), std::string_view::npos) << st;
