@@ -459,3 +459,39 @@ write(T, "crash-runtime-gone-inside-header-block", b"\x00" +
 write(T, "crash-runtime-bad-padding-headers", b"\x00" + runtime(h2frame(1, 0x8, 1568)))
 
 print("seeds written under", ROOT, file=sys.stderr)
+
+
+# --- fuzz_nri_wire: the runtime's side of the NRI socket --------------------
+# NRI's mux frames (connection id, length) carrying ttrpc messages (length,
+# stream id, type, flags), then the read-size byte.
+def pb_bytes(field, data):
+    if isinstance(data, str):
+        data = data.encode()
+    out = bytes([(field << 3) | 2])
+    n = len(data)
+    while n >= 0x80:
+        out += bytes([(n & 0x7f) | 0x80])
+        n >>= 7
+    return out + bytes([n]) + data
+
+
+def ttrpc_request(service, method, payload, stream, conn=1):
+    body = pb_bytes(1, service) + pb_bytes(2, method) + pb_bytes(3, payload)
+    msg = struct.pack(">IIBB", len(body), stream, 1, 0) + body
+    return struct.pack(">II", conn, len(msg)) + msg
+
+
+PLUGIN = "nri.pkg.api.v1alpha1.Plugin"
+POD = pb_bytes(1, "sandbox-1") + pb_bytes(2, "train-0") + pb_bytes(4, "default")
+CONTAINER = (pb_bytes(1, "ctr-1") + pb_bytes(3, "worker") + pb_bytes(8, "PATH=/usr/bin") +
+             pb_bytes(9, pb_bytes(1, "/data") + pb_bytes(2, "bind") + pb_bytes(3, "/srv") +
+                      pb_bytes(4, "ro")))
+write("fuzz_nri_wire", "configure-then-create",
+      ttrpc_request(PLUGIN, "Configure", pb_bytes(2, "containerd"), 1) +
+      ttrpc_request(PLUGIN, "CreateContainer", pb_bytes(1, POD) + pb_bytes(2, CONTAINER), 3) +
+      bytes([7]))
+write("fuzz_nri_wire", "state-change-run-pod",
+      ttrpc_request(PLUGIN, "StateChange", b"\x08\x01" + pb_bytes(2, POD), 5) + bytes([3]))
+write("fuzz_nri_wire", "registration-reply",
+      struct.pack(">II", 2, 12) + struct.pack(">IIBB", 2, 1, 2, 0) + b"\x0a\x00" + bytes([1]))
+write("fuzz_nri_wire", "connection-zero", struct.pack(">II", 0, 1) + b"x" + bytes([2]))

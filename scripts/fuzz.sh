@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 all=(fuzz_grpc_wire fuzz_annotations fuzz_cdi_spec fuzz_hookserver_file fuzz_config
-     fuzz_topology fuzz_relay fuzz_grpc_channel fuzz_h2_wire fuzz_transparent)
+     fuzz_topology fuzz_relay fuzz_grpc_channel fuzz_h2_wire fuzz_transparent fuzz_nri_wire)
 harnesses=("$@")
 ((${#harnesses[@]})) || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do
