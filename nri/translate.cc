@@ -89,6 +89,18 @@ bool sameMap(const Map& a, const Map& b) {
          });
 }
 
+// Hugepage limits and cgroup v2 keys, whose messages have the same fields
+// in CRI and NRI.
+template <class From, class To>
+void copyHugepagesAndUnified(const From& from, To& to) {
+  for (const auto& h : from.hugepage_limits()) {
+    auto* l = to.add_hugepage_limits();
+    l->set_page_size(h.page_size());
+    l->set_limit(h.limit());
+  }
+  for (const auto& [k, v] : from.unified()) (*to.mutable_unified())[k] = v;
+}
+
 }  // namespace
 
 v1::LinuxContainerResources resourcesOf(const api::LinuxResources& r) {
@@ -105,12 +117,7 @@ v1::LinuxContainerResources resourcesOf(const api::LinuxResources& r) {
     if (r.memory().has_limit()) out.set_memory_limit_in_bytes(r.memory().limit().value());
     if (r.memory().has_swap()) out.set_memory_swap_limit_in_bytes(r.memory().swap().value());
   }
-  for (const auto& h : r.hugepage_limits()) {
-    auto* l = out.add_hugepage_limits();
-    l->set_page_size(h.page_size());
-    l->set_limit(h.limit());
-  }
-  for (const auto& [k, v] : r.unified()) (*out.mutable_unified())[k] = v;
+  copyHugepagesAndUnified(r, out);
   return out;
 }
 
@@ -126,12 +133,7 @@ api::LinuxResources nriResourcesOf(const v1::LinuxContainerResources& r) {
     out.mutable_memory()->mutable_limit()->set_value(r.memory_limit_in_bytes());
   if (r.memory_swap_limit_in_bytes() != 0)
     out.mutable_memory()->mutable_swap()->set_value(r.memory_swap_limit_in_bytes());
-  for (const auto& h : r.hugepage_limits()) {
-    auto* l = out.add_hugepage_limits();
-    l->set_page_size(h.page_size());
-    l->set_limit(h.limit());
-  }
-  for (const auto& [k, v] : r.unified()) (*out.mutable_unified())[k] = v;
+  copyHugepagesAndUnified(r, out);
   return out;
 }
 

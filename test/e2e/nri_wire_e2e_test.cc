@@ -175,6 +175,19 @@ class NriWireE2E : public ::testing::Test {
     return false;
   }
 
+  // StopPodSandbox, then RemovePodSandbox, straight to containerd.
+  bool stopAndRemovePod(const std::string& pod) {
+    grpc::ClientContext c_stop, c_rm;
+    v1::StopPodSandboxRequest stop;
+    stop.set_pod_sandbox_id(pod);
+    v1::StopPodSandboxResponse stopped;
+    v1::RemovePodSandboxRequest rm;
+    rm.set_pod_sandbox_id(pod);
+    v1::RemovePodSandboxResponse removed;
+    return runtime_->StopPodSandbox(&c_stop, stop, &stopped).ok() &&
+           runtime_->RemovePodSandbox(&c_rm, rm, &removed).ok();
+  }
+
   v1::PodSandboxConfig podConfig(const std::string& name) {
     v1::PodSandboxConfig c;
     c.mutable_metadata()->set_name(name);
@@ -242,7 +255,7 @@ TEST_F(NriWireE2E, APodLifecycleReachesThePluginAndItsAdjustmentTheContainer) {
   ASSERT_TRUE(runtime_->ExecSync(&c_exec, exec, &out).ok());
   EXPECT_EQ(out.stdout(), "yes from-the-plugin\n") << "the plugin's env, kubelet's kept";
 
-  grpc::ClientContext c_stop, c_rm, c_stop_pod, c_rm_pod;
+  grpc::ClientContext c_stop, c_rm;
   v1::StopContainerRequest stop;
   stop.set_container_id(ctr);
   v1::StopContainerResponse stopped;
@@ -251,14 +264,7 @@ TEST_F(NriWireE2E, APodLifecycleReachesThePluginAndItsAdjustmentTheContainer) {
   rm.set_container_id(ctr);
   v1::RemoveContainerResponse removed;
   ASSERT_TRUE(runtime_->RemoveContainer(&c_rm, rm, &removed).ok());
-  v1::StopPodSandboxRequest stop_pod;
-  stop_pod.set_pod_sandbox_id(pod);
-  v1::StopPodSandboxResponse pod_stopped;
-  ASSERT_TRUE(runtime_->StopPodSandbox(&c_stop_pod, stop_pod, &pod_stopped).ok());
-  v1::RemovePodSandboxRequest rm_pod;
-  rm_pod.set_pod_sandbox_id(pod);
-  v1::RemovePodSandboxResponse pod_removed;
-  ASSERT_TRUE(runtime_->RemovePodSandbox(&c_rm_pod, rm_pod, &pod_removed).ok());
+  ASSERT_TRUE(stopAndRemovePod(pod));
   ASSERT_TRUE(waitForCall("StateChange REMOVE_POD_SANDBOX nri-pod", 10s));
 
   const std::vector<std::string> expected = {
@@ -384,15 +390,7 @@ TEST_F(NriWireE2E, TheFrontDrivesTheSeamFromNriEventsAndItsAdjustmentReachesTheC
   EXPECT_NE(st.error_message().find("the test refuses this start"), std::string::npos)
       << st.error_message();
 
-  grpc::ClientContext c_stop_pod, c_rm_pod;
-  v1::StopPodSandboxRequest stop_pod;
-  stop_pod.set_pod_sandbox_id(pod);
-  v1::StopPodSandboxResponse pod_stopped;
-  ASSERT_TRUE(runtime_->StopPodSandbox(&c_stop_pod, stop_pod, &pod_stopped).ok());
-  v1::RemovePodSandboxRequest rm_pod;
-  rm_pod.set_pod_sandbox_id(pod);
-  v1::RemovePodSandboxResponse pod_removed;
-  ASSERT_TRUE(runtime_->RemovePodSandbox(&c_rm_pod, rm_pod, &pod_removed).ok());
+  ASSERT_TRUE(stopAndRemovePod(pod));
   for (int i = 0; i < 500; ++i) {
     auto all = hooks.seen.all();
     if (!all.empty() && all.back().rfind("post RemovePodSandbox", 0) == 0) break;
