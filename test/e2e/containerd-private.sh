@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# Starts a private containerd (own root, state and socket under DIR) for the
+# Starts a private containerd (own root, state and sockets under DIR) for the
 # end-to-end tests and the demo, imports the locally built busybox image, and
 # prints the containerd PID. Stop it with: kill PID.
-# Usage: containerd-private.sh DIR IMAGE-NAME IMAGE-TAR
+# CONTAINERD-BINARY defaults to the containerd on PATH (Debian 12's 1.6); a
+# containerd 1.7 (the one containerd17.sh prints) is started with NRI on, its
+# socket DIR/nri.sock.
+# Usage: containerd-private.sh DIR IMAGE-NAME IMAGE-TAR [CONTAINERD-BINARY]
 set -euo pipefail
 dir=$1
 image=$2
 image_tar=$3
+containerd=$(realpath "${4:-$(command -v containerd)}")
+# containerd looks its shim up on PATH before next to itself: the binary's
+# own directory goes first, or another containerd's shim would run the
+# containers (Debian 13's package has no runc: its shim runs Debian 12's,
+# 1.1.5, which containerd 1.7 supports). ctr is the one from the same place.
+bindir=$(dirname "$containerd")
+ctr=$bindir/ctr
+nri=false
+[[ "$("$containerd" --version)" == *" 1.7."* ]] && nri=true
 mkdir -p "$dir/root" "$dir/state"
 sock="$dir/containerd.sock"
 
 # restrict_oom_score_adj: these VMs refuse a negative oom_score_adj, which the
 # CRI plugin gives sandboxes by default. The sandbox image is the local busybox
 # image, since no registry is reachable. The native snapshotter works on any
-# filesystem; overlayfs needs a kernel that allows it in this environment.
+# filesystem; overlayfs needs a kernel that allows it in this environment. The
+# opt plugin puts its bin directory first on PATH, ahead of ours; by default
+# that is the shared /opt/containerd/bin.
 snapshotter=overlayfs
 if ! grep -qw overlay /proc/filesystems; then snapshotter=native; fi
 cat >"$dir/config.toml" <<CONF
@@ -33,15 +47,38 @@ state = "$dir/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$dir/cni-bin"
     conf_dir = "$dir/cni-conf"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/opt"
 CONF
+if $nri; then
+  # NRI is off by default in 1.7; the keys are those of pkg/nri/config.go at
+  # v1.7.24. disable_connections = false lets an externally started plugin
+  # (crihookd in NRI mode) connect; plugin_path is where plugins started by
+  # containerd itself would live.
+  mkdir -p "$dir/nri-plugins" "$dir/nri-conf"
+  cat >>"$dir/config.toml" <<CONF
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  disable_connections = false
+  socket_path = "$dir/nri.sock"
+  plugin_path = "$dir/nri-plugins"
+  plugin_config_path = "$dir/nri-conf"
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+CONF
+fi
 
-containerd --config "$dir/config.toml" >"$dir/containerd.log" 2>&1 &
+PATH="$bindir:$PATH" "$containerd" --config "$dir/config.toml" >"$dir/containerd.log" 2>&1 &
 pid=$!
+# The CRI plugin opens the NRI socket after the gRPC socket answers: with NRI,
+# wait for both, or a test that connects at once would race it.
+ready() { [[ -S "$sock" ]] && { ! $nri || [[ -S "$dir/nri.sock" ]]; }; }
 for _ in $(seq 1 100); do
-  [[ -S "$sock" ]] && ctr --address "$sock" version >/dev/null 2>&1 && break
+  ready && "$ctr" --address "$sock" version >/dev/null 2>&1 && break
   kill -0 "$pid" 2>/dev/null || { cat "$dir/containerd.log" >&2; exit 1; }
   sleep 0.1
 done
-ctr --address "$sock" -n k8s.io images import --no-unpack=false "$image_tar" >"$dir/import.log" 2>&1 \
+ready || { echo "containerd-private: $dir not ready after 10 s" >&2; kill "$pid"; exit 1; }
+"$ctr" --address "$sock" -n k8s.io images import --no-unpack=false "$image_tar" >"$dir/import.log" 2>&1 \
   || { cat "$dir/import.log" >&2; kill "$pid"; exit 1; }
 echo "$pid"

@@ -24,6 +24,7 @@
 #include "cri-api/koordinator_runtime_v1alpha1.grpc.pb.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
+#include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/koord_server.h"
@@ -153,17 +154,7 @@ class ContainerdE2E : public ::testing::Test {
       grpc::ClientContext ctx;
       v1::ListPodSandboxResponse pods;
       if (stub->ListPodSandbox(&ctx, v1::ListPodSandboxRequest(), &pods).ok()) {
-        for (const auto& p : pods.items()) {
-          grpc::ClientContext c1, c2;
-          v1::StopPodSandboxRequest stop;
-          stop.set_pod_sandbox_id(p.id());
-          v1::StopPodSandboxResponse r1;
-          stub->StopPodSandbox(&c1, stop, &r1);
-          v1::RemovePodSandboxRequest rm;
-          rm.set_pod_sandbox_id(p.id());
-          v1::RemovePodSandboxResponse r2;
-          stub->RemovePodSandbox(&c2, rm, &r2);
-        }
+        for (const auto& p : pods.items()) (void)stopAndRemovePod(*stub, p.id());
       }
     }
     if (env->crihookd) {
@@ -453,15 +444,8 @@ TEST_F(ContainerdE2E, V1alpha2CallsReachContainerdUnchanged) {
 
 void removePod(const std::string& pod) {
   auto stub = v1::RuntimeService::NewStub(env->proxied);
-  grpc::ClientContext c1, c2;
-  v1::StopPodSandboxRequest stop;
-  stop.set_pod_sandbox_id(pod);
-  v1::StopPodSandboxResponse r1;
-  EXPECT_TRUE(stub->StopPodSandbox(&c1, stop, &r1).ok());
-  v1::RemovePodSandboxRequest rm;
-  rm.set_pod_sandbox_id(pod);
-  v1::RemovePodSandboxResponse r2;
-  EXPECT_TRUE(stub->RemovePodSandbox(&c2, rm, &r2).ok());
+  const grpc::Status st = stopAndRemovePod(*stub, pod);
+  EXPECT_TRUE(st.ok()) << st.error_message();
 }
 
 TEST_F(ContainerdE2E, EnvMountAndDeviceFromAHookAreThereInsideTheContainer) {

@@ -33,6 +33,7 @@
 #include "nri/front.h"
 #include "nri/plugin_connection.h"
 #include "test/support/child_process.h"
+#include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
 #include "test/support/fake_cri_server.h"
 
@@ -63,11 +64,7 @@ struct Seen {
 class NriWireE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string missing = e2eMissing();
-    if (!missing.empty()) {
-      if (e2eRequired()) FAIL() << "CRIHOOK_E2E_REQUIRED is set but this machine lacks:" << missing;
-      GTEST_SKIP() << "needs" << missing;
-    }
+    CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL();
     const char* cache_env = std::getenv("CRIHOOK_CONTAINERD17_CACHE");
     const std::string cache =
         cache_env && *cache_env ? cache_env : "/var/cache/crihook-test/containerd17";
@@ -81,7 +78,7 @@ class NriWireE2E : public ::testing::Test {
     char tmpl[] = "/tmp/crihook-nri-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     runShellOrThrow(scripts + "make-busybox-image.sh " + dir_ + "/busybox.tar " + kImage + " 2>&1");
-    containerd_ = startGuardedDaemon(guard_, scripts + "containerd17-private.sh",
+    containerd_ = startGuardedDaemon(guard_, scripts + "containerd-private.sh",
                                      {dir_ + "/ctd", kImage, dir_ + "/busybox.tar", containerd},
                                      dir_ + "/ctd-start.log", 120s);
     ASSERT_TRUE(waitForFile(dir_ + "/ctd/nri.sock", 10s));
@@ -175,19 +172,6 @@ class NriWireE2E : public ::testing::Test {
     return false;
   }
 
-  // StopPodSandbox, then RemovePodSandbox, straight to containerd.
-  bool stopAndRemovePod(const std::string& pod) {
-    grpc::ClientContext c_stop, c_rm;
-    v1::StopPodSandboxRequest stop;
-    stop.set_pod_sandbox_id(pod);
-    v1::StopPodSandboxResponse stopped;
-    v1::RemovePodSandboxRequest rm;
-    rm.set_pod_sandbox_id(pod);
-    v1::RemovePodSandboxResponse removed;
-    return runtime_->StopPodSandbox(&c_stop, stop, &stopped).ok() &&
-           runtime_->RemovePodSandbox(&c_rm, rm, &removed).ok();
-  }
-
   v1::PodSandboxConfig podConfig(const std::string& name) {
     v1::PodSandboxConfig c;
     c.mutable_metadata()->set_name(name);
@@ -264,7 +248,7 @@ TEST_F(NriWireE2E, APodLifecycleReachesThePluginAndItsAdjustmentTheContainer) {
   rm.set_container_id(ctr);
   v1::RemoveContainerResponse removed;
   ASSERT_TRUE(runtime_->RemoveContainer(&c_rm, rm, &removed).ok());
-  ASSERT_TRUE(stopAndRemovePod(pod));
+  ASSERT_TRUE(stopAndRemovePod(*runtime_, pod).ok());
   ASSERT_TRUE(waitForCall("StateChange REMOVE_POD_SANDBOX nri-pod", 10s));
 
   const std::vector<std::string> expected = {
@@ -390,7 +374,7 @@ TEST_F(NriWireE2E, TheFrontDrivesTheSeamFromNriEventsAndItsAdjustmentReachesTheC
   EXPECT_NE(st.error_message().find("the test refuses this start"), std::string::npos)
       << st.error_message();
 
-  ASSERT_TRUE(stopAndRemovePod(pod));
+  ASSERT_TRUE(stopAndRemovePod(*runtime_, pod).ok());
   for (int i = 0; i < 500; ++i) {
     auto all = hooks.seen.all();
     if (!all.empty() && all.back().rfind("post RemovePodSandbox", 0) == 0) break;

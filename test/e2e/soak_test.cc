@@ -85,11 +85,7 @@ int openFds(pid_t pid) {
 class Soak : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string missing = e2eMissing();
-    if (!missing.empty()) {
-      if (e2eRequired()) FAIL() << "CRIHOOK_E2E_REQUIRED is set but this machine lacks:" << missing;
-      GTEST_SKIP() << "needs" << missing;
-    }
+    CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL();
     char tmpl[] = "/tmp/crihook-soak-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     runShellOrThrow(

@@ -55,3 +55,17 @@ inline std::string e2eMissing() {
 }
 
 }  // namespace crihook::testing
+
+// In an end-to-end test's SetUp(): when the machine lacks what the suites
+// need (e2eMissing), the test fails if CRIHOOK_E2E_REQUIRED is set, and is
+// skipped naming what is missing otherwise. (A macro: FAIL and GTEST_SKIP
+// return from the function they are written in.)
+#define CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL()                                            \
+  do {                                                                                       \
+    const std::string crihook_missing_ = ::crihook::testing::e2eMissing();                   \
+    if (!crihook_missing_.empty()) {                                                         \
+      if (::crihook::testing::e2eRequired())                                                 \
+        FAIL() << "CRIHOOK_E2E_REQUIRED is set but this machine lacks:" << crihook_missing_; \
+      GTEST_SKIP() << "needs" << crihook_missing_;                                           \
+    }                                                                                        \
+  } while (0)
