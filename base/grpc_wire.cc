@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/status/statusor.h"
+#include "base/big_endian.h"
 #include "base/quote.h"
 #include "base/text.h"
 
@@ -26,8 +27,7 @@ size_t FrameTracker::feed(const uint8_t* data, size_t len) {
     pos += take;
     if (header_have_ < kFrameHeaderBytes) break;
     header_have_ = 0;
-    announced_ = (uint64_t{header_[1]} << 24) | (uint64_t{header_[2]} << 16) |
-                 (uint64_t{header_[3]} << 8) | uint64_t{header_[4]};
+    announced_ = readBigEndian32(header_ + 1);
     if (announced_ > max_) {
       too_large_ = true;
       // Bytes before this header are whole messages and may go out. A header
@@ -47,8 +47,7 @@ absl::StatusOr<std::string_view> singleMessage(std::string_view body) {
         cat("request body of ", body.size(), " bytes holds no gRPC message"));
   }
   const auto* p = reinterpret_cast<const uint8_t*>(body.data());
-  uint64_t len =
-      (uint64_t{p[1]} << 24) | (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 8) | uint64_t{p[4]};
+  const uint64_t len = readBigEndian32(p + 1);
   if (p[0] != 0) {
     return absl::UnimplementedError("compressed messages are not supported on intercepted methods");
   }
@@ -64,10 +63,7 @@ std::string frame(std::string_view message) {
   out.reserve(kFrameHeaderBytes + message.size());
   const auto n = static_cast<uint32_t>(message.size());
   out.push_back('\0');
-  out.push_back(static_cast<char>(n >> 24));
-  out.push_back(static_cast<char>(n >> 16));
-  out.push_back(static_cast<char>(n >> 8));
-  out.push_back(static_cast<char>(n));
+  appendBigEndian32(out, n);
   out.append(message);
   return out;
 }

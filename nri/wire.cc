@@ -2,23 +2,15 @@
 
 #include <algorithm>
 
+#include "base/big_endian.h"
 #include "base/text.h"
 
 namespace crihook::nri {
 
 namespace {
 
-void appendU32(std::string& out, uint32_t v) {
-  out.push_back(static_cast<char>(v >> 24));
-  out.push_back(static_cast<char>(v >> 16));
-  out.push_back(static_cast<char>(v >> 8));
-  out.push_back(static_cast<char>(v));
-}
-
 uint32_t readU32(std::string_view in) {
-  return (uint32_t{static_cast<uint8_t>(in[0])} << 24) |
-         (uint32_t{static_cast<uint8_t>(in[1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(in[2])} << 8) | uint32_t{static_cast<uint8_t>(in[3])};
+  return readBigEndian32(reinterpret_cast<const uint8_t*>(in.data()));
 }
 
 }  // namespace
@@ -31,15 +23,15 @@ absl::Status appendMessage(std::string& out, const Message& message) {
   }
   std::string ttrpc;
   ttrpc.reserve(kTtrpcHeaderBytes + message.payload.size());
-  appendU32(ttrpc, static_cast<uint32_t>(message.payload.size()));
-  appendU32(ttrpc, message.stream);
+  appendBigEndian32(ttrpc, static_cast<uint32_t>(message.payload.size()));
+  appendBigEndian32(ttrpc, message.stream);
   ttrpc.push_back(static_cast<char>(message.type));
   ttrpc.push_back(static_cast<char>(message.flags));
   ttrpc.append(message.payload);
   for (size_t at = 0; at < ttrpc.size(); at += kMaxMuxWrite) {
     const size_t n = std::min(kMaxMuxWrite, ttrpc.size() - at);
-    appendU32(out, message.conn);
-    appendU32(out, static_cast<uint32_t>(n));
+    appendBigEndian32(out, message.conn);
+    appendBigEndian32(out, static_cast<uint32_t>(n));
     out.append(ttrpc, at, n);
   }
   return absl::OkStatus();

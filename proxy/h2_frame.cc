@@ -2,22 +2,12 @@
 
 #include <algorithm>
 
+#include "base/big_endian.h"
 #include "base/text.h"
 
 namespace crihook::relay::h2 {
 
 namespace {
-
-uint32_t get32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-void put32(std::string& out, uint32_t v) {
-  out.push_back(static_cast<char>(v >> 24));
-  out.push_back(static_cast<char>(v >> 16));
-  out.push_back(static_cast<char>(v >> 8));
-  out.push_back(static_cast<char>(v));
-}
 
 void appendHeader(std::string& out, uint32_t length, FrameType type, uint8_t fl,
                   uint32_t stream_id) {
@@ -49,7 +39,7 @@ FrameHeader parseFrameHeader(const uint8_t* p) {
   h.length = (uint32_t{p[0]} << 16) | (uint32_t{p[1]} << 8) | p[2];
   h.type = static_cast<FrameType>(p[3]);
   h.flags = p[4];
-  h.stream_id = get32(p + 5) & 0x7fffffffu;
+  h.stream_id = readBigEndian32(p + 5) & 0x7fffffffu;
   return h;
 }
 
@@ -157,7 +147,7 @@ absl::StatusOr<std::vector<std::pair<uint16_t, uint32_t>>> settingsOf(std::strin
   entries.reserve(payload.size() / 6);
   for (size_t i = 0; i < payload.size(); i += 6) {
     const uint8_t* p = bytesOf(payload) + i;
-    entries.emplace_back(static_cast<uint16_t>((p[0] << 8) | p[1]), get32(p + 2));
+    entries.emplace_back(static_cast<uint16_t>((p[0] << 8) | p[1]), readBigEndian32(p + 2));
   }
   return entries;
 }
@@ -167,7 +157,7 @@ absl::StatusOr<uint32_t> windowIncrementOf(std::string_view payload) {
     return absl::InvalidArgumentError(
         cat("WINDOW_UPDATE: payload of ", payload.size(), " bytes, not 4"));
   }
-  return get32(bytesOf(payload)) & 0x7fffffffu;
+  return readBigEndian32(bytesOf(payload)) & 0x7fffffffu;
 }
 
 absl::StatusOr<std::pair<uint32_t, uint32_t>> goawayOf(std::string_view payload) {
@@ -175,8 +165,8 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> goawayOf(std::string_view payload)
     return absl::InvalidArgumentError(
         cat("GOAWAY: payload of ", payload.size(), " bytes, fewer than 8"));
   }
-  return std::pair<uint32_t, uint32_t>(get32(bytesOf(payload)) & 0x7fffffffu,
-                                       get32(bytesOf(payload) + 4));
+  return std::pair<uint32_t, uint32_t>(readBigEndian32(bytesOf(payload)) & 0x7fffffffu,
+                                       readBigEndian32(bytesOf(payload) + 4));
 }
 
 absl::StatusOr<uint32_t> rstStreamCodeOf(std::string_view payload) {
@@ -184,7 +174,7 @@ absl::StatusOr<uint32_t> rstStreamCodeOf(std::string_view payload) {
     return absl::InvalidArgumentError(
         cat("RST_STREAM: payload of ", payload.size(), " bytes, not 4"));
   }
-  return get32(bytesOf(payload));
+  return readBigEndian32(bytesOf(payload));
 }
 
 void appendFrame(std::string& out, const FrameHeader& h, std::string_view payload) {
@@ -200,19 +190,19 @@ void appendPingAck(std::string& out, std::string_view opaque) {
 
 void appendWindowUpdate(std::string& out, uint32_t stream_id, uint32_t increment) {
   appendHeader(out, 4, FrameType::kWindowUpdate, 0, stream_id);
-  put32(out, increment & 0x7fffffffu);
+  appendBigEndian32(out, increment & 0x7fffffffu);
 }
 
 void appendRstStream(std::string& out, uint32_t stream_id, uint32_t error_code) {
   appendHeader(out, 4, FrameType::kRstStream, 0, stream_id);
-  put32(out, error_code);
+  appendBigEndian32(out, error_code);
 }
 
 void appendGoaway(std::string& out, uint32_t last_stream_id, uint32_t error_code,
                   std::string_view debug) {
   appendHeader(out, static_cast<uint32_t>(8 + debug.size()), FrameType::kGoaway, 0, 0);
-  put32(out, last_stream_id & 0x7fffffffu);
-  put32(out, error_code);
+  appendBigEndian32(out, last_stream_id & 0x7fffffffu);
+  appendBigEndian32(out, error_code);
   out.append(debug);
 }
 
@@ -221,7 +211,7 @@ void appendSettings(std::string& out, const std::vector<std::pair<uint16_t, uint
   for (const auto& [id, value] : entries) {
     out.push_back(static_cast<char>(id >> 8));
     out.push_back(static_cast<char>(id));
-    put32(out, value);
+    appendBigEndian32(out, value);
   }
 }
 
