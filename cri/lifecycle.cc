@@ -1,7 +1,10 @@
 #include "cri/lifecycle.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 
+#include "base/quote.h"
 #include "base/text.h"
 
 namespace crihook {
@@ -141,6 +144,19 @@ CallIdentity identityFromRequest(const LifecycleSpec& spec, const Message& reque
     id.container_name = c->metadata().name();
   }
   return id;
+}
+
+std::string identityTags(const CallIdentity& id) {
+  auto shown = [](std::string_view text) {
+    const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '/' ||
+             c == '_';
+    });
+    return plain ? std::string(text) : quote(text);
+  };
+  auto shortId = [&](const std::string& v) { return v.empty() ? "-" : shown(v.substr(0, 12)); };
+  return cat("pod=", id.pod_name.empty() ? "-" : shown(cat(id.pod_namespace, "/", id.pod_name)),
+             " sandbox=", shortId(id.sandbox_id), " container=", shortId(id.container_id));
 }
 
 void noteCreatedId(const LifecycleSpec& spec, const Message& response, CallIdentity& id) {

@@ -123,6 +123,13 @@ std::optional<InterceptedMethod> findInterceptedMethod(std::string_view path);
 CallIdentity identityFromRequest(const LifecycleSpec& spec,
                                  const google::protobuf::Message& request);
 
+// Who a call is about, as crihook's log lines tag it: "pod=<ns>/<name>
+// sandbox=<id12> container=<id12>", "-" for what is not known. Names and
+// ids come from the request: shown as they are when they are what
+// Kubernetes and the runtimes make (DNS names, hex ids), else quoted, so a
+// newline in a pod name cannot forge a log line.
+std::string identityTags(const CallIdentity& id);
+
 // After the runtime answered OK: the id of the object the call created
 // (RunPodSandbox, CreateContainer) copied into `id`; other calls leave it.
 void noteCreatedId(const LifecycleSpec& spec, const google::protobuf::Message& response,

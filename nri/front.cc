@@ -25,13 +25,6 @@ constexpr size_t kMaxWaiting = 4096;
 
 std::string emptyAnswer() { return api::Empty().SerializeAsString(); }
 
-std::string podOf(const InterceptedCall& call) {
-  const CallIdentity& id = call.identity;
-  std::string out = cat("pod=", quote(id.pod_namespace), "/", quote(id.pod_name));
-  if (!id.container_name.empty()) out += cat(" container=", quote(id.container_name));
-  return out;
-}
-
 template <class Map>
 void remember(Map& map, const std::string& id, std::shared_ptr<InterceptedCall> call) {
   if (map.size() >= kMaxWaiting) map.erase(map.begin());
@@ -164,7 +157,7 @@ void Front::both(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessag
     if (!st.ok()) {
       // The step is done already: a rejection cannot undo it.
       log_->warn("NRI: {} {}: a hook refused a step NRI reports done: {}", methodName(call->method),
-                 podOf(*call), st.ToString());
+                 identityTags(call->identity), st.ToString());
     }
     post(call, std::move(*response_holder),
          [reply, empty_answer] { reply(absl::OkStatus(), empty_answer); });
@@ -173,7 +166,8 @@ void Front::both(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessag
 
 void Front::noteNotApplied(const InterceptedCall& call, const std::string& what) {
   ++not_applied_;
-  log_->warn("NRI: {} {}: not applied: {}", methodName(call.method), podOf(call), what);
+  log_->warn("NRI: {} {}: not applied: {}", methodName(call.method), identityTags(call.identity),
+             what);
 }
 
 void Front::onCreateContainer(std::string payload, Clock::time_point deadline, Reply reply) {
