@@ -167,7 +167,10 @@ absl::Status readServer(const toml::table& t, std::string_view origin, Config& c
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
       {"listen", "socket_mode", "socket_group", "workers", "shutdown_grace", "max_message_bytes",
        "max_connections", "preface_timeout", "idle_timeout", "request_timeout",
-       "max_connection_buffered_bytes", "max_buffered_bytes", "relay"}));
+       "max_connection_buffered_bytes", "max_buffered_bytes", "relay", "mode"}));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("mode", c.mode));
+  if (c.mode != "proxy" && c.mode != "nri")
+    return r.error("mode", cat("expected \"proxy\" or \"nri\", got ", quote(c.mode)));
   CRIHOOK_RETURN_IF_ERROR(r.readString("listen", c.listen_path));
   CRIHOOK_RETURN_IF_ERROR(r.readString("relay", c.relay));
   if (c.relay != "terminating" && c.relay != "transparent")
@@ -194,6 +197,24 @@ absl::Status readServer(const toml::table& t, std::string_view origin, Config& c
   CRIHOOK_RETURN_IF_ERROR(r.readInt("max_message_bytes", 16 << 20, int64_t{1} << 31, max_bytes));
   c.max_message_bytes = static_cast<uint64_t>(max_bytes);
   return readServerLimits(r, c);
+}
+
+absl::Status readNri(const toml::table& t, std::string_view origin, Config& c) {
+  TableReader r(t, "nri.", origin);
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
+      {"socket_path", "plugin_name", "plugin_index", "plugin_request_timeout", "koordlet_plugin"}));
+  NriConfig& n = c.nri;
+  CRIHOOK_RETURN_IF_ERROR(r.readString("socket_path", n.socket_path));
+  if (n.socket_path.empty() || n.socket_path[0] != '/' || n.socket_path.size() >= 108)
+    return r.error("socket_path",
+                   cat("expected an absolute Unix socket path, got ", quote(n.socket_path)));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("plugin_name", n.plugin_name));
+  CRIHOOK_RETURN_IF_ERROR(r.readString("plugin_index", n.plugin_index));
+  CRIHOOK_RETURN_IF_ERROR(r.readDuration("plugin_request_timeout", n.plugin_request_timeout));
+  if (n.plugin_request_timeout < std::chrono::milliseconds(200) ||
+      n.plugin_request_timeout > std::chrono::minutes(10))
+    return r.error("plugin_request_timeout", "expected a duration from 200ms to 10m");
+  return r.readBool("koordlet_plugin", n.koordlet_plugin);
 }
 
 absl::Status readBackend(const toml::table& t, std::string_view origin, Config& c) {
@@ -230,6 +251,7 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
       return r.error(key, cat("expected an absolute path or \"\", got \"", *value, "\""));
   }
   CRIHOOK_RETURN_IF_ERROR(r.readDuration("hookserver_timeout", c.hookserver_timeout));
+  c.hookserver_timeout_set = r.get("hookserver_timeout") != nullptr;
   int64_t workers = c.hook_workers;
   CRIHOOK_RETURN_IF_ERROR(r.readInt("workers", 1, 256, workers));
   c.hook_workers = static_cast<int>(workers);
@@ -377,6 +399,7 @@ absl::Status readHook(const toml::table& t, size_t index, std::string_view origi
                    "only a hook server (endpoint) takes stages; built-in hooks and "
                    "modules declare their own");
   CRIHOOK_RETURN_IF_ERROR(r.readDuration("timeout", h.timeout));
+  h.timeout_set = r.get("timeout") != nullptr;
   if (h.timeout.count() <= 0 || h.timeout > std::chrono::minutes(5))
     return r.error("timeout", "expected a duration above 0 and at most 5m");
   std::string policy;
@@ -542,14 +565,14 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   Config config;
   TableReader top(root, "", origin);
   CRIHOOK_RETURN_IF_ERROR(top.checkKnown(
-      {"server", "backend", "log", "hooks", "hook", "topology", "metrics", "security"}));
+      {"server", "nri", "backend", "log", "hooks", "hook", "topology", "metrics", "security"}));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);
   };
   for (const Section& s :
-       {Section{"server", readServer}, Section{"backend", readBackend}, Section{"log", readLog},
-        Section{"hooks", readHooks}, Section{"topology", readTopology},
+       {Section{"server", readServer}, Section{"nri", readNri}, Section{"backend", readBackend},
+        Section{"log", readLog}, Section{"hooks", readHooks}, Section{"topology", readTopology},
         Section{"metrics", readMetrics}, Section{"security", readSecurity}}) {
     auto table = top.subtable(s.name);
     if (!table.ok()) return table.status();
@@ -557,6 +580,13 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   }
   if (const toml::node* hooks = top.get("hook")) {
     CRIHOOK_RETURN_IF_ERROR(readHookList(*hooks, origin, config));
+  }
+  if (config.mode == "nri") {
+    // The front's defaults: what NRI's plugin timeout leaves room for.
+    for (HookConfig& h : config.hooks) {
+      if (!h.timeout_set) h.timeout = kNriHookTimeout;
+    }
+    if (!config.hookserver_timeout_set) config.hookserver_timeout = kNriHookServerTimeout;
   }
   return config;
 }

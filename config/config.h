@@ -40,6 +40,7 @@ struct HookConfig {
   std::string endpoint;             // a crihook.hook.v1 HookService on a Unix socket
   std::vector<std::string> stages;  // endpoint only: the stages it is called on
   std::chrono::milliseconds timeout{2000};
+  bool timeout_set = false;      // given in the file; else the front's default (kNriHookTimeout)
   bool ignore_failures = false;  // failure_policy = "ignore"
   std::vector<std::string> wins_over;
   std::string settings_json = "{}";  // [hook.settings] as JSON, for the hook to read
@@ -59,8 +60,42 @@ struct MountPolicyConfig {
   std::optional<std::vector<std::string>> deny_rw;  // read-write
 };
 
+// NRI mode's defaults (README "NRI mode"). containerd drops a plugin that
+// answers an event later than its plugin_request_timeout (2 s by default) and
+// creates the pod without it: a hook or a Koordinator hook server whose
+// timeout is not given gets 1 s there, not proxy mode's 2 s and 10 s, so one
+// of each fits under containerd's default; more, or longer ones, need the
+// runtime's timeout raised (checked at start-up, nri/budget.h).
+inline constexpr std::chrono::milliseconds kNriHookTimeout{1000};
+inline constexpr std::chrono::milliseconds kNriHookServerTimeout{1000};
+
+// koordlet's own NRI plugin's index (koordlet_nri, "00"): crihookd in NRI
+// mode orders itself after it while it runs.
+inline constexpr std::string_view kKoordletPluginIndex = "00";
+
+// [nri]: crihookd as an NRI plugin ([server] mode = "nri").
+struct NriConfig {
+  std::string socket_path = "/var/run/nri/nri.sock";  // the runtime's NRI socket
+  std::string plugin_name = "crihook";
+  // Two digits: NRI calls plugins in index order (then name). koordlet's
+  // own plugin is "00"; crihook's default comes after it.
+  std::string plugin_index = "10";
+  // What the runtime's plugin_request_timeout is set to (containerd:
+  // [plugins."io.containerd.nri.v1.nri"] plugin_request_timeout, default
+  // 2s): every hook stage of one NRI event must fit under it.
+  std::chrono::milliseconds plugin_request_timeout{2000};
+  // koordlet runs its own NRI plugin (koordlet_nri, index 00; koordlet's
+  // default): Koordinator's hook servers are not called, koordlet already
+  // acts through NRI. false: crihook calls them, as in proxy mode.
+  bool koordlet_plugin = true;
+};
+
 struct Config {
   // [server]
+  // "proxy": crihookd is kubelet's runtime endpoint and forwards every CRI
+  // call; "nri": crihookd is an NRI plugin of the runtime ([nri]) and kubelet
+  // talks to the runtime directly.
+  std::string mode = "proxy";
   std::string listen_path = "/run/crihook/crihook.sock";
   uint32_t socket_mode = 0660;
   std::string socket_group;  // empty: the daemon's own group
@@ -95,6 +130,9 @@ struct Config {
   uint64_t max_connection_buffered_bytes = 64u << 20;
   uint64_t max_buffered_bytes = 256u << 20;
 
+  // [nri]
+  NriConfig nri;
+
   // [backend]
   std::string backend_endpoint = "unix:///run/containerd/containerd.sock";
   std::chrono::milliseconds backend_connect_timeout{2000};
@@ -115,6 +153,7 @@ struct Config {
   // (bench/koord_hook_latency: max 307 ms, p99 200 ms), so a busy koordlet's
   // answer is not dropped, while a hung one holds a call 10 s, not 2 min.
   std::chrono::milliseconds hookserver_timeout{10000};
+  bool hookserver_timeout_set = false;  // given in the file; else the front's default
   int hook_workers = 4;
 
   // [[hook]]

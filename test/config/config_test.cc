@@ -117,6 +117,14 @@ TEST(Config, BadValuesSayWhatWasExpected) {
       {"[backend]\nendpoint = \"tcp://1.2.3.4:80\"",
        "backend.endpoint: expected a Unix socket endpoint"},
       {"[log]\nlevel = \"loud\"", "log.level: expected one of trace"},
+      {"[server]\nmode = \"sidecar\"",
+       "config f: server.mode: expected \"proxy\" or \"nri\", got \"sidecar\""},
+      {"[nri]\nsocket_path = \"nri.sock\"",
+       "config f: nri.socket_path: expected an absolute Unix socket path, got \"nri.sock\""},
+      {"[nri]\nplugin_request_timeout = \"50ms\"",
+       "config f: nri.plugin_request_timeout: expected a duration from 200ms to 10m"},
+      {"[nri]\nkoordlet_plugin = \"yes\"", "config f: nri.koordlet_plugin: expected true or false"},
+      {"[nri]\nindex = \"10\"", "config f: nri.index: unknown key"},
       {"server = 3", "config f: server: expected a table, got 3"},
       {"[server\n", "config f: line 1"},
   };
@@ -125,6 +133,52 @@ TEST(Config, BadValuesSayWhatWasExpected) {
     ASSERT_FALSE(c.ok()) << k.text;
     EXPECT_THAT(message(c.status()), HasSubstr(k.want)) << k.text;
   }
+}
+
+TEST(Config, NriModeReadsItsTableAndTakesItsOwnHookDefaults) {
+  auto c = parseConfig(R"(
+[server]
+mode = "nri"
+[nri]
+socket_path = "/run/nri/private.sock"
+plugin_name = "crihook-gpu"
+plugin_index = "20"
+plugin_request_timeout = "30s"
+koordlet_plugin = false
+[[hook]]
+name = "default"
+builtin = "noop"
+[[hook]]
+name = "given"
+builtin = "noop"
+timeout = "5s"
+)",
+                       "f");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->mode, "nri");
+  EXPECT_EQ(c->nri.socket_path, "/run/nri/private.sock");
+  EXPECT_EQ(c->nri.plugin_name, "crihook-gpu");
+  EXPECT_EQ(c->nri.plugin_index, "20");
+  EXPECT_EQ(c->nri.plugin_request_timeout, std::chrono::seconds(30));
+  EXPECT_FALSE(c->nri.koordlet_plugin);
+  // A timeout not given is NRI's default (1 s), not proxy mode's 2 s; a
+  // given one stands.
+  EXPECT_EQ(c->hooks[0].timeout, kNriHookTimeout);
+  EXPECT_EQ(c->hooks[1].timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c->hookserver_timeout, kNriHookServerTimeout);
+
+  auto proxy = parseConfig("[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\n", "f");
+  ASSERT_TRUE(proxy.ok());
+  EXPECT_EQ(proxy->mode, "proxy");
+  EXPECT_EQ(proxy->hooks[0].timeout, std::chrono::seconds(2));
+  EXPECT_EQ(proxy->hookserver_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(proxy->nri.socket_path, "/var/run/nri/nri.sock");
+  EXPECT_EQ(proxy->nri.plugin_index, "10");
+  EXPECT_TRUE(proxy->nri.koordlet_plugin);
+
+  auto kept = parseConfig("[server]\nmode = \"nri\"\n[hooks]\nhookserver_timeout = \"3s\"\n", "f");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->hookserver_timeout, std::chrono::seconds(3));
 }
 
 TEST(Config, MissingFileIsAnError) {
