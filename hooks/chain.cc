@@ -68,6 +68,16 @@ bool HookChain::allInline(LifecycleMethod method, Phase phase) const {
   return true;
 }
 
+std::vector<std::pair<std::string, std::chrono::milliseconds>> HookChain::blockingSubscribers(
+    LifecycleMethod method, Phase phase) const {
+  std::vector<std::pair<std::string, std::chrono::milliseconds>> out;
+  for (const Entry& e : entries_) {
+    if (e.hook->subscribes(method, phase) && !e.hook->runsInline())
+      out.emplace_back(e.hook->name(), e.settings.timeout);
+  }
+  return out;
+}
+
 bool HookChain::wins(const std::string& winner, const std::string& loser) const {
   for (const Entry& e : entries_) {
     if (e.hook->name() != winner) continue;

@@ -96,6 +96,11 @@ class HookChain {
   // How many hooks subscribe to the stage, and whether all of them run inline.
   size_t subscribers(LifecycleMethod method, Phase phase) const;
   bool allInline(LifecycleMethod method, Phase phase) const;
+  // The stage's subscribers that do not run inline, with their timeouts:
+  // what may hold the stage up to their sum (NRI mode's budget,
+  // nri/budget.h).
+  std::vector<std::pair<std::string, std::chrono::milliseconds>> blockingSubscribers(
+      LifecycleMethod method, Phase phase) const;
 
  private:
   struct Entry {

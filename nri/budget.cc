@@ -1,0 +1,75 @@
+#include "nri/budget.h"
+
+#include "base/text.h"
+
+namespace crihook::nri {
+
+namespace {
+
+using M = LifecycleMethod;
+constexpr Phase kPre = Phase::kPre;
+constexpr Phase kPost = Phase::kPost;
+
+std::string durationText(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return cat(d.count() / 1000, "s");
+  return cat(d.count(), "ms");
+}
+
+}  // namespace
+
+const std::vector<EventStages>& eventStages() {
+  // As nri/front.cc answers them: a pre-stage before the answer; a
+  // post-stage at the Post* event, or with the pre-stage when NRI reports
+  // the step done.
+  static const std::vector<EventStages> kStages = {
+      {"RunPodSandbox", {{M::kRunPodSandbox, kPre}, {M::kRunPodSandbox, kPost}}},
+      {"CreateContainer", {{M::kCreateContainer, kPre}}},
+      {"PostCreateContainer", {{M::kCreateContainer, kPost}}},
+      {"StartContainer", {{M::kStartContainer, kPre}}},
+      {"PostStartContainer", {{M::kStartContainer, kPost}}},
+      {"UpdateContainer", {{M::kUpdateContainerResources, kPre}}},
+      {"PostUpdateContainer", {{M::kUpdateContainerResources, kPost}}},
+      {"StopContainer", {{M::kStopContainer, kPre}, {M::kStopContainer, kPost}}},
+      {"StopPodSandbox", {{M::kStopPodSandbox, kPre}, {M::kStopPodSandbox, kPost}}},
+      {"RemoveContainer", {{M::kRemoveContainer, kPre}, {M::kRemoveContainer, kPost}}},
+      {"RemovePodSandbox", {{M::kRemovePodSandbox, kPre}, {M::kRemovePodSandbox, kPost}}},
+  };
+  return kStages;
+}
+
+absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plugin_request_timeout,
+                         std::chrono::milliseconds margin) {
+  const std::chrono::milliseconds budget = plugin_request_timeout - margin;
+  const EventStages* worst = nullptr;
+  std::chrono::milliseconds worst_sum{0};
+  std::string worst_list;
+  for (const EventStages& e : eventStages()) {
+    std::chrono::milliseconds sum{0};
+    std::string list;
+    for (const Stage& s : e.stages) {
+      for (const TimedHook& h : hooks(s.method, s.phase)) {
+        sum += h.timeout;
+        list += cat(list.empty() ? "" : " + ", h.name, " (", durationText(h.timeout), ", ",
+                    s.phase == Phase::kPre ? "pre" : "post", ")");
+      }
+    }
+    if (sum > budget && sum > worst_sum) {
+      worst = &e;
+      worst_sum = sum;
+      worst_list = std::move(list);
+    }
+  }
+  if (worst == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(cat(
+      "NRI event ", worst->event, " runs hooks for up to ", durationText(worst_sum), ": ",
+      worst_list,
+      "; the runtime drops a plugin that answers later than its plugin_request_timeout (",
+      "nri.plugin_request_timeout = ", durationText(plugin_request_timeout),
+      ", less crihookd's margin of ", durationText(margin),
+      "), and the pod goes on without its "
+      "hooks. Raise plugin_request_timeout in containerd's [plugins.\"io.containerd.nri.v1.nri\"] "
+      "and nri.plugin_request_timeout to at least ",
+      durationText(worst_sum + margin), ", or lower those hooks' timeouts"));
+}
+
+}  // namespace crihook::nri

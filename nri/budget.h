@@ -1,0 +1,51 @@
+#pragma once
+
+// NRI mode's time budget. The runtime waits for each NRI event's answer for
+// at most its plugin_request_timeout (containerd: 2 s by default); a later
+// answer closes the plugin's connection, and the runtime goes on without
+// it: a GPU pod is created without its GPUs. So every hook that may take its
+// whole timeout on the stages one event runs must fit under it together,
+// less crihookd's own margin (Front::Options::answer_margin). crihookd
+// checks this once at start-up (README "NRI mode"); at run time the stages
+// are cut at the event's deadline anyway.
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cri/lifecycle.h"
+
+namespace crihook::nri {
+
+struct Stage {
+  LifecycleMethod method;
+  Phase phase;
+};
+
+// One NRI event and the seam's stages the front runs before answering it
+// (docs/nri.md, "The mapping").
+struct EventStages {
+  std::string_view event;
+  std::vector<Stage> stages;
+};
+const std::vector<EventStages>& eventStages();
+
+// A hook on a stage that may take up to its timeout (one that runs inline
+// takes microseconds and is not counted).
+struct TimedHook {
+  std::string name;
+  std::chrono::milliseconds timeout;
+};
+using StageHooks = std::function<std::vector<TimedHook>(LifecycleMethod, Phase)>;
+
+// OK when, for every event, the timeouts of `hooks` on its stages add up to
+// at most `plugin_request_timeout` - `margin`. Otherwise INVALID_ARGUMENT
+// naming the event that overflows most, its hooks with their timeouts, and
+// the plugin_request_timeout that would fit.
+absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plugin_request_timeout,
+                         std::chrono::milliseconds margin);
+
+}  // namespace crihook::nri

@@ -1,0 +1,93 @@
+// NRI mode's time budget (nri/budget.h): crihookd refuses to start when the
+// hooks one NRI event runs could together outlast the runtime's plugin
+// timeout, since the runtime then drops crihook and the pod goes on without
+// its devices.
+
+#include "nri/budget.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace crihook::nri {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using M = LifecycleMethod;
+
+// Hooks by stage, as a chain would list its blocking subscribers.
+struct Chain {
+  std::map<std::pair<M, Phase>, std::vector<TimedHook>> hooks;
+  StageHooks fn() const {
+    return [this](M m, Phase p) {
+      auto it = hooks.find({m, p});
+      return it == hooks.end() ? std::vector<TimedHook>{} : it->second;
+    };
+  }
+};
+
+std::string message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(NriBudget, EveryStageIsRunByExactlyOneEvent) {
+  std::set<std::pair<M, Phase>> seen;
+  for (const EventStages& e : eventStages()) {
+    for (const Stage& s : e.stages) {
+      EXPECT_TRUE(seen.insert({s.method, s.phase}).second)
+          << e.event << " repeats a stage another event runs";
+    }
+  }
+  EXPECT_EQ(seen.size(), kLifecycleMethods * 2);
+}
+
+TEST(NriBudget, HooksThatFitUnderThePluginTimeoutPass) {
+  Chain c;
+  c.hooks[{M::kCreateContainer, Phase::kPre}] = {{"gpu-check", 900ms}, {"koordlet", 1000ms}};
+  c.hooks[{M::kRunPodSandbox, Phase::kPre}] = {{"devices", 1900ms}};
+  EXPECT_TRUE(checkBudget(c.fn(), 2s, 100ms).ok());
+  EXPECT_TRUE(checkBudget(Chain{}.fn(), 2s, 100ms).ok());
+}
+
+TEST(NriBudget, AnEventWhoseHooksOverflowIsNamedWithTheValueThatWouldFit) {
+  Chain c;
+  // RunPodSandbox runs the pre and the post stage before NRI is answered:
+  // both count.
+  c.hooks[{M::kRunPodSandbox, Phase::kPre}] = {{"devices", 60s}};
+  c.hooks[{M::kRunPodSandbox, Phase::kPost}] = {{"devices", 60s}};
+  c.hooks[{M::kCreateContainer, Phase::kPre}] = {{"remote", 1500ms}, {"koordlet", 1s}};
+  auto s = checkBudget(c.fn(), 2s, 100ms);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  // The worst event is named, with each hook, its timeout and stage.
+  EXPECT_THAT(message(s), HasSubstr("NRI event RunPodSandbox runs hooks for up to 120s: "
+                                    "devices (60s, pre) + devices (60s, post)"));
+  EXPECT_THAT(message(s), HasSubstr("nri.plugin_request_timeout = 2s"));
+  EXPECT_THAT(message(s), HasSubstr("to at least 120100ms"));
+  EXPECT_THAT(message(s), HasSubstr("[plugins.\"io.containerd.nri.v1.nri\"]"));
+
+  // With the device hook fitting, the next offender is CreateContainer.
+  c.hooks.erase({M::kRunPodSandbox, Phase::kPost});
+  c.hooks[{M::kRunPodSandbox, Phase::kPre}] = {{"devices", 1s}};
+  s = checkBudget(c.fn(), 2s, 100ms);
+  EXPECT_THAT(message(s), HasSubstr("NRI event CreateContainer runs hooks for up to 2500ms: "
+                                    "remote (1500ms, pre) + koordlet (1s, pre)"));
+  EXPECT_TRUE(checkBudget(c.fn(), 2600ms, 100ms).ok());
+  // The margin is kept: exactly the timeout does not fit.
+  EXPECT_FALSE(checkBudget(c.fn(), 2500ms, 100ms).ok());
+}
+
+// A post-stage that waits for its own Post* event has its own budget.
+TEST(NriBudget, PostStagesOfTheirOwnEventAreCountedApart) {
+  Chain c;
+  c.hooks[{M::kCreateContainer, Phase::kPre}] = {{"a", 1500ms}};
+  c.hooks[{M::kCreateContainer, Phase::kPost}] = {{"a", 1500ms}};
+  EXPECT_TRUE(checkBudget(c.fn(), 2s, 100ms).ok());
+  c.hooks[{M::kStopContainer, Phase::kPre}] = {{"b", 1500ms}};
+  c.hooks[{M::kStopContainer, Phase::kPost}] = {{"b", 1500ms}};
+  EXPECT_THAT(message(checkBudget(c.fn(), 2s, 100ms)),
+              HasSubstr("NRI event StopContainer runs hooks for up to 3s"));
+}
+
+}  // namespace
+}  // namespace crihook::nri
