@@ -134,9 +134,19 @@ void HookManager::reconcileWithRuntime(const std::string& endpoint,
         retry = std::min(retry * 2, last_retry);
       }
       std::unique_lock lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, wait, [this] { return stopping_; })) return;
+      stop_cv_.wait_for(lock, wait, [this] { return stopping_ || reconcile_now_; });
+      if (stopping_) return;
+      reconcile_now_ = false;
     }
   });
+}
+
+void HookManager::reconcileNow() {
+  {
+    std::lock_guard lock(stop_mu_);
+    reconcile_now_ = true;
+  }
+  stop_cv_.notify_all();
 }
 
 void HookManager::reload() {

@@ -63,6 +63,9 @@ class HookManager {
   // is one.
   void reconcileWithRuntime(const std::string& endpoint,
                             std::chrono::milliseconds every = std::chrono::minutes(5));
+  // Makes that thread's next pass start now (the runtime just said what it
+  // has: NRI's Synchronize). Non-blocking; nothing without the thread.
+  void reconcileNow();
 
  private:
   HookManager(const Config& config, std::shared_ptr<spdlog::logger> log, Env& env);
@@ -93,6 +96,7 @@ class HookManager {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  bool reconcile_now_ = false;  // under stop_mu_
   std::thread reconciler_;
 };
 

@@ -169,6 +169,37 @@ void StateStore::removePod(const std::string& sandbox_id) {
   markDirtyLocked(sandbox_id);  // the writer removes the file
 }
 
+StateStore::Forgotten StateStore::retainOnly(const std::set<std::string>& pods,
+                                             const std::set<std::string>& containers) {
+  std::lock_guard lock(mu_);
+  Forgotten out;
+  for (auto it = pods_.begin(); it != pods_.end();) {
+    const std::string sandbox = it->first;
+    Pod& pod = it->second;
+    if (!pods.count(sandbox)) {
+      if (pod.record) out.pods.push_back(sandbox);
+      for (const auto& [id, c] : pod.containers) container_sandbox_.erase(id);
+      it = pods_.erase(it);
+      markDirtyLocked(sandbox);
+      continue;
+    }
+    bool changed = false;
+    for (auto c = pod.containers.begin(); c != pod.containers.end();) {
+      if (containers.count(c->first)) {
+        ++c;
+        continue;
+      }
+      out.containers.push_back(c->first);
+      container_sandbox_.erase(c->first);
+      c = pod.containers.erase(c);
+      changed = true;
+    }
+    if (changed) markDirtyLocked(sandbox);
+    ++it;
+  }
+  return out;
+}
+
 size_t StateStore::podCount() const {
   std::lock_guard lock(mu_);
   return pods_.size();

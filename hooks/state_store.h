@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/env.h"
@@ -69,6 +70,15 @@ class StateStore {
   void putContainer(hook::v1::ContainerRecord container);
   void removeContainer(const std::string& id);
   void removePod(const std::string& sandbox_id);  // and its containers
+
+  // Squares the records with the runtime's own list (NRI's Synchronize):
+  // `pods` and `containers` are every sandbox and container id it has. The
+  // records of others are removed (they went away while crihookd did not
+  // see it), and their ids returned. Thread-safe, non-blocking.
+  struct Forgotten {
+    std::vector<std::string> pods, containers;
+  };
+  Forgotten retainOnly(const std::set<std::string>& pods, const std::set<std::string>& containers);
 
   // Blocks until every change made so far was written, or its write failed
   // (then it is retried later, as above).

@@ -64,6 +64,43 @@ TEST(StateStoreTest, RecordsAreReadBackAndRemovedWithTheirPod) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.file("pods")));  // no temporary left behind
 }
 
+// NRI's Synchronize: what the runtime no longer has is forgotten, in memory
+// and on disk; what it has is kept as it was.
+TEST(StateStoreTest, RetainOnlyForgetsWhatTheRuntimeNoLongerHas) {
+  TempDir dir;
+  StateStore s(dir.path(), nullptr);
+  ASSERT_TRUE(s.load().ok());
+  for (const char* id : {"sb1", "sb2"}) {
+    hv1::PodRecord pod;
+    pod.set_sandbox_id(id);
+    s.putPod(pod);
+  }
+  s.putContainer(container("c1", "sb1"));
+  s.putContainer(container("c2", "sb1"));
+  s.putContainer(container("c3", "sb2"));
+  s.flush();
+  ASSERT_TRUE(std::filesystem::exists(dir.file("pods/sb2.json")));
+
+  auto gone = s.retainOnly({"sb1", "sb-new"}, {"c1", "c-new"});
+  EXPECT_THAT(gone.pods, ::testing::ElementsAre("sb2"));
+  EXPECT_THAT(gone.containers, ::testing::ElementsAre("c2"));
+  EXPECT_EQ(s.pod("sb2"), nullptr);
+  EXPECT_EQ(s.container("c3"), nullptr);
+  EXPECT_EQ(s.container("c2"), nullptr);
+  ASSERT_NE(s.container("c1"), nullptr);
+  EXPECT_EQ(s.container("c1")->resources().cpuset_cpus(), "8-15");
+  EXPECT_NE(s.pod("sb1"), nullptr);
+  EXPECT_EQ(s.pod("sb-new"), nullptr);  // listed, never seen: nothing is made up
+  s.flush();
+  EXPECT_FALSE(std::filesystem::exists(dir.file("pods/sb2.json")));
+
+  StateStore again(dir.path(), nullptr);
+  ASSERT_TRUE(again.load().ok());
+  EXPECT_EQ(again.container("c2"), nullptr);
+  EXPECT_NE(again.container("c1"), nullptr);
+  EXPECT_EQ(again.podCount(), 1u);
+}
+
 TEST(StateStoreTest, UnreadableRecordsAreSkippedAndOddIdsStayInMemory) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("pods"));
