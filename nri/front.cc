@@ -25,6 +25,23 @@ constexpr size_t kMaxWaiting = 4096;
 
 std::string emptyAnswer() { return api::Empty().SerializeAsString(); }
 
+Synchronized synchronizedOf(const api::SynchronizeRequest& req) {
+  Synchronized out;
+  for (const api::PodSandbox& p : req.pods()) {
+    CallIdentity& id = out.pods.emplace_back();
+    id.pod_namespace = p.namespace_();
+    id.pod_name = p.name();
+    id.pod_uid = p.uid();
+    id.sandbox_id = p.id();
+  }
+  for (const api::Container& c : req.containers()) {
+    CallIdentity& id = out.containers.emplace_back();
+    id.sandbox_id = c.pod_sandbox_id();
+    id.container_id = c.id();
+  }
+  return out;
+}
+
 template <class Map>
 void remember(Map& map, const std::string& id, std::shared_ptr<InterceptedCall> call) {
   if (map.size() >= kMaxWaiting) map.erase(map.begin());
@@ -68,8 +85,9 @@ void Front::connect() {
     onCall(method, std::move(payload), deadline, std::move(reply));
   };
   cb.on_closed = [this](const absl::Status& why) {
-    registered_ = false;
+    const bool was = registered_.exchange(false);
     if (stopping_) return;
+    if (was && options_.on_registration) options_.on_registration(false);
     log_->warn("NRI connection to {} ended: {}", options_.socket_path, why.ToString());
     scheduleReconnect();
   };
@@ -84,6 +102,7 @@ void Front::connect() {
     backoff_ = options_.reconnect_first;
     log_->info("NRI: registered at {} as {}-{}", options_.socket_path, options_.identity.index,
                options_.identity.name);
+    if (options_.on_registration) options_.on_registration(true);
   });
 }
 
@@ -111,6 +130,7 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
     req.ParseFromString(payload);
     log_->info("NRI: the runtime has {} pods and {} containers", req.pods_size(),
                req.containers_size());
+    if (options_.on_synchronize) options_.on_synchronize(synchronizedOf(req));
     return reply(absl::OkStatus(), api::SynchronizeResponse().SerializeAsString());
   }
   if (method == "CreateContainer") return onCreateContainer(std::move(payload), deadline, reply);
@@ -127,8 +147,8 @@ std::shared_ptr<InterceptedCall> Front::newCall(LifecycleMethod method,
   auto call = std::make_shared<InterceptedCall>();
   call->method = method;
   call->api = CriApi::kV1;
-  call->deadline =
-      deadline == Clock::time_point::max() ? deadline : deadline - options_.answer_margin;
+  if (deadline == Clock::time_point::max()) deadline = Clock::now() + options_.request_timeout;
+  call->deadline = deadline - options_.answer_margin;
   call->identity = identityFromRequest(specOf(method), *request);
   call->request = std::move(request);
   return call;

@@ -23,12 +23,21 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cri/interceptor.h"
 #include "nri/plugin_connection.h"
 #include "nri/translate.h"
 
 namespace crihook::nri {
+
+// What the runtime said exists when the connection was synchronised: its
+// pods (namespace, name, uid, sandbox id) and containers (sandbox and
+// container id).
+struct Synchronized {
+  std::vector<CallIdentity> pods;
+  std::vector<CallIdentity> containers;
+};
 
 class Front {
  public:
@@ -43,7 +52,16 @@ class Front {
     // What crihookd keeps of the runtime's deadline for itself: the stages
     // must be done this much before it (answering late drops the plugin).
     std::chrono::milliseconds answer_margin{100};
+    // The deadline of an event the runtime sent without one (containerd
+    // always sends one): this long from its arrival.
+    std::chrono::milliseconds request_timeout{2000};
     DeviceLookup lookup = statDevice;
+    // Called on the Front's thread (keep it short: the runtime waits): with
+    // true once a connection is registered, with false when it ends.
+    std::function<void(bool registered)> on_registration;
+    // Called on the Front's thread with each Synchronize, before it is
+    // answered.
+    std::function<void(const Synchronized&)> on_synchronize;
   };
 
   // `interceptor` and `log` outlive the Front.

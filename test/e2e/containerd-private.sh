@@ -4,7 +4,8 @@
 # prints the containerd PID. Stop it with: kill PID.
 # CONTAINERD-BINARY defaults to the containerd on PATH (Debian 12's 1.6); a
 # containerd 1.7 (the one containerd17.sh prints) is started with NRI on, its
-# socket DIR/nri.sock.
+# socket DIR/nri.sock, its plugin_request_timeout $CRIHOOK_NRI_REQUEST_TIMEOUT
+# (default 2s, containerd's own default).
 # Usage: containerd-private.sh DIR IMAGE-NAME IMAGE-TAR [CONTAINERD-BINARY]
 set -euo pipefail
 dir=$1
@@ -64,7 +65,7 @@ if $nri; then
   plugin_path = "$dir/nri-plugins"
   plugin_config_path = "$dir/nri-conf"
   plugin_registration_timeout = "5s"
-  plugin_request_timeout = "2s"
+  plugin_request_timeout = "${CRIHOOK_NRI_REQUEST_TIMEOUT:-2s}"
 CONF
 fi
 

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
 #include "test/support/fake_cri_server.h"
@@ -217,6 +218,68 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json removed"));
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// NRI mode refuses what would get crihook dropped by the runtime: hooks
+// that together could outlast its plugin timeout, and an index that puts
+// crihook before koordlet's own plugin.
+TEST_F(CrihookdTest, NriModeRefusesHooksThatOutlastThePluginTimeoutAndKoordletsIndex) {
+  std::filesystem::create_directories(dir_.file("hookserver.d"));
+  std::ofstream(dir_.file("hookserver.d/koordlet.json"))
+      << R"({"remote-endpoint": ")" << dir_.file("koordlet.sock")
+      << R"(", "failure-policy": "Fail", "runtime-hooks": ["PreCreateContainer"]})";
+  const std::string nri =
+      cat("[server]\nmode = \"nri\"\n[nri]\nsocket_path = \"", dir_.file("nri.sock"), "\"\n");
+  const std::string hooks = cat("[hooks]\nhookserver_dir = \"", dir_.file("hookserver.d"),
+                                "\"\nhookserver_timeout = \"1500ms\"\n");
+  // koordlet's plugin off: its hook server is called, and with the
+  // module-less remote hook below CreateContainer's hooks need 2.5 s.
+  std::ofstream(dir_.file("c.toml"))
+      << nri << "koordlet_plugin = false\n"
+      << hooks << "[[hook]]\nname = \"gpu-remote\"\nendpoint = \"unix://"
+      << dir_.file("remote.sock") << "\"\nstages = [\"PreCreateContainer\"]\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock")}, dir_.file("log"));
+  EXPECT_EQ(d.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log")),
+              HasSubstr("NRI event CreateContainer runs hooks for up to 2500ms: gpu-remote (1s, "
+                        "pre) + hookserver/koordlet (1500ms, pre)"));
+  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("to at least 2600ms"));
+  // Told the runtime's real timeout, it starts (and waits for the runtime).
+  std::ofstream(dir_.file("c2.toml"))
+      << nri << "koordlet_plugin = false\nplugin_request_timeout = \"3s\"\n"
+      << hooks << "[[hook]]\nname = \"gpu-remote\"\nendpoint = \"unix://"
+      << dir_.file("remote.sock") << "\"\nstages = [\"PreCreateContainer\"]\n";
+  Daemon started({"--config", dir_.file("c2.toml"), "--listen", dir_.file("s.sock")},
+                 dir_.file("log2"));
+  for (int i = 0;
+       i < 100 && slurp(dir_.file("log2")).find("NRI connection to") == std::string::npos; ++i)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("NRI connection to " + dir_.file("nri.sock")));
+  EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("hook chain: gpu-remote, hookserver/koordlet"));
+  started.signal(SIGTERM);
+  EXPECT_EQ(started.wait(5s), 0);
+
+  // koordlet's plugin on (the default): its hook server is not read at all,
+  // and crihook may not take koordlet's index.
+  std::ofstream(dir_.file("c3.toml")) << nri << "plugin_index = \"00\"\n" << hooks;
+  Daemon early({"--config", dir_.file("c3.toml"), "--listen", dir_.file("s.sock")},
+               dir_.file("log3"));
+  EXPECT_EQ(early.wait(5s), 1);
+  EXPECT_THAT(slurp(dir_.file("log3")),
+              HasSubstr("nri.plugin_index: expected an index after koordlet's own plugin (00, "
+                        "nri.koordlet_plugin = true), got \"00\""));
+  std::ofstream(dir_.file("c4.toml")) << nri << hooks;
+  Daemon skipping({"--config", dir_.file("c4.toml"), "--listen", dir_.file("s.sock")},
+                  dir_.file("log4"));
+  for (int i = 0;
+       i < 100 && slurp(dir_.file("log4")).find("NRI connection to") == std::string::npos; ++i)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_THAT(slurp(dir_.file("log4")), HasSubstr("hook chain: no hooks"));
+  EXPECT_THAT(slurp(dir_.file("log4")),
+              HasSubstr("Koordinator's hook servers are not called (koordlet's own NRI plugin "
+                        "acts)"));
+  skipping.signal(SIGTERM);
+  EXPECT_EQ(skipping.wait(5s), 0);
 }
 
 TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {

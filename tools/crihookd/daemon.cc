@@ -2,10 +2,13 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "base/logging.h"
+#include "base/quote.h"
 #include "base/text.h"
 #include "confine/capabilities.h"
 #include "confine/seccomp_filter.h"
@@ -18,6 +21,8 @@
 #include "metrics/health.h"
 #include "metrics/http_endpoint.h"
 #include "metrics/metric_registry.h"
+#include "nri/budget.h"
+#include "nri/front.h"
 #include "proxy/server.h"
 #include "proxy/socket_activation.h"
 #include "proxy/systemd_notify.h"
@@ -61,12 +66,47 @@ absl::StatusOr<Confinement> resolveConfinement(const Config& config, std::string
   return c;
 }
 
+// What crihookd keeps of the runtime's deadline for an NRI event: the stages
+// must be done this long before it, since an answer that arrives late drops
+// the plugin.
+constexpr std::chrono::milliseconds kNriAnswerMargin{100};
+// Pods the runtime has that crihookd never saw made are logged one by one
+// up to this many per Synchronize, then counted (a node switched to NRI mode
+// may have hundreds).
+constexpr size_t kMaxUnhookedPodLines = 20;
+
+// [nri] checked against what a runtime takes (the name and index NRI
+// orders plugins by) and against koordlet's own plugin.
+absl::Status checkNriConfig(const Config& config, std::string_view origin) {
+  if (config.mode != "nri") return absl::OkStatus();
+  const NriConfig& n = config.nri;
+  if (auto s = nri::validateIdentity({n.plugin_name, n.plugin_index}); !s.ok())
+    return absl::InvalidArgumentError(cat("config ", origin, ": nri: ", sv(s.message())));
+  if (n.koordlet_plugin && std::string_view(n.plugin_index) <= kKoordletPluginIndex) {
+    return absl::InvalidArgumentError(cat(
+        "config ", origin, ": nri.plugin_index: expected an index after koordlet's own plugin (",
+        kKoordletPluginIndex, ", nri.koordlet_plugin = true), got ", quote(n.plugin_index)));
+  }
+  return absl::OkStatus();
+}
+
+// The hooks of the chain in force, as NRI mode's budget counts them.
+nri::StageHooks stageHooks(const ChainHolder& chains) {
+  return [chain = chains.get()](LifecycleMethod method, Phase phase) {
+    std::vector<nri::TimedHook> out;
+    for (auto& [name, timeout] : chain->blockingSubscribers(method, phase))
+      out.push_back({name, timeout});
+    return out;
+  };
+}
+
 }  // namespace
 
 // Declared in the order they are made: destroyed in reverse, as main's
 // locals were.
 struct Daemon::Parts {
   Config config;
+  std::string origin;  // the config file, or "flags"
   Confinement confinement;
   MetricsListen metrics_listen;
   std::shared_ptr<spdlog::logger> log = logger("crihookd");
@@ -79,7 +119,9 @@ struct Daemon::Parts {
   topology::SnapshotHolder topology;
   std::shared_ptr<spdlog::logger> topo_log = logger("topology");
   std::optional<HookInterceptor> interceptor;
-  std::optional<Server> server;
+  std::optional<Server> server;          // [server] mode = "proxy"
+  std::optional<nri::Front> front;       // [server] mode = "nri"
+  std::atomic<size_t> unhooked_pods{0};  // at the last Synchronize
   metrics::Readiness readiness;
   std::optional<metrics::BackendHealth> health;
   std::optional<metrics::HttpEndpoint> endpoint;
@@ -91,10 +133,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::create(const Config& config,
   if (!confinement.ok()) return confinement.status();
   auto metrics_listen = metricsListen(config, "flags");
   if (!metrics_listen.ok()) return metrics_listen.status();
+  if (auto s = checkNriConfig(config, origin); !s.ok()) return s;
   setLogLevel(config.log_level);
   std::unique_ptr<Daemon> d(new Daemon);
   d->parts_ = std::make_unique<Parts>();
   d->parts_->config = config;
+  d->parts_->origin = origin;
   d->parts_->confinement = *confinement;
   d->parts_->metrics_listen = *metrics_listen;
   return d;
@@ -109,6 +153,11 @@ absl::Status Daemon::start() {
   // exists: the LISTEN_* variables are unset and the fd made close-on-exec.
   auto activated = takeActivatedSocket(config.listen_path);
   if (!activated.ok()) return activated.status();
+  if (*activated && config.mode == "nri") {
+    return absl::FailedPreconditionError(
+        cat("systemd passed crihookd a socket (crihookd.socket), but [server] mode = \"nri\" "
+            "serves no CRI socket: kubelet talks to the runtime; disable crihookd.socket"));
+  }
   if (*activated && (*activated)->path != config.listen_path) {
     p.log->warn("serving the activated socket {}; the configured listen path {} is not used",
                 (*activated)->path, config.listen_path);
@@ -149,7 +198,11 @@ absl::Status Daemon::start() {
   StateStore& state = p.state.emplace(config.state_dir, logger("state"));
   if (auto s = state.load(); !s.ok()) return s;
   // 7.
-  auto hooks = HookManager::create(config, builtinHooks(), logger("hook"), &registry);
+  // NRI mode with koordlet's own NRI plugin on: koordlet acts through NRI,
+  // so its hook servers are not called a second time.
+  Config hook_config = config;
+  if (config.mode == "nri" && config.nri.koordlet_plugin) hook_config.hookserver_dir.clear();
+  auto hooks = HookManager::create(hook_config, builtinHooks(), logger("hook"), &registry);
   if (!hooks.ok()) return hooks.status();
   p.hooks = std::move(*hooks);
   p.hooks->watch();
@@ -158,26 +211,38 @@ absl::Status Daemon::start() {
   // 9.
   p.interceptor.emplace(p.hooks->chains(), state, logger("hook"),
                         static_cast<size_t>(config.hook_workers), &p.topology);
-  Server& server = p.server.emplace(config, *p.interceptor, logger("proxy"));
-  server.setCallMetrics(&*p.call_metrics);
-  registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
-                         [&server] { return static_cast<double>(server.connections()); });
-  registry.gaugeFunction(
-      "crihook_connections_terminating",
-      "Of them, those the terminating relay serves: all with server.relay = \"terminating\"; with "
-      "\"transparent\", those opened while the runtime could not be reached, until it answers and "
-      "they reconnect.",
-      [&server] { return static_cast<double>(server.terminatingConnections()); });
-  registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
-                         [&server] { return static_cast<double>(server.activeCalls()); });
-  registry.gaugeFunction(
-      "crihook_intercepted_buffered_bytes",
-      "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
-      [&server] { return static_cast<double>(server.bufferedBytes()); });
-  if (*activated) server.adoptListener(**activated);
-  // 10. Listening, not yet accepting: connections wait in the backlog until
-  // the seccomp filter is on (below).
-  if (auto s = server.listen(); !s.ok()) return s;
+  Server* server = nullptr;
+  if (config.mode == "nri") {
+    // 10 (NRI mode). Every event's hooks must fit under the runtime's plugin
+    // timeout, or the runtime drops crihook and pods go on without it.
+    if (auto s = nri::checkBudget(stageHooks(p.hooks->chains()), config.nri.plugin_request_timeout,
+                                  kNriAnswerMargin);
+        !s.ok()) {
+      return absl::InvalidArgumentError(cat("config ", p.origin, ": ", sv(s.message())));
+    }
+    startNriFront();
+  } else {
+    server = &p.server.emplace(config, *p.interceptor, logger("proxy"));
+    server->setCallMetrics(&*p.call_metrics);
+    registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
+                           [server] { return static_cast<double>(server->connections()); });
+    registry.gaugeFunction(
+        "crihook_connections_terminating",
+        "Of them, those the terminating relay serves: all with server.relay = \"terminating\"; "
+        "with \"transparent\", those opened while the runtime could not be reached, until it "
+        "answers and they reconnect.",
+        [server] { return static_cast<double>(server->terminatingConnections()); });
+    registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
+                           [server] { return static_cast<double>(server->activeCalls()); });
+    registry.gaugeFunction(
+        "crihook_intercepted_buffered_bytes",
+        "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
+        [server] { return static_cast<double>(server->bufferedBytes()); });
+    if (*activated) server->adoptListener(**activated);
+    // 10. Listening, not yet accepting: connections wait in the backlog
+    // until the seccomp filter is on (below).
+    if (auto s = server->listen(); !s.ok()) return s;
+  }
   // 11. After the CRI socket is ours: a second crihookd on the same paths is
   // refused by the server's single-instance check, naming the CRI socket.
   p.health.emplace(metrics::runtimeVersionProbe(config.backend_endpoint));
@@ -190,7 +255,7 @@ absl::Status Daemon::start() {
     o.tcp_port = p.metrics_listen.port;
     p.endpoint.emplace(o, metrics::routes(registry, *p.health, p.readiness), logger("metrics"));
     if (auto s = p.endpoint->start(); !s.ok()) {
-      server.shutdown(std::chrono::milliseconds(0));
+      if (server) server->shutdown(std::chrono::milliseconds(0));
       return s;
     }
     p.log->info("metrics on {}", p.metrics_listen.path.empty()
@@ -218,10 +283,85 @@ absl::Status Daemon::start() {
           ? std::string("all")
           : confine::capabilityNames(p.confinement.spawner.capabilities));
   // 14-16.
-  server.serve();
-  p.readiness.set(true, "serving");
-  notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
+  if (server) {
+    server->serve();
+    p.readiness.set(true, "serving");
+    notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
+  } else {
+    // Ready once the runtime took the registration (on_registration).
+    p.front->start();
+    notifySystemd("READY=1\nSTATUS=NRI plugin: connecting to " + config.nri.socket_path);
+  }
   return absl::OkStatus();
+}
+
+void Daemon::startNriFront() {
+  Parts& p = *parts_;
+  const Config& config = p.config;
+  nri::Front::Options o;
+  o.socket_path = config.nri.socket_path;
+  o.identity = {config.nri.plugin_name, config.nri.plugin_index};
+  o.answer_margin = kNriAnswerMargin;
+  o.request_timeout = config.nri.plugin_request_timeout;
+  o.on_registration = [&p, path = config.nri.socket_path](bool registered) {
+    p.readiness.set(registered, registered ? "registered with the runtime's NRI"
+                                           : "NRI connection lost; reconnecting");
+    notifySystemd(registered ? "STATUS=NRI plugin: registered at " + path
+                             : "STATUS=NRI plugin: reconnecting to " + path);
+  };
+  o.on_synchronize = [this](const nri::Synchronized& sync) { synchronize(sync); };
+  nri::Front& front = p.front.emplace(*p.interceptor, std::move(o), logger("nri"));
+  metrics::Registry& registry = *p.registry;
+  registry.gaugeFunction("crihook_nri_registered",
+                         "1 while the runtime's NRI has crihookd registered as a plugin.",
+                         [&front] { return front.registered() ? 1.0 : 0.0; });
+  registry.gaugeFunction("crihook_nri_registrations",
+                         "Connections to the runtime's NRI registered since start (a reconnect "
+                         "adds one).",
+                         [&front] { return static_cast<double>(front.registrations()); });
+  registry.gaugeFunction("crihook_nri_not_applied",
+                         "Changes the hooks made that NRI cannot carry (logged, naming the pod).",
+                         [&front] { return static_cast<double>(front.notApplied()); });
+  registry.gaugeFunction(
+      "crihook_nri_unhooked_pods",
+      "Pods the runtime had at the last Synchronize that crihookd never saw made: their hooks "
+      "did not run (made while crihookd was down or not registered).",
+      [&p] { return static_cast<double>(p.unhooked_pods.load()); });
+  p.log->info("NRI mode: plugin {}-{} at {}, plugin_request_timeout {}ms{}",
+              config.nri.plugin_index, config.nri.plugin_name, config.nri.socket_path,
+              config.nri.plugin_request_timeout.count(),
+              config.nri.koordlet_plugin
+                  ? "; Koordinator's hook servers are not called (koordlet's own NRI plugin acts)"
+                  : "");
+}
+
+void Daemon::synchronize(const nri::Synchronized& sync) {
+  Parts& p = *parts_;
+  std::set<std::string> pods, containers;
+  for (const CallIdentity& id : sync.pods) pods.insert(id.sandbox_id);
+  for (const CallIdentity& id : sync.containers) containers.insert(id.container_id);
+  const StateStore::Forgotten gone = p.state->retainOnly(pods, containers);
+  if (!gone.pods.empty() || !gone.containers.empty()) {
+    p.log->info(
+        "NRI: {} pods and {} containers went away while crihookd was not registered; their "
+        "records are dropped (owed device clean-ups run on the reconcile pass now due)",
+        gone.pods.size(), gone.containers.size());
+  }
+  size_t unhooked = 0;
+  for (const CallIdentity& id : sync.pods) {
+    if (p.state->pod(id.sandbox_id) != nullptr) continue;
+    if (++unhooked <= kMaxUnhookedPodLines) {
+      p.log->warn(
+          "NRI: {}: the runtime has this pod, but crihookd never saw it made: its hooks did not "
+          "run for it (made while crihookd was down or not registered)",
+          identityTags(id));
+    }
+  }
+  if (unhooked > kMaxUnhookedPodLines) {
+    p.log->warn("NRI: {} more pods crihookd never saw made", unhooked - kMaxUnhookedPodLines);
+  }
+  p.unhooked_pods = unhooked;
+  p.hooks->reconcileNow();
 }
 
 void Daemon::reload() {
@@ -245,6 +385,7 @@ int64_t Daemon::stop() {
   Parts& p = *parts_;
   notifySystemd("STOPPING=1");
   p.readiness.set(false, "stopping");
+  if (p.front) p.front->stop();
   const int64_t cut = p.server ? p.server->shutdown(p.config.shutdown_grace) : 0;
   if (p.endpoint) p.endpoint->stop();
   if (cut > 0) p.log->warn("{} calls were still running when the grace period ended", cut);

@@ -15,6 +15,12 @@
 //   accepting), 11. metrics endpoint, 12. reconcile with the runtime,
 //   13. seccomp filter installed (every thread), 14. serve, 15. readiness
 //   true, 16. READY=1 to systemd.
+// In NRI mode ([server] mode = "nri") there is no CRI socket: an activated
+// one stops start-up (1); hookserver_dir is not read while koordlet's own
+// NRI plugin acts (7); 10 is the check that every NRI event's hooks fit
+// under the runtime's plugin timeout (nri/budget.h; start-up stops naming
+// the event and hooks otherwise) and the NRI front is made; 14 starts it
+// connecting, and readiness follows its registration (15).
 // Process-wide effects (the launcher, the capability drop, the filter, the
 // signal mask) cannot be undone: one Daemon per process, for its lifetime.
 
@@ -26,6 +32,10 @@
 #include "config/config.h"
 
 namespace crihook {
+
+namespace nri {
+struct Synchronized;
+}
 
 class Daemon {
  public:
@@ -59,6 +69,11 @@ class Daemon {
  private:
   struct Parts;
   Daemon() = default;
+  // NRI mode: makes the front and its metrics (not started).
+  void startNriFront();
+  // NRI's Synchronize: the state store squared with what the runtime has,
+  // pods it never saw made logged and counted, a reconcile pass now.
+  void synchronize(const nri::Synchronized& sync);
   std::unique_ptr<Parts> parts_;
 };
 
