@@ -245,17 +245,21 @@ TEST_F(CrihookdTest, NriModeRefusesHooksThatOutlastThePluginTimeoutAndKoordletsI
                         "pre) + hookserver/koordlet (1500ms, pre)"));
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("to at least 2600ms"));
   // Told the runtime's real timeout, it starts (and waits for the runtime).
+  // A hook that runs inline takes microseconds: its timeout is not counted.
   std::ofstream(dir_.file("c2.toml"))
       << nri << "koordlet_plugin = false\nplugin_request_timeout = \"3s\"\n"
       << hooks << "[[hook]]\nname = \"gpu-remote\"\nendpoint = \"unix://"
-      << dir_.file("remote.sock") << "\"\nstages = [\"PreCreateContainer\"]\n";
+      << dir_.file("remote.sock") << "\"\nstages = [\"PreCreateContainer\"]\n"
+      << "[[hook]]\nname = \"site-env\"\nbuiltin = \"static\"\n[hook.settings.adjustment]\n"
+      << "env = [{key = \"SITE\", value = \"x\"}]\n";
   Daemon started({"--config", dir_.file("c2.toml"), "--listen", dir_.file("s.sock")},
                  dir_.file("log2"));
   for (int i = 0;
        i < 100 && slurp(dir_.file("log2")).find("NRI connection to") == std::string::npos; ++i)
     std::this_thread::sleep_for(50ms);
   EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("NRI connection to " + dir_.file("nri.sock")));
-  EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("hook chain: gpu-remote, hookserver/koordlet"));
+  EXPECT_THAT(slurp(dir_.file("log2")),
+              HasSubstr("hook chain: gpu-remote, site-env, hookserver/koordlet"));
   started.signal(SIGTERM);
   EXPECT_EQ(started.wait(5s), 0);
 
