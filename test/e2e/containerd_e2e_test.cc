@@ -25,6 +25,7 @@
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
+#include "test/support/device_pod.h"
 #include "test/support/e2e_env.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/koord_server.h"
@@ -598,34 +599,12 @@ TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
 class DeviceE2E {
  public:
   DeviceE2E() : dir_(env->dir + "/devices") {
-    std::filesystem::create_directories(dir_ + "/dev/infiniband");
-    std::filesystem::create_directories(dir_ + "/hookserver.d");
-    runShellOrThrow("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_ +
-                    "/fixtures");
-    for (const char* n : {"nvidia0", "nvidia1", "infiniband/uverbs6"})
-      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 5"));  // as /dev/zero
-    for (const char* n : {"nvidiactl", "nvidia-uvm", "infiniband/rdma_cm"})
-      runShellOrThrow(cat("mknod -m 0666 ", dir_, "/dev/", n, " c 1 3"));  // as /dev/null
-    std::ofstream(dir_ + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir_ << "/actions.log\n";
-    std::filesystem::permissions(dir_ + "/act.sh", std::filesystem::perms::owner_all);
-    auto actions = [&](const char* type, const char* id) {
-      std::string out;
-      for (const char* stage : {"init", "cleanup"}) {
-        out += cat("[[hook.settings.", type, ".", stage, "]]\ncommand = [\"", dir_, "/act.sh\", \"",
-                   stage, "\", \"{type}\", \"{minor}\", \"", id, "\", \"{pod_name}\"]\n");
-      }
-      return out;
-    };
-    const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");
+    makeFixtures(dir_ + "/fixtures", CRIHOOK_SOURCE_DIR);  // device_pod.h
+    makeDeviceTree(dir_);
     std::ofstream(dir_ + "/crihookd.toml")
         << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \""
-        << dir_ << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
-        << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
-        << root << "[[hook]]\nname = \"rdma\"\nbuiltin = \"rdma\"\n"
-        << root << "[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"
-        << root
-        << "[[hook]]\nname = \"devices\"\nbuiltin = \"device-lifecycle\"\ntimeout = \"30s\"\n"
-        << root << actions("gpu", "{uuid}") << actions("rdma", "{name}");
+        << dir_ << "/hookserver.d\"\n"
+        << deviceHooksConfig(dir_, dir_ + "/fixtures", "30s");
     start();
   }
   ~DeviceE2E() {
@@ -650,12 +629,7 @@ class DeviceE2E {
   }
 
   std::unique_ptr<v1::RuntimeService::Stub> stub() { return v1::RuntimeService::NewStub(channel_); }
-  std::vector<std::string> actions() const {
-    std::vector<std::string> out;
-    std::istringstream in(readFile(dir_ + "/actions.log"));
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  }
+  std::vector<std::string> actions() const { return deviceActions(dir_); }
   bool waitForActions(size_t n) const {
     for (int i = 0; i < 500 && actions().size() < n; ++i) std::this_thread::sleep_for(20ms);
     return actions().size() >= n;
@@ -703,23 +677,15 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   using RS = v1::RuntimeService::Stub;
   DeviceE2E devices;
   auto stub = devices.stub();
-  const std::string gpu0 = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd";
-  const std::string gpu1 = "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd";
-  const std::string cpu = std::thread::hardware_concurrency() >= 2 ? "1" : "0";
+  const std::string gpu0 = kFixtureGpu0, gpu1 = kFixtureGpu1;  // device_pod.h
 
   // A pod with two GPUs and one VF of mlx5_0 (mlx5_6), and a CPU on node 0.
   v1::RunPodSandboxRequest run_a;
   *run_a.mutable_config() = podConfig("e2e-dev-a");
-  auto& ann = *run_a.mutable_config()->mutable_annotations();
-  ann["scheduling.koordinator.sh/device-allocated"] =
-      R"({"gpu":[{"minor":0},{"minor":1}],"rdma":[{"minor":0,"id":"0000:1c:00.0",)"
-      R"("extension":{"vfs":[{"minor":1,"busID":"0000:1c:00.3"}]}}]})";
-  ann["scheduling.koordinator.sh/resource-status"] = R"({"cpuset":")" + cpu + R"("})";
+  allocateDevicePod(*run_a.mutable_config());
   v1::RunPodSandboxResponse ra;
   ASSERT_TRUE(call(*stub, &RS::RunPodSandbox, run_a, &ra).ok()) << devices.log();
-  const std::string init_a[] = {cat("init gpu 0 ", gpu0, " e2e-dev-a"),
-                                cat("init gpu 1 ", gpu1, " e2e-dev-a"),
-                                "init rdma 1 mlx5_6 e2e-dev-a"};
+  const std::vector<std::string> init_a = devicePodInits("e2e-dev-a");
   EXPECT_THAT(devices.actions(), ::testing::ElementsAreArray(init_a));
   v1::CreateContainerResponse ca;
   ASSERT_TRUE(
@@ -731,19 +697,8 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   v1::StartContainerResponse started;
   ASSERT_TRUE(call(*stub, &RS::StartContainer, start, &started).ok());
   v1::ExecSyncResponse out;
-  ASSERT_TRUE(call(*stub, &RS::ExecSync,
-                   shell(ca.container_id(),
-                         "for n in nvidia0 nvidia1 nvidiactl nvidia-uvm infiniband/rdma_cm "
-                         "infiniband/uverbs6; do head -c 1 /dev/$n >/dev/null && echo $n; done; "
-                         "echo $NVIDIA_VISIBLE_DEVICES; echo $NCCL_IB_HCA; "
-                         "grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status"),
-                   &out)
-                  .ok());
-  EXPECT_EQ(out.stdout(), cat("nvidia0\nnvidia1\nnvidiactl\nnvidia-uvm\ninfiniband/rdma_cm\n"
-                              "infiniband/uverbs6\n",
-                              gpu0, ",", gpu1, "\nmlx5_6\nCpus_allowed_list:\t", cpu,
-                              "\nMems_allowed_list:\t0\n"))
-      << out.stderr();
+  ASSERT_TRUE(call(*stub, &RS::ExecSync, shell(ca.container_id(), kDevicePodProbe), &out).ok());
+  EXPECT_EQ(out.stdout(), devicePodProbeExpected()) << out.stderr();
 
   // A pod without an allocation sees none of it.
   v1::RunPodSandboxRequest run_b;
