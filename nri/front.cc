@@ -97,12 +97,9 @@ void Front::connect() {
       std::move(cb));
   conn_->start([this](const absl::Status& st) {
     if (!st.ok()) return;  // on_closed follows
-    registered_ = true;
-    ++registrations_;
     backoff_ = options_.reconnect_first;
     log_->info("NRI: registered at {} as {}-{}", options_.socket_path, options_.identity.index,
                options_.identity.name);
-    if (options_.on_registration) options_.on_registration(true);
   });
 }
 
@@ -131,7 +128,15 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
     log_->info("NRI: the runtime has {} pods and {} containers", req.pods_size(),
                req.containers_size());
     if (options_.on_synchronize) options_.on_synchronize(synchronizedOf(req));
-    return reply(absl::OkStatus(), api::SynchronizeResponse().SerializeAsString());
+    reply(absl::OkStatus(), api::SynchronizeResponse().SerializeAsString());
+    // Only now does the runtime send this plugin events: a pod made
+    // between the registration and here went without crihook's hooks (and
+    // is not in this list either), so ready means synchronised.
+    if (!registered_.exchange(true)) {
+      ++registrations_;
+      if (options_.on_registration) options_.on_registration(true);
+    }
+    return;
   }
   if (method == "CreateContainer") return onCreateContainer(std::move(payload), deadline, reply);
   if (method == "UpdateContainer") return onUpdateContainer(std::move(payload), deadline, reply);

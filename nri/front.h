@@ -57,7 +57,8 @@ class Front {
     std::chrono::milliseconds request_timeout{2000};
     DeviceLookup lookup = statDevice;
     // Called on the Front's thread (keep it short: the runtime waits): with
-    // true once a connection is registered, with false when it ends.
+    // true once a connection is registered and synchronised (registered()),
+    // with false when it ends.
     std::function<void(bool registered)> on_registration;
     // Called on the Front's thread with each Synchronize, before it is
     // answered.
@@ -77,9 +78,10 @@ class Front {
   // into nothing.
   void stop();
 
-  // Whether the runtime accepted the current connection's registration.
+  // Whether the current connection is registered and synchronised: the
+  // runtime sends it every event from then on.
   bool registered() const { return registered_.load(); }
-  // How many connections were registered so far (a reconnect adds one).
+  // How many connections were synchronised so far (a reconnect adds one).
   int registrations() const { return registrations_.load(); }
   // How many changes the hooks made that NRI could not carry.
   uint64_t notApplied() const { return not_applied_.load(); }
