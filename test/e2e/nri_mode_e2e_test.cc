@@ -12,7 +12,9 @@
 // crihookd is also killed and restarted between a pod's RunPodSandbox and its
 // container, while another pod is removed behind its back. And Koordinator's
 // hook servers are called in NRI mode exactly when koordlet runs no NRI
-// plugin of its own (nri.koordlet_plugin = false).
+// plugin of its own (nri.koordlet_plugin = false). The cpuset hook's share
+// pools move a running container through containerd, which asks crihookd
+// about that move over NRI: the move stands.
 //
 // Needs what containerd17_nri needs (the other e2e suites' root, containerd,
 // runc, busybox; deb.debian.org on the first run, or the cache
@@ -263,15 +265,18 @@ class NriModeE2E : public ::testing::Test {
     return c;
   }
 
-  // A busybox container named `name` in `pod` created and started through
-  // `stub`; its id ("" after a failure, which is recorded).
+  // A busybox container named `name` in `pod`, asking for `resources`,
+  // created and started through `stub`; its id ("" after a failure, which is
+  // recorded).
   std::string startContainer(RS& stub, const std::string& pod, const v1::PodSandboxConfig& config,
-                             const std::string& name) {
+                             const std::string& name,
+                             const v1::LinuxContainerResources& resources = {}) {
     v1::CreateContainerRequest create;
     create.set_pod_sandbox_id(pod);
     *create.mutable_sandbox_config() = config;
     auto* cfg = create.mutable_config();
     cfg->mutable_metadata()->set_name(name);
+    if (resources.ByteSizeLong() > 0) *cfg->mutable_linux()->mutable_resources() = resources;
     cfg->mutable_image()->set_image(kImage);
     cfg->add_command("/bin/sleep");
     cfg->add_args("3600");
@@ -644,6 +649,110 @@ TEST_F(NriModeE2E, KoordinatorHookServersAreCalledOnlyWithoutKoordletsOwnPlugin)
     EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
     crihookd_.reset();
   }
+}
+
+// The cpuset hook's share pools in NRI mode (containerd_e2e_test's
+// NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes, in proxy mode there),
+// over a fixture topology whose NUMA node 0 is this machine's CPUs 0 and 1
+// (node 1, CPUs 2-3, exists only in the fixture): a NUMA-only pod on node 0
+// makes room for a pod pinned to CPU 1 while it runs, and gets it back once
+// it is gone; the pinned one runs without a CFS quota although kubelet asked
+// for one. The pools' thread moves the NUMA-only container with
+// UpdateContainerResources at containerd, which sends crihookd an NRI
+// UpdateContainer for it while crihookd's hooks run from NRI's events:
+// crihookd's answer must keep the move, in time (a late one drops the plugin).
+TEST_F(NriModeE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
+  const std::string dir = dir_ + "/cpuset";
+  const std::string sys = dir + "/fixture/sys/devices/system/";
+  auto put = [](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text << "\n";
+  };
+  put(sys + "cpu/online", "0-3");
+  put(sys + "node/online", "0-1");
+  for (int c = 0; c < 4; ++c) {
+    put(cat(sys, "cpu/cpu", c, "/topology/physical_package_id"), std::to_string(c / 2));
+    put(cat(sys, "cpu/cpu", c, "/topology/core_id"), std::to_string(c % 2));
+    put(cat(sys, "cpu/cpu", c, "/topology/thread_siblings_list"), std::to_string(c));
+  }
+  put(sys + "node/node0/cpulist", "0-1");
+  put(sys + "node/node1/cpulist", "2-3");
+  writeConfig(dir, "nri",
+              cat("[topology]\nroot = \"", dir,
+                  "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));
+  crihookd_ = std::make_unique<Crihookd>(dir, containerdSocket(), true);
+  ASSERT_TRUE(crihookd_->start());
+  RS& kubelet = *direct_;
+
+  // A pod with `resource_status` and a started container asking for half a
+  // CPU; its sandbox's and its container's ids.
+  auto startPod = [&](const std::string& name, const std::string& resource_status) {
+    v1::RunPodSandboxRequest run;
+    *run.mutable_config() = podConfig(name);
+    (*run.mutable_config()->mutable_annotations())["scheduling.koordinator.sh/resource-status"] =
+        resource_status;
+    v1::RunPodSandboxResponse pod;
+    grpc::Status s = call(kubelet, &RS::RunPodSandbox, run, &pod);
+    EXPECT_TRUE(s.ok()) << s.error_message() << "\n" << crihookd_->log();
+    v1::LinuxContainerResources half;
+    half.set_cpu_period(100000);
+    half.set_cpu_quota(50000);
+    return std::pair{pod.pod_sandbox_id(),
+                     startContainer(kubelet, pod.pod_sandbox_id(), run.config(), name, half)};
+  };
+  // What a process started in the container now is allowed, and its quota.
+  auto inside = [&](const std::string& ctr) {
+    return exec(kubelet, ctr,
+                "grep Cpus_allowed_list /proc/self/status | cut -f2; "
+                "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || "
+                "cut -d' ' -f1 /sys/fs/cgroup/cpu.max");
+  };
+  auto cpusBecome = [&](const std::string& ctr, const std::string& cpus) {
+    for (int i = 0; i < 100; ++i) {
+      if (inside(ctr).starts_with(cpus + "\n")) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+
+  const auto [ls_pod, ls] =
+      startPod("e2e-cpu-ls", R"({"numaNodeResources":[{"node":0,"resources":{"cpu":"1"}}]})");
+  ASSERT_FALSE(ls.empty()) << crihookd_->log();
+  EXPECT_EQ(inside(ls), "0-1\n50000\n") << crihookd_->log();
+
+  const auto [lsr_pod, lsr] = startPod("e2e-cpu-lsr", R"({"cpuset":"1"})");
+  ASSERT_FALSE(lsr.empty()) << crihookd_->log();
+  const std::string pinned = inside(lsr);
+  EXPECT_TRUE(pinned == "1\n-1\n" || pinned == "1\nmax\n") << pinned;
+  EXPECT_TRUE(cpusBecome(ls, "0")) << inside(ls) << crihookd_->log();
+  EXPECT_EQ(inside(ls), "0\n50000\n");  // moved, its quota as it was
+
+  // The pinned pod goes: its container stops, then the pod is removed.
+  v1::StopContainerRequest stop;
+  stop.set_container_id(lsr);
+  stop.set_timeout(1);
+  v1::StopContainerResponse stopped;
+  EXPECT_TRUE(call(kubelet, &RS::StopContainer, stop, &stopped).ok());
+  EXPECT_TRUE(cpusBecome(ls, "0-1")) << inside(ls) << crihookd_->log();
+  EXPECT_EQ(inside(ls), "0-1\n50000\n");
+  // Moved once each way: no move of the pools' failed (a refused or late NRI
+  // answer) and none was undone and made again.
+  const std::string narrowed = "moved to CPUs 0 (mems 0)", widened = "moved to CPUs 0-1 (mems 0)";
+  EXPECT_TRUE(crihookd_->waitForLogCount(widened, 1, 5s)) << crihookd_->log();
+  EXPECT_EQ(crihookd_->logCount(narrowed), 1) << crihookd_->log();
+  EXPECT_EQ(crihookd_->logCount(widened), 1) << crihookd_->log();
+  EXPECT_EQ(crihookd_->logCount("cannot move to CPUs"), 0) << crihookd_->log();
+  for (const std::string* pod : {&lsr_pod, &ls_pod})
+    EXPECT_TRUE(stopAndRemovePod(kubelet, *pod).ok());
+
+  // crihookd answered every NRI event in time (a late answer drops the
+  // plugin, which registers again) and nothing it decided went unapplied.
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registrations"), 1)
+      << crihookd_->log();
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_not_applied"), 0)
+      << crihookd_->log();
+  EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
 }
 
 }  // namespace
