@@ -181,19 +181,29 @@ class NriModeE2E : public ::testing::Test {
       if (e2eRequired()) FAIL() << "containerd17.sh " << cache << " failed: " << fetched.out;
       GTEST_SKIP() << "containerd 1.7 could not be fetched (deb.debian.org unreachable?)";
     }
-    const std::string containerd = fetched.out.substr(0, fetched.out.find('\n'));
+    containerd_binary_ = fetched.out.substr(0, fetched.out.find('\n'));
     char tmpl[] = "/tmp/crihook-nri-mode-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     runShellOrThrow(scripts + "make-busybox-image.sh " + dir_ + "/busybox.tar " + kImage + " 2>&1");
-    // Guarded: containerd and its shims die with the test (child_process.h).
-    containerd_ = startGuardedDaemon(
-        guard_, "env",
-        {cat("CRIHOOK_NRI_REQUEST_TIMEOUT=", kRequestTimeout), scripts + "containerd-private.sh",
-         dir_ + "/ctd", kImage, dir_ + "/busybox.tar", containerd},
-        dir_ + "/ctd-start.log", 120s);
+    startContainerd();
     ASSERT_TRUE(waitForFile(dir_ + "/ctd/nri.sock", 10s));
     direct_ = v1::RuntimeService::NewStub(unixChannel(dir_ + "/ctd/containerd.sock"));
+  }
+
+  // Guarded: containerd and its shims die with the test (child_process.h).
+  void startContainerd() {
+    containerd_ =
+        startGuardedDaemon(guard_, "env",
+                           {cat("CRIHOOK_NRI_REQUEST_TIMEOUT=", kRequestTimeout),
+                            CRIHOOK_SOURCE_DIR "/test/e2e/containerd-private.sh", dir_ + "/ctd",
+                            kImage, dir_ + "/busybox.tar", containerd_binary_},
+                           dir_ + "/ctd-start.log", 120s);
+  }
+  void stopContainerd() {
+    ::kill(containerd_, SIGTERM);
+    for (int i = 0; i < 500 && ::kill(containerd_, 0) == 0; ++i) std::this_thread::sleep_for(10ms);
+    containerd_ = -1;
   }
 
   void TearDown() override {
@@ -205,11 +215,7 @@ class NriModeE2E : public ::testing::Test {
         for (const auto& p : pods.items()) (void)stopAndRemovePod(*direct_, p.id());
       }
     }
-    if (containerd_ > 0) {
-      ::kill(containerd_, SIGTERM);
-      for (int i = 0; i < 500 && ::kill(containerd_, 0) == 0; ++i)
-        std::this_thread::sleep_for(10ms);
-    }
+    if (containerd_ > 0) stopContainerd();
     guard_.reset();  // kills what containerd left (shims)
     std::error_code ec;
     if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
@@ -321,6 +327,7 @@ class NriModeE2E : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string containerd_binary_;
   pid_t containerd_ = -1;
   std::unique_ptr<ChildProcess> guard_;
   std::unique_ptr<RS> direct_;
@@ -649,6 +656,48 @@ TEST_F(NriModeE2E, KoordinatorHookServersAreCalledOnlyWithoutKoordletsOwnPlugin)
     EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
     crihookd_.reset();
   }
+}
+
+// containerd restarted under a running crihookd: the NRI connection ends,
+// crihookd is not ready meanwhile, reconnects on its own (backoff from
+// 0.5 s), is synchronised again, and the next pod gets its hooks.
+TEST_F(NriModeE2E, ReconnectsWhenContainerdRestartsAndHooksTheNextPod) {
+  const std::string dir = dir_ + "/restart";
+  std::filesystem::create_directories(dir + "/hookserver.d");
+  writeConfig(dir, "nri",
+              "[[hook]]\nname = \"site\"\nbuiltin = \"static\"\n[hook.settings.adjustment]\n"
+              "env = [{key = \"SITE_ENV\", value = \"from-crihook\"}]\n");
+  crihookd_ = std::make_unique<Crihookd>(dir, containerdSocket(), true);
+  ASSERT_TRUE(crihookd_->start());
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registrations"), 1);
+  const size_t synced = crihookd_->logCount(Crihookd::kSynchronized);
+
+  stopContainerd();
+  for (int i = 0;
+       i < 250 && metricSample(crihookd_->metricsSocket(), "crihook_nri_registered") != 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 0);
+  EXPECT_THAT(crihookd_->log(), HasSubstr("NRI connection to " + dir_ + "/ctd/nri.sock ended"));
+  startContainerd();
+  // The backoff doubles from 0.5 s while containerd is down (a second or
+  // two here): within 30 s it is back.
+  ASSERT_TRUE(crihookd_->waitForLogCount(Crihookd::kSynchronized, synced + 1, 30s))
+      << crihookd_->log();
+  std::this_thread::sleep_for(200ms);  // containerd adds the plugin after its answer
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 1);
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registrations"), 2);
+
+  direct_ = v1::RuntimeService::NewStub(unixChannel(containerdSocket()));
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-after-restart");
+  v1::RunPodSandboxResponse ran;
+  grpc::Status st = call(*direct_, &RS::RunPodSandbox, run, &ran);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const std::string ctr = startContainer(*direct_, ran.pod_sandbox_id(), run.config(), "box");
+  ASSERT_FALSE(ctr.empty()) << crihookd_->log();
+  EXPECT_EQ(exec(*direct_, ctr, "echo $SITE_ENV"), "from-crihook\n") << crihookd_->log();
+  EXPECT_TRUE(stopAndRemovePod(*direct_, ran.pod_sandbox_id()).ok());
+  EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
 }
 
 // The cpuset hook's share pools in NRI mode (containerd_e2e_test's
