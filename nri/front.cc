@@ -42,13 +42,27 @@ Synchronized synchronizedOf(const api::SynchronizeRequest& req) {
   return out;
 }
 
-template <class Map>
-void remember(Map& map, const std::string& id, std::shared_ptr<InterceptedCall> call) {
-  if (map.size() >= kMaxWaiting) map.erase(map.begin());
-  map[id] = std::move(call);
+}  // namespace
+
+void Front::Waiting::add(const std::string& id, std::shared_ptr<InterceptedCall> call) {
+  if (calls_.size() >= kMaxWaiting && !calls_.count(id)) {
+    // Rare (an event that never comes, 4,096 times): a scan is fine.
+    auto oldest = calls_.begin();
+    for (auto it = calls_.begin(); it != calls_.end(); ++it) {
+      if (it->second.first < oldest->second.first) oldest = it;
+    }
+    calls_.erase(oldest);
+  }
+  calls_[id] = {next_++, std::move(call)};
 }
 
-}  // namespace
+std::shared_ptr<InterceptedCall> Front::Waiting::take(const std::string& id) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return nullptr;
+  auto call = std::move(it->second.second);
+  calls_.erase(it);
+  return call;
+}
 
 Front::Front(Interceptor& interceptor, Options options, std::shared_ptr<spdlog::logger> log)
     : interceptor_(interceptor),
@@ -214,7 +228,7 @@ void Front::onCreateContainer(std::string payload, Clock::time_point deadline, R
       for (const auto& line : answer->not_applied) noteNotApplied(*call, line);
       *resp.mutable_adjust() = std::move(answer->adjust);
     }
-    remember(created_, id, call);
+    created_.add(id, call);
     reply(absl::OkStatus(), resp.SerializeAsString());
   });
 }
@@ -241,7 +255,7 @@ void Front::onUpdateContainer(std::string payload, Clock::time_point deadline, R
       if (after.oom_score_adj() != before.oom_score_adj())
         noteNotApplied(*call, "oom_score_adj: NRI 0.6.1 cannot change it");
     }
-    remember(updated_, id, call);
+    updated_.add(id, call);
     reply(absl::OkStatus(), resp.SerializeAsString());
   });
 }
@@ -263,12 +277,9 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
     return reply(absl::InvalidArgumentError("StateChangeEvent does not decode"), {});
   const std::string ctr = ev.container().id();
   // A "done" event: the post-stage of the call its pre-stage began.
-  auto done = [&](std::map<std::string, std::shared_ptr<InterceptedCall>>& waiting,
-                  std::unique_ptr<PbMessage> response) {
-    auto it = waiting.find(ctr);
-    if (it == waiting.end()) return reply(absl::OkStatus(), emptyAnswer());
-    auto call = std::move(it->second);
-    waiting.erase(it);
+  auto done = [&](Waiting& waiting, std::unique_ptr<PbMessage> response) {
+    auto call = waiting.take(ctr);
+    if (!call) return reply(absl::OkStatus(), emptyAnswer());
     post(call, std::move(response), [reply] { reply(absl::OkStatus(), emptyAnswer()); });
   };
   switch (ev.event()) {
@@ -300,7 +311,7 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
       auto call = newCall(LifecycleMethod::kStartContainer, std::move(request), deadline);
       return pre(call, [this, call, ctr, reply](absl::Status st) {
         if (!st.ok()) return reply(st, {});
-        remember(started_, ctr, call);
+        started_.add(ctr, call);
         reply(absl::OkStatus(), emptyAnswer());
       });
     }

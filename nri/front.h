@@ -132,8 +132,20 @@ class Front {
   std::atomic<int> registrations_{0};
   std::atomic<uint64_t> not_applied_{0};
   // Calls whose pre-stage ran, waiting for NRI's "done" event (PostCreate,
-  // PostStart, PostUpdate), by container id. Front thread only.
-  std::map<std::string, std::shared_ptr<InterceptedCall>> created_, started_, updated_;
+  // PostStart, PostUpdate), by container id. Past a bound the oldest is
+  // forgotten: its event never came (a reconnect in between, a runtime
+  // that skips it). Front thread only.
+  class Waiting {
+   public:
+    void add(const std::string& id, std::shared_ptr<InterceptedCall> call);
+    std::shared_ptr<InterceptedCall> take(const std::string& id);  // null when none
+    void erase(const std::string& id) { calls_.erase(id); }
+
+   private:
+    std::map<std::string, std::pair<uint64_t, std::shared_ptr<InterceptedCall>>> calls_;
+    uint64_t next_ = 0;  // arrival order
+  };
+  Waiting created_, started_, updated_;
 };
 
 }  // namespace crihook::nri
