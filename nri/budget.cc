@@ -22,19 +22,32 @@ const std::vector<EventStages>& eventStages() {
   // post-stage at the Post* event, or with the pre-stage when NRI reports
   // the step done.
   static const std::vector<EventStages> kStages = {
-      {"RunPodSandbox", {{M::kRunPodSandbox, kPre}, {M::kRunPodSandbox, kPost}}},
-      {"CreateContainer", {{M::kCreateContainer, kPre}}},
-      {"PostCreateContainer", {{M::kCreateContainer, kPost}}},
-      {"StartContainer", {{M::kStartContainer, kPre}}},
-      {"PostStartContainer", {{M::kStartContainer, kPost}}},
-      {"UpdateContainer", {{M::kUpdateContainerResources, kPre}}},
-      {"PostUpdateContainer", {{M::kUpdateContainerResources, kPost}}},
-      {"StopContainer", {{M::kStopContainer, kPre}, {M::kStopContainer, kPost}}},
-      {"StopPodSandbox", {{M::kStopPodSandbox, kPre}, {M::kStopPodSandbox, kPost}}},
-      {"RemoveContainer", {{M::kRemoveContainer, kPre}, {M::kRemoveContainer, kPost}}},
-      {"RemovePodSandbox", {{M::kRemovePodSandbox, kPre}, {M::kRemovePodSandbox, kPost}}},
+      {"RunPodSandbox", 1, {{M::kRunPodSandbox, kPre}, {M::kRunPodSandbox, kPost}}},
+      {"CreateContainer", 4, {{M::kCreateContainer, kPre}}},
+      {"PostCreateContainer", 5, {{M::kCreateContainer, kPost}}},
+      {"StartContainer", 6, {{M::kStartContainer, kPre}}},
+      {"PostStartContainer", 7, {{M::kStartContainer, kPost}}},
+      {"UpdateContainer", 8, {{M::kUpdateContainerResources, kPre}}},
+      {"PostUpdateContainer", 9, {{M::kUpdateContainerResources, kPost}}},
+      {"StopContainer", 10, {{M::kStopContainer, kPre}, {M::kStopContainer, kPost}}},
+      {"StopPodSandbox", 2, {{M::kStopPodSandbox, kPre}, {M::kStopPodSandbox, kPost}}},
+      {"RemoveContainer", 11, {{M::kRemoveContainer, kPre}, {M::kRemoveContainer, kPost}}},
+      {"RemovePodSandbox", 3, {{M::kRemovePodSandbox, kPre}, {M::kRemovePodSandbox, kPost}}},
   };
   return kStages;
+}
+
+int32_t subscribedEvents(const StageSubscribed& has_hooks) {
+  int32_t mask = 0;
+  for (const EventStages& e : eventStages()) {
+    bool wanted = false;
+    for (const Stage& s : e.stages) {
+      wanted = wanted || specOf(s.method).effect != Effect::kNone ||
+               specOf(s.method).mutableResources != nullptr || has_hooks(s.method, s.phase);
+    }
+    if (wanted) mask |= int32_t{1} << (e.number - 1);
+  }
+  return mask;
 }
 
 absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plugin_request_timeout,

@@ -1,6 +1,7 @@
 #pragma once
 
-// NRI mode's time budget. The runtime waits for each NRI event's answer for
+// NRI mode's events: which of the seam's stages each one runs, which ones
+// crihookd subscribes to, and the time budget. The runtime waits for each NRI event's answer for
 // at most its plugin_request_timeout (containerd: 2 s by default); a later
 // answer closes the plugin's connection, and the runtime goes on without
 // it: a GPU pod is created without its GPUs. So every hook that may take its
@@ -29,9 +30,20 @@ struct Stage {
 // (docs/nri.md, "The mapping").
 struct EventStages {
   std::string_view event;
+  int32_t number;  // NRI's Event value (bit number - 1 of a subscription mask)
   std::vector<Stage> stages;
 };
 const std::vector<EventStages>& eventStages();
+
+// The events to subscribe to (Configure's mask, bit `event - 1`): always
+// those whose steps make, change the resources of, or remove a pod or
+// container (crihookd keeps records of them, and re-applies the hooks'
+// resources on an update); the others (Start, Stop) only when
+// `has_hooks(method, phase)` says a hook is on one of their stages. An
+// event costs the runtime a round trip while every pod operation of the
+// node waits.
+using StageSubscribed = std::function<bool(LifecycleMethod, Phase)>;
+int32_t subscribedEvents(const StageSubscribed& has_hooks);
 
 // A hook on a stage that may take up to its timeout (one that runs inline
 // takes microseconds and is not counted).

@@ -133,7 +133,13 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
     req.ParseFromString(payload);
     log_->info("NRI: configured by {} {}", quote(req.runtime_name()), quote(req.runtime_version()));
     api::ConfigureResponse resp;
-    resp.set_events(kAllEvents);
+    resp.set_events(options_.has_hooks ? subscribedEvents(options_.has_hooks) : kAllEvents);
+    std::string names;
+    for (const EventStages& e : eventStages()) {
+      if (resp.events() & (int32_t{1} << (e.number - 1)))
+        names += cat(names.empty() ? "" : ", ", e.event);
+    }
+    log_->info("NRI: subscribed to {}", names);
     return reply(absl::OkStatus(), resp.SerializeAsString());
   }
   if (method == "Synchronize") {

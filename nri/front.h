@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cri/interceptor.h"
+#include "nri/budget.h"
 #include "nri/plugin_connection.h"
 #include "nri/translate.h"
 
@@ -63,6 +64,11 @@ class Front {
     // Called on the Front's thread with each Synchronize, before it is
     // answered.
     std::function<void(const Synchronized&)> on_synchronize;
+    // Whether a hook is on a stage (asked at each Configure): events whose
+    // stages have none, and that make, change or remove nothing crihookd
+    // keeps records of, are not subscribed (nri/budget.h
+    // subscribedEvents). Null: every event.
+    StageSubscribed has_hooks;
   };
 
   // `interceptor` and `log` outlive the Front.

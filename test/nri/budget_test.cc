@@ -89,5 +89,22 @@ TEST(NriBudget, PostStagesOfTheirOwnEventAreCountedApart) {
               HasSubstr("NRI event StopContainer runs hooks for up to 3s"));
 }
 
+// What the hooks need is subscribed, and what the records need; the rest
+// would cost the runtime a round trip per event for nothing.
+TEST(NriEvents, RecordsAlwaysNeedTheirEventsHooksAddTheirStagesOnly) {
+  auto bit = [](int event) { return int32_t{1} << (event - 1); };
+  const int32_t records = bit(1) | bit(3) | bit(4) | bit(5) | bit(8) | bit(9) | bit(11);
+  EXPECT_EQ(subscribedEvents([](M, Phase) { return false; }), records);
+  // A hook on StartContainer's pre-stage: StartContainer, not its Post*.
+  EXPECT_EQ(
+      subscribedEvents([](M m, Phase p) { return m == M::kStartContainer && p == Phase::kPre; }),
+      records | bit(6));
+  // device-lifecycle's clean-up at StopPodSandbox's post-stage.
+  EXPECT_EQ(
+      subscribedEvents([](M m, Phase p) { return m == M::kStopPodSandbox && p == Phase::kPost; }),
+      records | bit(2));
+  EXPECT_EQ(subscribedEvents([](M, Phase) { return true; }), 0x7ff);
+}
+
 }  // namespace
 }  // namespace crihook::nri

@@ -310,6 +310,13 @@ void Daemon::startNriFront() {
                              : "STATUS=NRI plugin: reconnecting to " + path);
   };
   o.on_synchronize = [this](const nri::Synchronized& sync) { synchronize(sync); };
+  // Koordinator's hook servers may register later on any stage: every
+  // event then. Otherwise the chain's hooks (fixed until a restart) say.
+  if (config.nri.koordlet_plugin || config.hookserver_dir.empty()) {
+    o.has_hooks = [&chains = p.hooks->chains()](LifecycleMethod method, Phase phase) {
+      return chains.get()->subscribers(method, phase) > 0;
+    };
+  }
   nri::Front& front = p.front.emplace(*p.interceptor, std::move(o), logger("nri"));
   metrics::Registry& registry = *p.registry;
   registry.gaugeFunction("crihook_nri_registered",
