@@ -42,8 +42,14 @@ int32_t subscribedEvents(const StageSubscribed& has_hooks) {
   for (const EventStages& e : eventStages()) {
     bool wanted = false;
     for (const Stage& s : e.stages) {
-      wanted = wanted || specOf(s.method).effect != Effect::kNone ||
-               specOf(s.method).mutableResources != nullptr || has_hooks(s.method, s.phase);
+      // Create's and Update's post-stages go with their pre-stage's answer
+      // unless a hook waits for their Post* event (nri/front.h).
+      const bool folded =
+          s.phase == Phase::kPost && (s.method == LifecycleMethod::kCreateContainer ||
+                                      s.method == LifecycleMethod::kUpdateContainerResources);
+      wanted = wanted || has_hooks(s.method, s.phase) ||
+               (!folded && (specOf(s.method).effect != Effect::kNone ||
+                            specOf(s.method).mutableResources != nullptr));
     }
     if (wanted) mask |= int32_t{1} << (e.number - 1);
   }

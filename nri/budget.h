@@ -39,7 +39,9 @@ const std::vector<EventStages>& eventStages();
 // those whose steps make, change the resources of, or remove a pod or
 // container (crihookd keeps records of them, and re-applies the hooks'
 // resources on an update); the others (Start, Stop) only when
-// `has_hooks(method, phase)` says a hook is on one of their stages. An
+// `has_hooks(method, phase)` says a hook is on one of their stages; and
+// PostCreateContainer and PostUpdateContainer only when a hook is on their
+// post-stage (else the front runs it with the pre-stage's answer). An
 // event costs the runtime a round trip while every pod operation of the
 // node waits.
 using StageSubscribed = std::function<bool(LifecycleMethod, Phase)>;

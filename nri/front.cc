@@ -166,6 +166,10 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
   reply(absl::UnimplementedError(cat("method ", quote(method))), {});
 }
 
+bool Front::waitsForDone(LifecycleMethod method) const {
+  return !options_.has_hooks || options_.has_hooks(method, Phase::kPost);
+}
+
 std::shared_ptr<InterceptedCall> Front::newCall(LifecycleMethod method,
                                                 std::unique_ptr<PbMessage> request,
                                                 Clock::time_point deadline) {
@@ -234,6 +238,14 @@ void Front::onCreateContainer(std::string payload, Clock::time_point deadline, R
       for (const auto& line : answer->not_applied) noteNotApplied(*call, line);
       *resp.mutable_adjust() = std::move(answer->adjust);
     }
+    if (!waitsForDone(LifecycleMethod::kCreateContainer)) {
+      // No hook waits for the container to exist: its records are made
+      // now, and PostCreateContainer is not subscribed (a round trip less).
+      auto response = std::make_unique<v1::CreateContainerResponse>();
+      response->set_container_id(id);
+      return post(call, std::move(response),
+                  [reply, answer = resp.SerializeAsString()] { reply(absl::OkStatus(), answer); });
+    }
     created_.add(id, call);
     reply(absl::OkStatus(), resp.SerializeAsString());
   });
@@ -260,6 +272,10 @@ void Front::onUpdateContainer(std::string payload, Clock::time_point deadline, R
       *update->mutable_linux()->mutable_resources() = nriResourcesOf(after);
       if (after.oom_score_adj() != before.oom_score_adj())
         noteNotApplied(*call, "oom_score_adj: NRI 0.6.1 cannot change it");
+    }
+    if (!waitsForDone(LifecycleMethod::kUpdateContainerResources)) {
+      return post(call, std::make_unique<v1::UpdateContainerResourcesResponse>(),
+                  [reply, answer = resp.SerializeAsString()] { reply(absl::OkStatus(), answer); });
     }
     updated_.add(id, call);
     reply(absl::OkStatus(), resp.SerializeAsString());

@@ -67,7 +67,10 @@ class Front {
     // Whether a hook is on a stage (asked at each Configure): events whose
     // stages have none, and that make, change or remove nothing crihookd
     // keeps records of, are not subscribed (nri/budget.h
-    // subscribedEvents). Null: every event.
+    // subscribedEvents); with no hook on CreateContainer's or
+    // UpdateContainerResources' post-stage, that stage runs as the
+    // pre-stage's event is answered, and the Post* event is not subscribed.
+    // Null: every event, each stage at its own.
     StageSubscribed has_hooks;
   };
 
@@ -122,6 +125,10 @@ class Front {
                                            std::unique_ptr<google::protobuf::Message> request,
                                            std::chrono::steady_clock::time_point deadline);
   void noteNotApplied(const InterceptedCall& call, const std::string& what);
+  // Whether `method`'s post-stage waits for NRI's Post* event: only when a
+  // hook is on it (or has_hooks is not given). Otherwise it runs, making
+  // the records, as the pre-stage's event is answered.
+  bool waitsForDone(LifecycleMethod method) const;
 
   Interceptor& interceptor_;
   Options options_;

@@ -93,8 +93,14 @@ TEST(NriBudget, PostStagesOfTheirOwnEventAreCountedApart) {
 // would cost the runtime a round trip per event for nothing.
 TEST(NriEvents, RecordsAlwaysNeedTheirEventsHooksAddTheirStagesOnly) {
   auto bit = [](int event) { return int32_t{1} << (event - 1); };
-  const int32_t records = bit(1) | bit(3) | bit(4) | bit(5) | bit(8) | bit(9) | bit(11);
+  // RunPodSandbox, RemovePodSandbox, CreateContainer, UpdateContainer,
+  // RemoveContainer; Create's and Update's post-stages go with their answer.
+  const int32_t records = bit(1) | bit(3) | bit(4) | bit(8) | bit(11);
   EXPECT_EQ(subscribedEvents([](M, Phase) { return false; }), records);
+  // A hook that waits for the container to exist: PostCreateContainer.
+  EXPECT_EQ(
+      subscribedEvents([](M m, Phase p) { return m == M::kCreateContainer && p == Phase::kPost; }),
+      records | bit(5));
   // A hook on StartContainer's pre-stage: StartContainer, not its Post*.
   EXPECT_EQ(
       subscribedEvents([](M m, Phase p) { return m == M::kStartContainer && p == Phase::kPre; }),
