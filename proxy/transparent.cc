@@ -439,6 +439,18 @@ void Transparent::fromKubelet(std::string_view in) {
           (void)reader.wantWhole();  // relayedRequestData: the limit at a frame's edge
           continue;
         }
+        if (unknownToRuntime(h.stream_id)) {
+          // A stream crihookd answered and no longer holds (reset at once,
+          // or kZombieLinger past): the runtime never saw it, so crihookd
+          // takes the bytes and credits kubelet's connection window for them.
+          if (h.length > 0) {
+            std::string frames;
+            h2::appendWindowUpdate(frames, 0, h.length);
+            inject(frames);
+          }
+          kubelet_route_ = Route::kDrop;
+          continue;
+        }
         kubelet_route_ = Route::kForward;
         runtime_.out.append(ev.bytes);
         continue;
@@ -460,9 +472,10 @@ void Transparent::fromKubelet(std::string_view in) {
     if (ev.kind == h2::FrameReader::Event::kChunk) {
       if (kubelet_route_ == Route::kForward) {
         runtime_.out.append(ev.bytes);
-      } else if (auto it = own_.find(h.stream_id); it != own_.end()) {
-        ownData(it->second, h, ev.bytes, ev.frame_end);
-      }
+      } else if (kubelet_route_ == Route::kOwnData) {
+        if (auto it = own_.find(h.stream_id); it != own_.end())
+          ownData(it->second, h, ev.bytes, ev.frame_end);
+      }  // kDrop: taken, credited at the frame's header
       continue;
     }
     kubeletFrame(h, ev.bytes);
@@ -524,13 +537,14 @@ void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payloa
       } else if (auto it = own_.find(h.stream_id); it != own_.end()) {
         ledger_.onKubeletStreamUpdate(h.stream_id, *inc);
         pumpOwn(h.stream_id);
-      } else {
+      } else if (!unknownToRuntime(h.stream_id)) {
         forward();
       }
       return;
     }
     case h2::FrameType::kRstStream:
       if (own_.count(h.stream_id)) return endOwn(h.stream_id, "reset by the client");
+      if (unknownToRuntime(h.stream_id)) return;  // one crihookd answered and forgot
       forward();
       if (relayed_.count(h.stream_id))
         endRelayed(h.stream_id, absl::CancelledError("reset by the client"));
@@ -607,6 +621,7 @@ void Transparent::kubeletBlock() {
           static_cast<char>(kubelet_.block_frames[4] & ~h2::flags::kEndStream);
       runtime_.out.append(kubelet_.block_frames);
       h2::appendRstStream(runtime_.out, id, h2::error::kCancel);
+      runtime_last_stream_ = id;
     }
     budget_.chargeRequestHeaders(ctx_, check.list_bytes);
     Own& own = openOwn(id, std::move(headers));
@@ -629,6 +644,7 @@ void Transparent::kubeletBlock() {
 }
 
 void Transparent::blockToRuntime(uint32_t id, const Headers& headers, bool end_stream) {
+  runtime_last_stream_ = id;
   if (!to_runtime_.on) {
     runtime_.out.append(kubelet_.block_frames);
     return;

@@ -96,7 +96,7 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
     absl::Status addBlockFrame(const h2::FrameHeader& h, std::string_view payload);
   };
   // What the current frame's payload pieces are for.
-  enum class Route { kForward, kOwnData };
+  enum class Route { kForward, kOwnData, kDrop };
   // A stream crihookd answers (a refused request, an intercepted call).
   struct Own {
     std::unique_ptr<Call> call;
@@ -203,6 +203,16 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void maybeFinish();
 
   // Streams crihookd answers.
+  // Whether kubelet's stream `id` is idle to the runtime: one crihookd
+  // answered with its block left out, above every stream the runtime saw.
+  // kubelet's frames on it once crihookd no longer holds it (a WINDOW_UPDATE
+  // or RST_STREAM that crossed crihookd's END_STREAM, DATA that crossed its
+  // RST_STREAM) are dropped: the runtime must end the whole connection on
+  // any frame but HEADERS or PRIORITY there (RFC 9113 5.1). A stream the runtime never saw below
+  // one it saw was closed by that one (5.1.1): frames on it it drops itself.
+  bool unknownToRuntime(uint32_t id) const {
+    return id > runtime_last_stream_ && id <= last_kubelet_stream_;
+  }
   Own& openOwn(uint32_t id, Headers headers);
   void refuse(uint32_t id, Headers headers, const RequestRefusal& refusal);
   void ownData(Own& own, const h2::FrameHeader& h, std::string_view data, bool frame_end);
@@ -277,6 +287,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   std::unordered_map<uint32_t, Relayed> relayed_;
   std::unordered_map<uint32_t, Own> own_;
   uint32_t last_kubelet_stream_ = 0;
+  // The highest stream whose HEADERS went to the runtime (unknownToRuntime).
+  uint32_t runtime_last_stream_ = 0;
   bool settings_seen_ = false;
   bool goaway_sent_ = false;   // to kubelet: no new streams
   bool runtime_lost_ = false;  // the runtime's connection is gone

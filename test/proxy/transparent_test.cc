@@ -422,6 +422,76 @@ TEST_F(TransparentWireTest, AnInterceptedRequestThatIndexesReachesTheRuntimeCanc
   EXPECT_TRUE(hasField(blocks[1].second, "x-trace", "t1")) << "and decodes as kubelet sent it";
 }
 
+// kubelet's frames that cross crihookd's end of a stream it answered (a
+// WINDOW_UPDATE for the reply's DATA, a cancel; the rest of a request it
+// reset) come after crihookd has forgotten the stream. The runtime never saw
+// it (its block was left out): any such frame there but HEADERS or PRIORITY
+// is a connection error (RFC 9113 5.1), and a strict runtime (nghttp2's)
+// ends kubelet's whole connection with GOAWAY PROTOCOL_ERROR.
+TEST_F(TransparentWireTest, KubeletsLateFramesOnAnAnsweredCallNeverReachTheRuntime) {
+  using relay::h2::FrameType;
+  namespace flags = relay::h2::flags;
+  std::string settings, body;
+  relay::h2::appendSettings(settings, {});
+  runtime::v1::StopContainerRequest req;
+  req.set_container_id("c1");
+  relay::h2::appendData(body, 1, grpcFrame(req.SerializeAsString()), true, 16384);
+  send(kubelet_,
+       settings + requestHeaders(1, "/runtime.v1.RuntimeService/StopContainer", false) + body);
+  // Intercepted; the side connection finds no runtime: answered UNAVAILABLE.
+  auto blocks = decodedBlocks(framesOf(kubelet_got_));
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].first, 1u);
+  EXPECT_TRUE(hasField(blocks[0].second, "grpc-status", "14"));
+
+  std::string late;
+  relay::h2::appendWindowUpdate(late, 1, 100);
+  relay::h2::appendRstStream(late, 1, relay::h2::error::kCancel);
+  send(kubelet_, late + requestHeaders(3, "/runtime.v1.RuntimeService/Version", false));
+  const std::vector<Frame> frames = runtimeFrames();
+  for (const Frame& f : frames)
+    EXPECT_NE(f.header.stream_id, 1u) << "type " << static_cast<int>(f.header.type);
+  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kHeaders && f.header.stream_id == 3;
+  })) << "kubelet's next call still goes";
+  EXPECT_FALSE(kubelet_eof_);
+}
+
+TEST_F(TransparentWireTest, KubeletsDataAfterCrihookdsResetNeverReachesTheRuntime) {
+  using relay::h2::FrameType;
+  std::string settings;
+  relay::h2::appendSettings(settings, {});
+  // A connection header: crihookd resets the stream at once, while
+  // kubelet's message is on its way.
+  std::string connection;
+  relay::hpack::appendLiteral(connection, "connection", "close");
+  const std::string refused = requestBlock("/runtime.v1.RuntimeService/Version", connection);
+  send(kubelet_, settings + headersFrames(1, refused, false));
+  std::vector<Frame> to_kubelet = framesOf(kubelet_got_);
+  ASSERT_TRUE(std::any_of(to_kubelet.begin(), to_kubelet.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kRstStream && f.header.stream_id == 1;
+  }));
+  kubelet_got_.clear();
+
+  std::string data;
+  const std::string message = grpcFrame("v");
+  relay::h2::appendData(data, 1, message, true, 16384);
+  send(kubelet_, data + requestHeaders(3, "/runtime.v1.RuntimeService/Version", false));
+  const std::vector<Frame> frames = runtimeFrames();
+  for (const Frame& f : frames)
+    EXPECT_NE(f.header.stream_id, 1u) << "type " << static_cast<int>(f.header.type);
+  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kHeaders && f.header.stream_id == 3;
+  })) << "kubelet's next call still goes";
+  // The bytes are taken by crihookd, which credits kubelet for them.
+  uint32_t credited = 0;
+  for (const Frame& f : framesOf(kubelet_got_)) {
+    if (f.header.type == FrameType::kWindowUpdate && f.header.stream_id == 0)
+      credited += relay::h2::windowIncrementOf(f.payload).value_or(0);
+  }
+  EXPECT_EQ(credited, message.size());
+}
+
 // The runtime answers stream 1, which crihookd answers (gRPC C++ answers a
 // call cancelled at once); kubelet must not get that block, and must still
 // read the runtime's next one, which refers to the table entry the withheld
