@@ -142,11 +142,15 @@ class IsolatedModuleHook final : public Hook {
 
   absl::Status startFirst() {
     std::lock_guard lock(mu_);
-    return startHelper(Clock::time_point::max());
+    absl::Status s = launch(Clock::time_point::max());
+    if (s.ok()) s = awaitReady(Clock::time_point::max());
+    if (!s.ok()) drop();
+    return s;
   }
 
-  // Starts the helper and waits for its ready frame; with mu_ held.
-  absl::Status startHelper(Clock::time_point deadline) {
+  // Starts a helper and sends it its settings, by `deadline`; its ready frame
+  // is awaitReady's. With mu_ held.
+  absl::Status launch(Clock::time_point deadline) {
     reap();
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -168,20 +172,68 @@ class IsolatedModuleHook final : public Hook {
     }
     fd_ = pair[0];
     pid_ = *pid;
-    const auto until = std::min(deadline, Clock::now() + kHostStartTimeout);
-    absl::Status s = writeAll(fd_, frame('I', settings_), until);
-    absl::StatusOr<Frame> hello =
-        s.ok() ? readFrame(fd_, kMaxHostReplyBytes, until) : absl::StatusOr<Frame>(s);
+    ready_ = false;
+    hello_.clear();
+    start_until_ = Clock::now() + kHostStartTimeout;
+    if (absl::Status s = writeAll(fd_, frame('I', settings_), std::min(deadline, start_until_));
+        !s.ok())
+      return absl::UnavailableError(cat("its helper did not start: ", sv(s.message())));
+    return absl::OkStatus();
+  }
+
+  // Waits for the helper launch() started to say ready, by `deadline`, and
+  // not past kHostStartTimeout from its launch. A call's deadline that comes
+  // first leaves it starting, for the next call to wait on:
+  // DEADLINE_EXCEEDED (a start under load outlasts a short budget; cutting it
+  // there would never let one finish). Else FAILED_PRECONDITION (the host
+  // refused: its reason) or UNAVAILABLE (it did not start); the caller drops
+  // it. With mu_ held.
+  absl::Status awaitReady(Clock::time_point deadline) {
+    absl::StatusOr<Frame> hello = readHello(std::min(deadline, start_until_));
     if (hello.ok() && hello->kind == 'R') {
+      ready_ = true;
       if (log_) log_->info("module {}: helper pid {} serving {}", name_, pid_, path_);
       return absl::OkStatus();
     }
-    drop();
+    if (!hello.ok() && hello.status().code() == absl::StatusCode::kDeadlineExceeded &&
+        Clock::now() < start_until_)
+      return absl::DeadlineExceededError(cat("its helper (pid ", pid_, ") is still starting"));
     if (hello.ok() && hello->kind == 'E')
       return absl::FailedPreconditionError(boundedMessage(hello->payload, 2048));
     return absl::UnavailableError(
         cat("its helper did not start: ",
             hello.ok() ? "an unexpected frame" : std::string(sv(hello.status().message()))));
+  }
+
+  // The helper's first frame, read into hello_ as it comes, so that a call
+  // whose deadline cuts it short leaves the rest for the next.
+  absl::StatusOr<Frame> readHello(Clock::time_point deadline) {
+    for (;;) {
+      if (hello_.size() >= 4) {
+        uint32_t len = 0;
+        std::memcpy(&len, hello_.data(), 4);
+        if (len == 0 || len > kMaxHostReplyBytes)
+          return absl::InvalidArgumentError(
+              cat("a frame of ", len, " bytes (1..", kMaxHostReplyBytes, " allowed)"));
+        if (hello_.size() >= 4 + size_t{len}) {
+          // Nothing follows it: the host waits for a call.
+          Frame f{hello_[4], hello_.substr(5, len - 1)};
+          hello_.clear();
+          return f;
+        }
+      }
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        hello_.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n == 0) return absl::UnavailableError("the helper's socket is closed (EOF)");
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return absl::UnavailableError(cat("the helper's socket failed (", strerror(errno), ")"));
+      if (absl::Status st = waitFor(fd_, POLLIN, deadline); !st.ok()) return st;
+    }
   }
 
   HookDecision run(const HookInput& input) override {
@@ -198,10 +250,24 @@ class IsolatedModuleHook final : public Hook {
                 std::chrono::duration_cast<std::chrono::milliseconds>(next_start_ - now).count(),
                 "ms")));
       }
-      if (absl::Status s = startHelper(input.deadline); !s.ok()) {
+      if (absl::Status s = launch(input.deadline); !s.ok()) {
         died(cat("start failed: ", sv(s.message())));
         return HookDecision::error(s);
       }
+    }
+    const bool starting = !ready_;
+    if (starting) {
+      if (absl::Status s = awaitReady(input.deadline); !s.ok()) {
+        if (s.code() != absl::StatusCode::kDeadlineExceeded)
+          died(cat("start failed: ", sv(s.message())));
+        return HookDecision::error(s);
+      }
+    }
+    if (Clock::now() >= input.deadline) {
+      // Asking now could only cut a helper that did nothing wrong: it is kept.
+      return HookDecision::error(
+          absl::DeadlineExceededError(cat("no time left to ask its helper (pid ", pid_, ")",
+                                          starting ? ", which was starting" : "")));
     }
     const auto budget = input.deadline == Clock::time_point::max()
                             ? uint32_t{UINT32_MAX}
@@ -246,6 +312,7 @@ class IsolatedModuleHook final : public Hook {
   void drop() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+    ready_ = false;
     if (pid_ > 0) unreaped_.push_back(pid_);
     pid_ = -1;
   }
@@ -278,6 +345,9 @@ class IsolatedModuleHook final : public Hook {
   std::timed_mutex mu_;  // one call at a time; guards the rest
   int fd_ = -1;
   pid_t pid_ = -1;
+  bool ready_ = false;               // its ready frame came
+  Clock::time_point start_until_{};  // when a helper not ready is given up
+  std::string hello_;                // its ready frame so far
   std::vector<pid_t> unreaped_;
   int deaths_in_a_row_ = 0;
   Clock::time_point next_start_{};

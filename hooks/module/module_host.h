@@ -47,7 +47,8 @@ inline constexpr size_t kMaxHostRequestBytes = 64u << 20;
 // How long past a call's budget the host lets a module run before it ends
 // itself: crihookd has given up on the call at its budget already.
 inline constexpr std::chrono::milliseconds kHostGrace{1000};
-// Start-up (exec, dlopen, init) before the helper must say ready.
+// Start-up (exec, dlopen, init) before the helper must say ready, from its
+// launch, whatever the deadlines of the calls that wait for it.
 inline constexpr std::chrono::milliseconds kHostStartTimeout{10000};
 // Backoff between restarts of a helper that died: from the first to the
 // last, doubling per death in a row; a call answered resets it.
@@ -72,6 +73,9 @@ struct ModuleIsolation {
 // time) and its answer until then. A helper that dies (EOF) or overruns is
 // dropped: the call gets UNAVAILABLE / DEADLINE_EXCEEDED (its failure policy
 // decides) and the next call after the backoff starts a new one (logged).
+// A call whose deadline comes before the new helper is ready gets
+// DEADLINE_EXCEEDED and leaves it starting (up to kHostStartTimeout) for the
+// next call: a start is not cut by a budget shorter than a start under load.
 absl::StatusOr<std::shared_ptr<Hook>> loadIsolatedModuleHook(const std::string& name,
                                                              const std::string& path,
                                                              const std::string& settings_json,
