@@ -197,13 +197,28 @@ TEST(CrihookctlExplain, ShowsWhatKubeletSentEachHooksChangeAndWhatTheRuntimeGot)
   EXPECT_THAT(why.str(), HasSubstr("no container beef in " + dir.path()));
 }
 
-TEST(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
-  TempDir dir;
-  ASSERT_EQ(
-      std::system(
-          ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir.path()).c_str()),
-      0);
-  const std::string root = dir.path() + "/dgx";
+// make-fixtures.sh's trees, made once for the suite as topology_test.cc does:
+// the script runs some 1,800 programs (mkdir, ln, realpath, dirname), tens
+// of seconds on a loaded machine, where each fork and exec costs
+// milliseconds.
+class CrihookctlTopology : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    ASSERT_EQ(
+        std::system(
+            ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_->path()).c_str()),
+        0);
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline TempDir* dir_ = nullptr;
+};
+
+TEST_F(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
+  const std::string root = dir_->path() + "/dgx";
   Result tree = ctl({"topology", "--root", root});
   ASSERT_EQ(tree.code, 0) << tree.err;
   EXPECT_THAT(tree.out, HasSubstr("socket 1\n  NUMA node 1: CPUs 16-31,48-63, 256 GiB\n"
@@ -238,13 +253,8 @@ TEST(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
 
 // Found by fuzz/fuzz_topology: a byte that is not UTF-8 in what a driver
 // wrote (here a GPU's model name) made `topology` die on an exception.
-TEST(CrihookctlTopology, TextThatIsNotUtf8IsReplacedNotFatal) {
-  TempDir dir;
-  ASSERT_EQ(
-      std::system(
-          ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir.path()).c_str()),
-      0);
-  const std::string root = dir.path() + "/workstation";
+TEST_F(CrihookctlTopology, TextThatIsNotUtf8IsReplacedNotFatal) {
+  const std::string root = dir_->path() + "/workstation";  // only this test reads it
   std::string info;
   for (const auto& e : std::filesystem::directory_iterator(root + "/proc/driver/nvidia/gpus")) {
     info = e.path().string() + "/information";

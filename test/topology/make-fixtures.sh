@@ -25,8 +25,24 @@ out=${1:?usage: make-fixtures.sh OUTDIR}
 rm -rf "$out"
 mkdir -p "$out"
 
-rel() { realpath -m --relative-to="$(dirname "$2")" "$1"; }
-link() { mkdir -p "$(dirname "$2")"; ln -sfn "$(rel "$1" "$2")" "$2"; }
+# No program where the shell can do it (dirname, basename, realpath, a
+# command substitution's fork): each costs milliseconds on a loaded machine,
+# and these trees take ~1,800 of them otherwise.
+# mkd DIR: mkdir -p, run only when DIR is missing.
+mkd() { [[ -d $1 ]] || mkdir -p "$1"; }
+# rel TARGET LINK: TARGET relative to LINK's directory, in REPLY (both under
+# one fixture root, with no symlink between them: realpath -m's answer).
+rel() {
+  local to=$1 from=${2%/*} up=""
+  while [[ $to != "$from" && $to != "$from"/* ]]; do
+    from=${from%/*} up+="../"
+  done
+  REPLY=${to#"$from"}
+  REPLY=$up${REPLY#/}
+  REPLY=${REPLY%/}
+  REPLY=${REPLY:-.}
+}
+link() { mkd "${2%/*}"; rel "$1" "$2"; ln -sfn "$REPLY" "$2"; }
 
 # cpus ROOT SOCKETS CORES_PER_SOCKET THREADS [NODES_PER_SOCKET]: CPU n is
 # core (n % total cores), thread n / total cores (Linux's usual numbering);
@@ -38,12 +54,12 @@ cpus() {
   local total=$(($2 * $3)) n=$(($2 * $3 * $4)) c s core t node
   local nodes=$((sockets * per)) span=$((cores / per))
   local sys=$1/sys/devices/system
-  mkdir -p "$sys/cpu" "$sys/node"
+  mkd "$sys/cpu"; mkd "$sys/node"
   echo "0-$((n - 1))" >"$sys/cpu/online"
   echo "0-$((nodes - 1))" >"$sys/node/online"
   for ((c = 0; c < n; c++)); do
     core=$((c % total)); t=$((c / total)); s=$((core / cores)); node=$((core / span))
-    mkdir -p "$sys/cpu/cpu$c/topology"
+    mkd "$sys/cpu/cpu$c/topology"
     echo "$s" >"$sys/cpu/cpu$c/topology/physical_package_id"
     echo "$((core % cores))" >"$sys/cpu/cpu$c/topology/core_id"
     local sib=""
@@ -56,13 +72,13 @@ cpus() {
     for ((t = 0; t < threads; t++)); do
       list+="${list:+,}$((node * span + t * total))-$((node * span + t * total + span - 1))"
     done
-    mkdir -p "$sys/node/node$node"
+    mkd "$sys/node/node$node"
     echo "$list" >"$sys/node/node$node/cpulist"
     printf 'Node %d MemTotal:       %d kB\nNode %d MemFree:        1024 kB\n' "$node" $((256 * 1024 * 1024 / per)) "$node" \
       >"$sys/node/node$node/meminfo"
     local d=""
     for ((o = 0; o < nodes; o++)); do
-      d+="${d:+ }$( ((o == node)) && echo 10 || { ((o / per == node / per)) && echo 12 || echo 21; })"
+      if ((o == node)); then d+="${d:+ }10"; elif ((o / per == node / per)); then d+="${d:+ }12"; else d+="${d:+ }21"; fi
     done
     echo "$d" >"$sys/node/node$node/distance"
   done
@@ -73,15 +89,15 @@ cpus() {
 pci() {
   local root=$1 path=$2 vendor=$3 device=$4 class=$5 numa=$6 driver=${7:-}
   local d=$1/sys/devices/$2 addr
-  addr=$(basename "$path")
-  mkdir -p "$d"
+  addr=${path##*/}
+  mkd "$d"
   echo "$vendor" >"$d/vendor"
   echo "$device" >"$d/device"
   echo "$class" >"$d/class"
   echo "$numa" >"$d/numa_node"
   link "$d" "$root/sys/bus/pci/devices/$addr"
   if [[ -n "$driver" ]]; then
-    mkdir -p "$root/sys/bus/pci/drivers/$driver"
+    mkd "$root/sys/bus/pci/drivers/$driver"
     link "$root/sys/bus/pci/drivers/$driver" "$d/driver"
   fi
 }
@@ -90,9 +106,9 @@ bridge() { pci "$1" "$2" 0x10b5 0xc010 0x060400 "$3" pcieport; }  # a PLX/Broadc
 
 nvidia_gpu() {  # ROOT PATH NUMA MINOR UUID
   local root=$1 path=$2 addr
-  addr=$(basename "$path")
+  addr=${path##*/}
   pci "$root" "$path" 0x10de 0x20b0 0x030200 "$3" nvidia
-  mkdir -p "$root/proc/driver/nvidia/gpus/$addr"
+  mkd "$root/proc/driver/nvidia/gpus/$addr"
   printf 'Model: \t\t NVIDIA A100-SXM4-40GB\nIRQ:   \t\t 180\nGPU UUID: \t %s\nVideo BIOS: \t 92.00.36.00.01\nBus Type: \t PCIe\nDMA Size: \t 47 bits\nDevice Minor: \t %d\nBlacklisted:\t No\n' \
     "$5" "$4" >"$root/proc/driver/nvidia/gpus/$addr/information"
 }
@@ -101,7 +117,7 @@ nvidia_gpu() {  # ROOT PATH NUMA MINOR UUID
 ibdev() {
   local root=$1
   local d=$root/sys/devices/$2 name=$3 n=$4
-  mkdir -p "$d/infiniband/$name/ports/1" "$d/infiniband_verbs/uverbs$n" "$d/net/$5"
+  mkd "$d/infiniband/$name/ports/1"; mkd "$d/infiniband_verbs/uverbs$n"; mkd "$d/net/$5"
   echo "4: ACTIVE" >"$d/infiniband/$name/ports/1/state"
   echo "$6" >"$d/infiniband/$name/ports/1/link_layer"
   link "$d" "$d/infiniband/$name/device"
@@ -122,9 +138,9 @@ sriov() {  # ROOT PF-PATH VF-ADDR...: VFs beside their PF
   shift 2
   echo "$#" >"$root/sys/devices/$pf/sriov_numvfs"
   for vf in "$@"; do
-    local vpath
-    vpath=$(dirname "$pf")/$vf
-    pci "$root" "$vpath" 0x15b3 0x101c 0x020700 "$(cat "$root/sys/devices/$pf/numa_node")" mlx5_core
+    local vpath=${pf%/*}/$vf numa
+    read -r numa <"$root/sys/devices/$pf/numa_node"
+    pci "$root" "$vpath" 0x15b3 0x101c 0x020700 "$numa" mlx5_core
     link "$root/sys/devices/$vpath" "$root/sys/devices/$pf/virtfn$i"
     link "$root/sys/devices/$pf" "$root/sys/devices/$vpath/physfn"
     i=$((i + 1))
@@ -134,7 +150,7 @@ sriov() {  # ROOT PF-PATH VF-ADDR...: VFs beside their PF
 # --- (1) dgx: 2 sockets x 16 cores x 2 threads; 4 switches ------------------
 r=$out/dgx
 cpus "$r" 2 16 2
-mkdir -p "$r/proc/driver/nvidia"
+mkd "$r/proc/driver/nvidia"
 echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.129.03  Thu Oct 19 18:56:32 UTC 2023" \
   >"$r/proc/driver/nvidia/version"
 gpu=0 uv=0 ib=0
@@ -142,20 +158,22 @@ gpu=0 uv=0 ib=0
 # switch upstream port RB+1:00.0, downstream ports RB+2:0N.0, endpoints RB+3+N.
 switch() {
   local rb=$1 numa=$2 nics=$3
-  local rc=pci0000:$rb rp=0000:$rb:00.0 up=0000:$(printf %02x $((0x$rb + 1))):00.0
+  local rc=pci0000:$rb rp=0000:$rb:00.0 up dp ep uuid
+  printf -v up '0000:%02x:00.0' $((0x$rb + 1))
   bridge "$r" "$rc/$rp" "$numa"
   bridge "$r" "$rc/$rp/$up" "$numa"
   local port=0
   for _ in 1 2; do
-    local dp=0000:$(printf %02x $((0x$rb + 2))):0$port.0
-    local ep=0000:$(printf %02x $((0x$rb + 3 + port))):00.0
+    printf -v dp '0000:%02x:0%d.0' $((0x$rb + 2)) "$port"
+    printf -v ep '0000:%02x:00.0' $((0x$rb + 3 + port))
+    printf -v uuid 'GPU-%08d-aaaa-bbbb-cccc-dddddddddddd' "$gpu"
     bridge "$r" "$rc/$rp/$up/$dp" "$numa"
-    nvidia_gpu "$r" "$rc/$rp/$up/$dp/$ep" "$numa" "$gpu" "GPU-$(printf '%08d' "$gpu")-aaaa-bbbb-cccc-dddddddddddd"
+    nvidia_gpu "$r" "$rc/$rp/$up/$dp/$ep" "$numa" "$gpu" "$uuid"
     gpu=$((gpu + 1)) port=$((port + 1))
   done
   for ((k = 0; k < nics; k++)); do
-    local dp=0000:$(printf %02x $((0x$rb + 2))):0$port.0
-    local ep=0000:$(printf %02x $((0x$rb + 3 + port))):00.0
+    printf -v dp '0000:%02x:0%d.0' $((0x$rb + 2)) "$port"
+    printf -v ep '0000:%02x:00.0' $((0x$rb + 3 + port))
     bridge "$r" "$rc/$rp/$up/$dp" "$numa"
     mlx_nic "$r" "$rc/$rp/$up/$dp/$ep" "$numa" "mlx5_$ib" "$uv" "ibp$((0x$rb + 3 + port))s0"
     NIC_PATH=$rc/$rp/$up/$dp/$ep
@@ -169,7 +187,7 @@ switch 97 1 2
 switch b7 1 1
 # mlx5_0 has two VFs, each its own RDMA device.
 sriov "$r" "$first_nic" 0000:1c:00.2 0000:1c:00.3
-vfdir=$(dirname "$first_nic")
+vfdir=${first_nic%/*}
 ibdev "$r" "$vfdir/0000:1c:00.2" "mlx5_$ib" "$uv" ibp28s0v0 InfiniBand
 ib=$((ib + 1)) uv=$((uv + 1))
 ibdev "$r" "$vfdir/0000:1c:00.3" "mlx5_$ib" "$uv" ibp28s0v1 InfiniBand
@@ -190,7 +208,7 @@ pci "$r" pci0000:00/0000:00:1c.0/0000:02:00.0/0000:03:00.0 0x1a03 0x2000 0x03000
 # --- (2) workstation: 1 socket x 8 cores x 2 threads; GPUs on root ports -----
 r=$out/workstation
 cpus "$r" 1 8 2
-mkdir -p "$r/proc/driver/nvidia"
+mkd "$r/proc/driver/nvidia"
 echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024" \
   >"$r/proc/driver/nvidia/version"
 for i in 0 1 2 3; do
@@ -217,7 +235,7 @@ mlx_nic "$r" pci0000:c0/0000:c0:01.0/0000:c1:00.0 1 mlx5_1 1 ibp193s0
 # node 3: 12-15,28-31 (socket 1). Each GPU and NIC on a root port of its own.
 r=$out/snc
 cpus "$r" 2 8 2 2
-mkdir -p "$r/proc/driver/nvidia"
+mkd "$r/proc/driver/nvidia"
 echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024" \
   >"$r/proc/driver/nvidia/version"
 bridge "$r" pci0000:17/0000:17:01.0 1
