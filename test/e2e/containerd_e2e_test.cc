@@ -812,24 +812,11 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   using RS = v1::RuntimeService::Stub;
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
   const std::string dir = env->dir + "/cpuset";
-  const std::string sys = dir + "/fixture/sys/devices/system/";
-  auto put = [](const std::string& path, const std::string& text) {
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    std::ofstream(path) << text << "\n";
-  };
-  put(sys + "cpu/online", "0-3");
-  put(sys + "node/online", "0-1");
-  for (int c = 0; c < 4; ++c) {
-    put(cat(sys, "cpu/cpu", c, "/topology/physical_package_id"), std::to_string(c / 2));
-    put(cat(sys, "cpu/cpu", c, "/topology/core_id"), std::to_string(c % 2));
-    put(cat(sys, "cpu/cpu", c, "/topology/thread_siblings_list"), std::to_string(c));
-  }
-  put(sys + "node/node0/cpulist", "0-1");
-  put(sys + "node/node1/cpulist", "2-3");
-  put(dir + "/crihookd.toml",
-      cat(e2eRelaySection(), "[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
-          "/hookserver.d\"\n[topology]\nroot = \"", dir,
-          "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));
+  writeTwoNodeCpuFixture(dir + "/fixture");
+  std::ofstream(dir + "/crihookd.toml")
+      << cat(e2eRelaySection(), "[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"",
+             dir, "/hookserver.d\"\n[topology]\nroot = \"", dir,
+             "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n");
   ChildProcess crihookd(CRIHOOKD_BINARY,
                         {"--config", dir + "/crihookd.toml", "--listen", dir + "/crihook.sock",
                          "--backend", "unix://" + env->dir + "/ctd/containerd.sock"},

@@ -172,20 +172,12 @@ class NriModeE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL();
-    const char* cache_env = std::getenv("CRIHOOK_CONTAINERD17_CACHE");
-    const std::string cache =
-        cache_env && *cache_env ? cache_env : "/var/cache/crihook-test/containerd17";
-    const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
-    ShellResult fetched = runShell(scripts + "containerd17.sh " + cache + " 2>/dev/null");
-    if (fetched.code != 0) {
-      if (e2eRequired()) FAIL() << "containerd17.sh " << cache << " failed: " << fetched.out;
-      GTEST_SKIP() << "containerd 1.7 could not be fetched (deb.debian.org unreachable?)";
-    }
-    containerd_binary_ = fetched.out.substr(0, fetched.out.find('\n'));
+    CRIHOOK_E2E_CONTAINERD17_OR_SKIP(containerd_binary_);
     char tmpl[] = "/tmp/crihook-nri-mode-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    runShellOrThrow(scripts + "make-busybox-image.sh " + dir_ + "/busybox.tar " + kImage + " 2>&1");
+    runShellOrThrow(CRIHOOK_SOURCE_DIR "/test/e2e/make-busybox-image.sh " + dir_ + "/busybox.tar " +
+                    kImage + " 2>&1");
     startContainerd();
     ASSERT_TRUE(waitForFile(dir_ + "/ctd/nri.sock", 10s));
     direct_ = v1::RuntimeService::NewStub(unixChannel(dir_ + "/ctd/containerd.sock"));
@@ -713,20 +705,7 @@ TEST_F(NriModeE2E, ReconnectsWhenContainerdRestartsAndHooksTheNextPod) {
 TEST_F(NriModeE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
   const std::string dir = dir_ + "/cpuset";
-  const std::string sys = dir + "/fixture/sys/devices/system/";
-  auto put = [](const std::string& path, const std::string& text) {
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    std::ofstream(path) << text << "\n";
-  };
-  put(sys + "cpu/online", "0-3");
-  put(sys + "node/online", "0-1");
-  for (int c = 0; c < 4; ++c) {
-    put(cat(sys, "cpu/cpu", c, "/topology/physical_package_id"), std::to_string(c / 2));
-    put(cat(sys, "cpu/cpu", c, "/topology/core_id"), std::to_string(c % 2));
-    put(cat(sys, "cpu/cpu", c, "/topology/thread_siblings_list"), std::to_string(c));
-  }
-  put(sys + "node/node0/cpulist", "0-1");
-  put(sys + "node/node1/cpulist", "2-3");
+  writeTwoNodeCpuFixture(dir + "/fixture");
   writeConfig(dir, "nri",
               cat("[topology]\nroot = \"", dir,
                   "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n"));

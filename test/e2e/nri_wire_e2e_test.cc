@@ -65,16 +65,9 @@ class NriWireE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL();
-    const char* cache_env = std::getenv("CRIHOOK_CONTAINERD17_CACHE");
-    const std::string cache =
-        cache_env && *cache_env ? cache_env : "/var/cache/crihook-test/containerd17";
+    std::string containerd;
+    CRIHOOK_E2E_CONTAINERD17_OR_SKIP(containerd);
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
-    ShellResult fetched = runShell(scripts + "containerd17.sh " + cache + " 2>/dev/null");
-    if (fetched.code != 0) {
-      if (e2eRequired()) FAIL() << "containerd17.sh " << cache << " failed: " << fetched.out;
-      GTEST_SKIP() << "containerd 1.7 could not be fetched (deb.debian.org unreachable?)";
-    }
-    const std::string containerd = fetched.out.substr(0, fetched.out.find('\n'));
     char tmpl[] = "/tmp/crihook-nri-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     runShellOrThrow(scripts + "make-busybox-image.sh " + dir_ + "/busybox.tar " + kImage + " 2>&1");

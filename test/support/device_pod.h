@@ -128,4 +128,26 @@ inline std::string devicePodProbeExpected() {
          "\nMems_allowed_list:\t0\n";
 }
 
+// A two-socket, two-NUMA-node fixture under `root` (root/sys/devices/
+// system): CPUs 0-1 on node 0 (this machine's, so every cpuset a hook sets
+// there exists), CPUs 2-3 on node 1 (only in the fixture). For the cpuset
+// hook's share pools.
+inline void writeTwoNodeCpuFixture(const std::string& root) {
+  const std::string sys = root + "/sys/devices/system/";
+  auto put = [](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text << "\n";
+  };
+  put(sys + "cpu/online", "0-3");
+  put(sys + "node/online", "0-1");
+  for (int c = 0; c < 4; ++c) {
+    const std::string cpu = sys + "cpu/cpu" + std::to_string(c) + "/topology/";
+    put(cpu + "physical_package_id", std::to_string(c / 2));
+    put(cpu + "core_id", std::to_string(c % 2));
+    put(cpu + "thread_siblings_list", std::to_string(c));
+  }
+  put(sys + "node/node0/cpulist", "0-1");
+  put(sys + "node/node1/cpulist", "2-3");
+}
+
 }  // namespace crihook::testing

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -54,12 +55,48 @@ inline std::string e2eMissing() {
   return missing;
 }
 
+// containerd 1.7 for the NRI suites: test/e2e/containerd17.sh's binary,
+// from its cache ($CRIHOOK_CONTAINERD17_CACHE, default
+// /var/cache/crihook-test/containerd17; filled from deb.debian.org on the
+// first run). "" when it could not be had, `why` saying so.
+inline std::string containerd17Binary(const std::string& source_dir, std::string* why) {
+  const char* env = std::getenv("CRIHOOK_CONTAINERD17_CACHE");
+  const std::string cache = env && *env ? env : "/var/cache/crihook-test/containerd17";
+  const std::string cmd = source_dir + "/test/e2e/containerd17.sh " + cache + " 2>/dev/null";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    *why = "cannot run " + cmd;
+    return "";
+  }
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  if (::pclose(p) != 0 || out.empty()) {
+    *why = "containerd17.sh " + cache + " failed (run it by hand to see why): " + out;
+    return "";
+  }
+  return out.substr(0, out.find('\n'));  // the binary's path
+}
+
 }  // namespace crihook::testing
 
 // In an end-to-end test's SetUp(): when the machine lacks what the suites
 // need (e2eMissing), the test fails if CRIHOOK_E2E_REQUIRED is set, and is
 // skipped naming what is missing otherwise. (A macro: FAIL and GTEST_SKIP
 // return from the function they are written in.)
+// In an NRI suite's SetUp(): `binary` (a std::string) gets containerd 1.7's
+// path (containerd17Binary); when it cannot be had, the test fails if
+// CRIHOOK_E2E_REQUIRED is set and is skipped otherwise.
+#define CRIHOOK_E2E_CONTAINERD17_OR_SKIP(binary)                                           \
+  do {                                                                                     \
+    std::string crihook_why_;                                                              \
+    binary = ::crihook::testing::containerd17Binary(CRIHOOK_SOURCE_DIR, &crihook_why_);    \
+    if (binary.empty()) {                                                                  \
+      if (::crihook::testing::e2eRequired()) FAIL() << crihook_why_;                       \
+      GTEST_SKIP() << "containerd 1.7 could not be fetched (deb.debian.org unreachable?)"; \
+    }                                                                                      \
+  } while (0)
+
 #define CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL()                                            \
   do {                                                                                       \
     const std::string crihook_missing_ = ::crihook::testing::e2eMissing();                   \
