@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,12 @@ std::string cat(const Args&... args) {
   std::string out;
   (text_detail::append(out, args), ...);
   return out;
+}
+
+// A duration as a config file writes it: "2s" when whole seconds, else
+// "1500ms".
+inline std::string durationText(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? cat(d.count() / 1000, "s") : cat(d.count(), "ms");
 }
 
 // absl::Status::message() as a std::string_view.

@@ -10,11 +10,6 @@ using M = LifecycleMethod;
 constexpr Phase kPre = Phase::kPre;
 constexpr Phase kPost = Phase::kPost;
 
-std::string durationText(std::chrono::milliseconds d) {
-  if (d.count() % 1000 == 0) return cat(d.count() / 1000, "s");
-  return cat(d.count(), "ms");
-}
-
 }  // namespace
 
 const std::vector<EventStages>& eventStages() {

@@ -66,10 +66,6 @@ std::string lastLine(std::string_view out) {
   return std::string(line);
 }
 
-std::string durationText(std::chrono::milliseconds d) {
-  return d.count() % 1000 == 0 ? cat(d.count() / 1000, "s") : cat(d.count(), "ms");
-}
-
 }  // namespace
 
 json DeviceFacts::toJson() const {
