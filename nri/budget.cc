@@ -32,6 +32,15 @@ const std::vector<EventStages>& eventStages() {
   return kStages;
 }
 
+int32_t eventOf(LifecycleMethod method, Phase phase) {
+  for (const EventStages& e : eventStages()) {
+    for (const Stage& s : e.stages) {
+      if (s.method == method && s.phase == phase) return e.number;
+    }
+  }
+  return 0;  // unreachable: every stage has its event (nri_budget checks)
+}
+
 int32_t subscribedEvents(const StageSubscribed& has_hooks) {
   int32_t mask = 0;
   for (const EventStages& e : eventStages()) {
@@ -46,7 +55,7 @@ int32_t subscribedEvents(const StageSubscribed& has_hooks) {
                (!folded && (specOf(s.method).effect != Effect::kNone ||
                             specOf(s.method).mutableResources != nullptr));
     }
-    if (wanted) mask |= int32_t{1} << (e.number - 1);
+    if (wanted) mask |= eventBit(e.number);
   }
   return mask;
 }

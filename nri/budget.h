@@ -34,6 +34,9 @@ struct EventStages {
   std::vector<Stage> stages;
 };
 const std::vector<EventStages>& eventStages();
+// The event that runs the stage (its number), and its bit in a mask.
+int32_t eventOf(LifecycleMethod method, Phase phase);
+inline int32_t eventBit(int32_t number) { return int32_t{1} << (number - 1); }
 
 // The events to subscribe to (Configure's mask, bit `event - 1`): always
 // those whose steps make, change the resources of, or remove a pod or

@@ -132,12 +132,12 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
     api::ConfigureRequest req;
     req.ParseFromString(payload);
     log_->info("NRI: configured by {} {}", quote(req.runtime_name()), quote(req.runtime_version()));
+    events_ = options_.has_hooks ? subscribedEvents(options_.has_hooks) : kAllEvents;
     api::ConfigureResponse resp;
-    resp.set_events(options_.has_hooks ? subscribedEvents(options_.has_hooks) : kAllEvents);
+    resp.set_events(events_);
     std::string names;
     for (const EventStages& e : eventStages()) {
-      if (resp.events() & (int32_t{1} << (e.number - 1)))
-        names += cat(names.empty() ? "" : ", ", e.event);
+      if (events_ & eventBit(e.number)) names += cat(names.empty() ? "" : ", ", e.event);
     }
     log_->info("NRI: subscribed to {}", names);
     return reply(absl::OkStatus(), resp.SerializeAsString());
@@ -167,7 +167,7 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
 }
 
 bool Front::waitsForDone(LifecycleMethod method) const {
-  return !options_.has_hooks || options_.has_hooks(method, Phase::kPost);
+  return (events_ & eventBit(eventOf(method, Phase::kPost))) != 0;
 }
 
 std::shared_ptr<InterceptedCall> Front::newCall(LifecycleMethod method,

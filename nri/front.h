@@ -125,9 +125,10 @@ class Front {
                                            std::unique_ptr<google::protobuf::Message> request,
                                            std::chrono::steady_clock::time_point deadline);
   void noteNotApplied(const InterceptedCall& call, const std::string& what);
-  // Whether `method`'s post-stage waits for NRI's Post* event: only when a
-  // hook is on it (or has_hooks is not given). Otherwise it runs, making
-  // the records, as the pre-stage's event is answered.
+  // Whether `method`'s post-stage waits for NRI's Post* event: whether this
+  // connection subscribed to it (subscribedEvents: a hook is on the stage,
+  // or has_hooks is not given). Otherwise it runs, making the records, as
+  // the pre-stage's event is answered.
   bool waitsForDone(LifecycleMethod method) const;
 
   Interceptor& interceptor_;
@@ -144,6 +145,9 @@ class Front {
   std::atomic<bool> registered_{false};
   std::atomic<int> registrations_{0};
   std::atomic<uint64_t> not_applied_{0};
+  // The events the current connection subscribed to (its Configure answer).
+  // Front thread only.
+  int32_t events_ = 0;
   // Calls whose pre-stage ran, waiting for NRI's "done" event (PostCreate,
   // PostStart, PostUpdate), by container id. Past a bound the oldest is
   // forgotten: its event never came (a reconnect in between, a runtime

@@ -40,6 +40,9 @@ TEST(NriBudget, EveryStageIsRunByExactlyOneEvent) {
     }
   }
   EXPECT_EQ(seen.size(), kLifecycleMethods * 2);
+  for (const EventStages& e : eventStages()) {
+    for (const Stage& s : e.stages) EXPECT_EQ(eventOf(s.method, s.phase), e.number) << e.event;
+  }
 }
 
 TEST(NriBudget, HooksThatFitUnderThePluginTimeoutPass) {
