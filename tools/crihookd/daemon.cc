@@ -90,6 +90,12 @@ absl::Status checkNriConfig(const Config& config, std::string_view origin) {
   return absl::OkStatus();
 }
 
+// Whether Koordinator's hook servers in hookserver_dir are called: not in
+// NRI mode while koordlet's own NRI plugin acts (it already acts through NRI).
+bool callsHookServers(const Config& config) {
+  return !config.hookserver_dir.empty() && !(config.mode == "nri" && config.nri.koordlet_plugin);
+}
+
 // The hooks of the chain in force, as NRI mode's budget counts them.
 nri::StageHooks stageHooks(const ChainHolder& chains) {
   return [chain = chains.get()](LifecycleMethod method, Phase phase) {
@@ -198,10 +204,8 @@ absl::Status Daemon::start() {
   StateStore& state = p.state.emplace(config.state_dir, logger("state"));
   if (auto s = state.load(); !s.ok()) return s;
   // 7.
-  // NRI mode with koordlet's own NRI plugin on: koordlet acts through NRI,
-  // so its hook servers are not called a second time.
   Config hook_config = config;
-  if (config.mode == "nri" && config.nri.koordlet_plugin) hook_config.hookserver_dir.clear();
+  if (!callsHookServers(config)) hook_config.hookserver_dir.clear();
   auto hooks = HookManager::create(hook_config, builtinHooks(), logger("hook"), &registry);
   if (!hooks.ok()) return hooks.status();
   p.hooks = std::move(*hooks);
@@ -312,7 +316,7 @@ void Daemon::startNriFront() {
   o.on_synchronize = [this](const nri::Synchronized& sync) { synchronize(sync); };
   // Koordinator's hook servers may register later on any stage: every
   // event then. Otherwise the chain's hooks (fixed until a restart) say.
-  if (config.nri.koordlet_plugin || config.hookserver_dir.empty()) {
+  if (!callsHookServers(config)) {
     o.has_hooks = [&chains = p.hooks->chains()](LifecycleMethod method, Phase phase) {
       return chains.get()->subscribers(method, phase) > 0;
     };
