@@ -226,13 +226,7 @@ class ContainerdE2E : public ::testing::Test {
 };
 
 v1::PodSandboxConfig podConfig(const std::string& name) {
-  v1::PodSandboxConfig c;
-  c.mutable_metadata()->set_name(name);
-  c.mutable_metadata()->set_namespace_("default");
-  c.mutable_metadata()->set_uid(name + "-uid");
-  c.set_log_directory(env->dir + "/logs/" + name);
-  // No CNI on these machines: the pod uses the node's network.
-  c.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(v1::NODE);
+  v1::PodSandboxConfig c = e2ePodConfig(name, env->dir + "/logs");
   (*c.mutable_annotations())["crihook.test/e2e"] = "true";
   return c;
 }
@@ -847,13 +841,7 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   // What a process started in the container now is allowed, and its quota.
   auto inside = [&](const std::string& ctr) {
     v1::ExecSyncResponse out;
-    EXPECT_TRUE(call(*stub, &RS::ExecSync,
-                     shell(ctr,
-                           "grep Cpus_allowed_list /proc/self/status | cut -f2; "
-                           "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || "
-                           "cut -d' ' -f1 /sys/fs/cgroup/cpu.max"),
-                     &out)
-                    .ok());
+    EXPECT_TRUE(call(*stub, &RS::ExecSync, shell(ctr, kCpusAndQuotaProbe), &out).ok());
     return out.stdout();
   };
   auto cpusBecome = [&](const std::string& ctr, const std::string& cpus) {

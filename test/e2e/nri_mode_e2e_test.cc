@@ -253,14 +253,7 @@ class NriModeE2E : public ::testing::Test {
   // A pod named `name` (uid name-uid, the node's network, logs under the
   // test's directory).
   v1::PodSandboxConfig podConfig(const std::string& name) const {
-    v1::PodSandboxConfig c;
-    c.mutable_metadata()->set_name(name);
-    c.mutable_metadata()->set_namespace_("default");
-    c.mutable_metadata()->set_uid(name + "-uid");
-    c.set_log_directory(dir_ + "/logs/" + name);
-    c.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
-        v1::NODE);
-    return c;
+    return e2ePodConfig(name, dir_ + "/logs");
   }
 
   // A busybox container named `name` in `pod`, asking for `resources`,
@@ -730,12 +723,7 @@ TEST_F(NriModeE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
                      startContainer(kubelet, pod.pod_sandbox_id(), run.config(), name, half)};
   };
   // What a process started in the container now is allowed, and its quota.
-  auto inside = [&](const std::string& ctr) {
-    return exec(kubelet, ctr,
-                "grep Cpus_allowed_list /proc/self/status | cut -f2; "
-                "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || "
-                "cut -d' ' -f1 /sys/fs/cgroup/cpu.max");
-  };
+  auto inside = [&](const std::string& ctr) { return exec(kubelet, ctr, kCpusAndQuotaProbe); };
   auto cpusBecome = [&](const std::string& ctr, const std::string& cpus) {
     for (int i = 0; i < 100; ++i) {
       if (inside(ctr).starts_with(cpus + "\n")) return true;

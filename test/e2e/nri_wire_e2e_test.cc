@@ -166,14 +166,7 @@ class NriWireE2E : public ::testing::Test {
   }
 
   v1::PodSandboxConfig podConfig(const std::string& name) {
-    v1::PodSandboxConfig c;
-    c.mutable_metadata()->set_name(name);
-    c.mutable_metadata()->set_namespace_("default");
-    c.mutable_metadata()->set_uid(name + "-uid");
-    c.set_log_directory(dir_ + "/logs/" + name);
-    c.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
-        v1::NODE);
-    return c;
+    return e2ePodConfig(name, dir_ + "/logs");
   }
 
   std::string dir_;

@@ -32,6 +32,7 @@
 #include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
+#include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/process_stats.h"
@@ -247,12 +248,8 @@ class Soak : public ::testing::Test {
     const std::string name = cat("soak-", client, "-", n);
     v1::RunPodSandboxRequest run_req;
     v1::PodSandboxConfig& config = *run_req.mutable_config();
-    config.mutable_metadata()->set_name(name);
+    config = e2ePodConfig(name, dir_ + "/logs");
     config.mutable_metadata()->set_namespace_("soak");
-    config.mutable_metadata()->set_uid(name + "-uid");
-    config.set_log_directory(dir_ + "/logs/" + name);
-    config.mutable_linux()->mutable_security_context()->mutable_namespace_options()->set_network(
-        v1::NODE);
     (*config.mutable_labels())["crihook.test/soak"] = "1";
     (*config.mutable_labels())["crihook.test/pod"] = name;
     (*config.mutable_annotations())["scheduling.koordinator.sh/device-allocated"] =

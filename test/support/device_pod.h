@@ -128,6 +128,14 @@ inline std::string devicePodProbeExpected() {
          "\nMems_allowed_list:\t0\n";
 }
 
+// A shell script printing, in a container, what a process started there now
+// is allowed (Cpus_allowed_list) and its CFS quota (cgroup v1 or v2; -1 or
+// "max" for none), one a line.
+inline constexpr const char* kCpusAndQuotaProbe =
+    "grep Cpus_allowed_list /proc/self/status | cut -f2; "
+    "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || "
+    "cut -d' ' -f1 /sys/fs/cgroup/cpu.max";
+
 // A two-socket, two-NUMA-node fixture under `root` (root/sys/devices/
 // system): CPUs 0-1 on node 0 (this machine's, so every cpuset a hook sets
 // there exists), CPUs 2-3 on node 1 (only in the fixture). For the cpuset
