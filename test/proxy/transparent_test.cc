@@ -236,6 +236,17 @@ class TransparentWireTest : public ::testing::Test {
     const size_t preface = std::min(runtime_got_.size(), relay::h2::kClientPreface.size());
     return framesOf(std::string_view(runtime_got_).substr(preface));
   }
+  // After kubelet's late frames on stream 1 (one crihookd answered) and a
+  // new call on stream 3: no frame of stream 1 reached the runtime, and the
+  // new call did.
+  void expectRuntimeSawStream3NotStream1() const {
+    const std::vector<Frame> frames = runtimeFrames();
+    for (const Frame& f : frames)
+      EXPECT_NE(f.header.stream_id, 1u) << "type " << static_cast<int>(f.header.type);
+    EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
+      return f.header.type == relay::h2::FrameType::kHeaders && f.header.stream_id == 3;
+    })) << "kubelet's next call still goes";
+  }
 
   // A request block for `path` (literals, no table change) with `extra`
   // appended as it is (a representation of the test's own).
@@ -448,12 +459,7 @@ TEST_F(TransparentWireTest, KubeletsLateFramesOnAnAnsweredCallNeverReachTheRunti
   relay::h2::appendWindowUpdate(late, 1, 100);
   relay::h2::appendRstStream(late, 1, relay::h2::error::kCancel);
   send(kubelet_, late + requestHeaders(3, "/runtime.v1.RuntimeService/Version", false));
-  const std::vector<Frame> frames = runtimeFrames();
-  for (const Frame& f : frames)
-    EXPECT_NE(f.header.stream_id, 1u) << "type " << static_cast<int>(f.header.type);
-  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
-    return f.header.type == FrameType::kHeaders && f.header.stream_id == 3;
-  })) << "kubelet's next call still goes";
+  expectRuntimeSawStream3NotStream1();
   EXPECT_FALSE(kubelet_eof_);
 }
 
@@ -477,12 +483,7 @@ TEST_F(TransparentWireTest, KubeletsDataAfterCrihookdsResetNeverReachesTheRuntim
   const std::string message = grpcFrame("v");
   relay::h2::appendData(data, 1, message, true, 16384);
   send(kubelet_, data + requestHeaders(3, "/runtime.v1.RuntimeService/Version", false));
-  const std::vector<Frame> frames = runtimeFrames();
-  for (const Frame& f : frames)
-    EXPECT_NE(f.header.stream_id, 1u) << "type " << static_cast<int>(f.header.type);
-  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
-    return f.header.type == FrameType::kHeaders && f.header.stream_id == 3;
-  })) << "kubelet's next call still goes";
+  expectRuntimeSawStream3NotStream1();
   // The bytes are taken by crihookd, which credits kubelet for them.
   uint32_t credited = 0;
   for (const Frame& f : framesOf(kubelet_got_)) {

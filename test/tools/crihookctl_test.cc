@@ -198,9 +198,8 @@ TEST(CrihookctlExplain, ShowsWhatKubeletSentEachHooksChangeAndWhatTheRuntimeGot)
 }
 
 // make-fixtures.sh's trees, made once for the suite as topology_test.cc does:
-// the script runs some 1,800 programs (mkdir, ln, realpath, dirname), tens
-// of seconds on a loaded machine, where each fork and exec costs
-// milliseconds.
+// the script runs some 570 programs (mkdir, ln, cat), seconds on a loaded
+// machine, where each fork and exec costs milliseconds.
 class CrihookctlTopology : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
