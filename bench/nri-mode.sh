@@ -9,13 +9,20 @@
 #           stopped after it (a registered plugin is called on every pod
 #           event, so it must not run during the other two; its start, up to
 #           registration, and its stop are timed apart and kept out)
+#   null    client -> containerd, bench/nri_null_plugin registered: a plugin
+#           subscribed to the same events that answers each at once (the
+#           hook's env var on CreateContainer, nothing else); started and
+#           stopped as NRI mode's crihookd is. What it adds is the runtime's
+#           own NRI path, which any plugin pays: NRI mode less it is
+#           crihookd's part, the part to set beside proxy mode's
 # crihookd runs the same hook in both modes: the built-in static hook
 # setting one environment variable in every container; an untimed warm-up
 # pod checks each turn that the container got it (and, direct, did not).
 #
 # The client is bench/nri_mode_client.go (grpc-go, kubelet's library), built
-# here from the CRI proto. The machine is a shared, noisy VM: the three run
-# in alternated rounds, in each of their six orders in turn; in each turn
+# here from the CRI proto. The machine is a shared, noisy VM: the four run
+# in alternated rounds, in four orders in turn (each first, second, third
+# and last once, and each after each of the others once); in each turn
 # PODS pod lifecycles (RunPodSandbox, CreateContainer, StartContainer,
 # StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox, each
 # timed), then the unary call's p50 (ListPodSandbox, kubelet's PLEG call,
@@ -23,14 +30,15 @@
 # by tens of milliseconds from one pod to the next, CYCLES CreateContainer +
 # RemoveContainer pairs in one pod, a container never started: no runc
 # process, three NRI events, two intercepted calls. Reported: each
-# configuration's medians; proxy's and NRI's added time against direct and
-# NRI's against proxy, paired by round (the median difference and a
-# bootstrap 95% interval); the steps' shares; crihookd's and containerd's
-# CPU time per pod lifecycle and crihookd's per unary call.
+# configuration's medians; proxy's, NRI's and the null plugin's added time
+# against direct, NRI's against proxy, and crihookd's part of NRI mode (NRI
+# less null) against proxy mode's, paired by round (the median difference
+# and a bootstrap 95% interval); the steps' shares; crihookd's and
+# containerd's CPU time per pod lifecycle and crihookd's per unary call.
 #
 # Usage: bash bench/nri-mode.sh    (as root; about 6 minutes with defaults
 # on the 2-core VM)
-#   CRIHOOK_BENCH_NRI_ROUNDS  alternated rounds (12; a multiple of 6 balances the orders)
+#   CRIHOOK_BENCH_NRI_ROUNDS  alternated rounds (12; a multiple of 4 balances the orders)
 #   CRIHOOK_BENCH_NRI_PODS    timed pod lifecycles per configuration and round (4)
 #   CRIHOOK_BENCH_NRI_CALLS   timed unary calls per configuration and round (2000)
 #   CRIHOOK_BENCH_NRI_CYCLES  timed CreateContainer+RemoveContainer pairs per configuration and round (30)
@@ -55,7 +63,7 @@ work=$(mktemp -d /tmp/crihook-nribench-XXXXXX)
 image=docker.io/library/busybox:crihook
 ctd=$work/ctd/containerd.sock
 client=$work/nri_mode_client
-ctd_pid="" proxy_pid="" nri_pid=""
+ctd_pid="" proxy_pid="" nri_pid="" null_pid=""
 cleanup() {
   # An interrupted run leaves its client making pods: this shell's own
   # children (the client, the crihookds) end first.
@@ -67,7 +75,7 @@ cleanup() {
       "$client" -endpoint "$ctd" cleanup >/dev/null 2>&1 || true
   fi
   local pid any alive=()
-  for pid in $nri_pid $proxy_pid $ctd_pid; do
+  for pid in $null_pid $nri_pid $proxy_pid $ctd_pid; do
     kill "$pid" 2>/dev/null && alive+=("$pid")
   done
   # Up to 5 s for them to end; containerd is not this shell's child
@@ -96,6 +104,7 @@ cp bench/nri_mode_client.go "$gopath/src/crihook/nri_mode_client/main.go"
 [[ -x "$client" ]] || exit 1
 # crihookd copied: a build relinking it during the run does not change it.
 cp build/tools/crihookd "$work/crihookd"
+cp build/bench/nri_null_plugin "$work/nri_null_plugin"
 
 test/e2e/make-busybox-image.sh "$work/busybox.tar" "$image"
 # In a session of its own: a Ctrl-C (SIGINT to the whole process group)
@@ -174,20 +183,47 @@ nri_stop() {
   nri_pid=""
 }
 
-# The six orders of the three in turn: over six rounds each comes first,
-# second and third twice and follows each of the others equally often.
-orders=("direct proxy nri" "nri direct proxy" "proxy nri direct" "direct nri proxy"
-  "proxy direct nri" "nri proxy direct")
-echo "nri-mode: $rounds rounds of direct, proxy and NRI mode, $pods pods and $calls calls each" >&2
+# The null plugin, started and registered (it says so once containerd sent
+# Synchronize) and stopped as NRI mode's crihookd is.
+null_start() {
+  local t0
+  t0=$(now_us)
+  : >"$work/null.out"
+  "$work/nri_null_plugin" --socket "$work/ctd/nri.sock" >"$work/null.out" 2>>"$work/null.log" &
+  null_pid=$!
+  until grep -q registered "$work/null.out"; do
+    kill -0 "$null_pid" 2>/dev/null || { cat "$work/null.log" >&2; exit 1; }
+    (($(now_us) - t0 < 10000000)) || { echo "nri-mode: the null plugin not registered after 10 s" >&2; exit 1; }
+    sleep 0.01
+  done
+}
+null_stop() {
+  local rc=0
+  kill -TERM "$null_pid"
+  wait "$null_pid" || rc=$?
+  ((rc == 0)) || { echo "nri-mode: the null plugin exited $rc (round $1)" >&2; cat "$work/null.log" >&2; exit 1; }
+  null_pid=""
+}
+
+# Four orders of the four in turn (a Williams square): over four rounds each
+# comes at each place once and follows each of the others once.
+orders=("direct proxy null nri" "proxy nri direct null" "nri null proxy direct"
+  "null direct nri proxy")
+echo "nri-mode: $rounds rounds of direct, proxy mode, NRI mode and the null plugin," \
+  "$pods pods and $calls calls each" >&2
 start=$(date +%s)
 for ((round = 0; round < rounds; round++)); do
-  for via in ${orders[$((round % 6))]}; do
+  for via in ${orders[$((round % 4))]}; do
     sock=$ctd cpu="containerd=$ctd_pid"
     case $via in
       proxy) sock=$work/proxy/crihook.sock cpu="$cpu,crihookd=$proxy_pid" ;;
       nri)
         nri_start "$round"
         cpu="$cpu,crihookd=$nri_pid"
+        ;;
+      null)
+        null_start "$round"
+        cpu="$cpu,plugin=$null_pid"
         ;;
     esac
     # Assigned first: a client that fails stops the run.
@@ -203,6 +239,7 @@ for ((round = 0; round < rounds; round++)); do
     out=$("$client" -endpoint "$sock" unary -calls "$calls" -cpu "$cpu")
     echo "$round $via unary $out" >>"$raw"
     [[ $via != nri ]] || nri_stop "$round"
+    [[ $via != null ]] || null_stop "$round"
   done
   echo "nri-mode: round $((round + 1)) of $rounds done ($(($(date +%s) - start)) s)" >&2
 done
@@ -217,7 +254,7 @@ if [[ -n ${CRIHOOK_BENCH_NRI_SAVE:-} ]]; then
   # modes forget a pod with it.
   (cd "$work" && find proxy/state nri/state -type f) >"$CRIHOOK_BENCH_NRI_SAVE/state-files.txt"
 fi
-echo "### direct, proxy mode and NRI mode: $rounds alternated rounds; containerd" \
+echo "### direct, proxy mode, NRI mode and the null plugin: $rounds alternated rounds; containerd" \
   "$("$containerd" --version | awk '{print $3}') with NRI, the static hook setting one env var"
 python3 - "$raw" "$work/proxy/crihookd.log" "$work/nri/crihookd.log" <<'PY'
 import json, random, statistics as st, sys
@@ -245,7 +282,7 @@ for line in open(raw):
             print(f"  ! crihookd in NRI mode exited {data['rc']} on SIGTERM (round {rnd})")
 
 # The hook ran where it should and nowhere else.
-want = {"direct": {""}, "proxy": {"hooked"}, "nri": {"hooked"}}
+want = {"direct": {""}, "proxy": {"hooked"}, "nri": {"hooked"}, "null": {"hooked"}}
 wrong_env = False
 for via, seen in env.items():
     if seen != want[via]:
@@ -259,18 +296,19 @@ def paired(values):  # median and bootstrap 95% interval of a paired difference
 def fmt(m, lo, hi, unit, scale=1.0, digits=1):
     return f"{m / scale:+.{digits}f} {unit} (95% {lo / scale:+.{digits}f} to {hi / scale:+.{digits}f})"
 
+vias = ("direct", "proxy", "nri", "null")
+added = ("proxy", "nri", "null")
 rounds = sorted(r for r in life
-                if len(life[r]) == 3 and len(unary.get(r, {})) == 3 and len(cr.get(r, {})) == 3)
+                if len(life[r]) == 4 and len(unary.get(r, {})) == 4 and len(cr.get(r, {})) == 4)
 n = len(rounds)
-vias = ("direct", "proxy", "nri")
 
 # Unary: each round's p50 per configuration.
 print(f"unary call (ListPodSandbox, 1 connection), p50 µs, median of {n} rounds: " +
       ", ".join(f"{v} {st.median(unary[r][v] for r in rounds):.1f}" for v in vias))
-u = {v: paired([unary[r][v] - unary[r]["direct"] for r in rounds]) for v in ("proxy", "nri")}
+u = {v: paired([unary[r][v] - unary[r]["direct"] for r in rounds]) for v in added}
 u_np = paired([unary[r]["nri"] - unary[r]["proxy"] for r in rounds])
 print("  added vs direct, paired by round: " +
-      "; ".join(f"{v} {fmt(*u[v], 'µs')}" for v in ("proxy", "nri")) +
+      "; ".join(f"{v} {fmt(*u[v], 'µs')}" for v in added) +
       "; crihookd CPU per call: " +
       ", ".join(f"{v} {st.median(ucpu[v]):.1f} µs" for v in ("proxy", "nri") if v in ucpu))
 
@@ -280,42 +318,53 @@ def med(r, v, step="total"):
 allpods = {v: [p for r in rounds for p in life[r][v]] for v in vias}
 print(f"pod lifecycle (7 calls), ms, median of {len(allpods['direct'])} pods each: " +
       ", ".join(f"{v} {st.median(p['total'] for p in allpods[v]) / 1000:.1f}" for v in vias))
-l = {v: paired([med(r, v) - med(r, "direct") for r in rounds]) for v in ("proxy", "nri")}
+l = {v: paired([med(r, v) - med(r, "direct") for r in rounds]) for v in added}
 l_np = paired([med(r, "nri") - med(r, "proxy") for r in rounds])
 below = sum(med(r, "nri") < med(r, "proxy") for r in rounds)
 print("  added vs direct, paired by round (medians of the round's pods): " +
-      "; ".join(f"{v} {fmt(*l[v], 'ms', 1000, 2)}" for v in ("proxy", "nri")))
+      "; ".join(f"{v} {fmt(*l[v], 'ms', 1000, 2)}" for v in added))
 print(f"  NRI - proxy, paired by round: {fmt(*l_np, 'ms', 1000, 2)}; NRI below proxy in {below} of {n} rounds")
+# crihookd's part of NRI mode (NRI less the null plugin) against proxy
+# mode's whole (proxy less direct): the runtime's NRI path set aside.
+def own(r, get):
+    return (get(r, "nri") - get(r, "null")) - (get(r, "proxy") - get(r, "direct"))
+l_own = paired([own(r, med) for r in rounds])
+print("  crihookd's part of NRI mode (NRI - null) less proxy mode's (proxy - direct), paired by round: "
+      f"{fmt(*l_own, 'ms', 1000, 2)}")
 steps = ["RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer",
          "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"]
-print("  per step, ms: median direct / proxy / NRI (paired added: proxy, NRI)")
+print("  per step, ms: median direct / proxy / NRI / null (paired added: proxy, NRI, null)")
 for s in steps:
     m = [st.median(p[s] for p in allpods[v]) / 1000 for v in vias]
-    add = [st.median(med(r, v, s) - med(r, "direct", s) for r in rounds) / 1000 for v in ("proxy", "nri")]
-    print(f"    {s:17} {m[0]:7.2f} / {m[1]:7.2f} / {m[2]:7.2f}   ({add[0]:+.2f}, {add[1]:+.2f})")
+    add = [st.median(med(r, v, s) - med(r, "direct", s) for r in rounds) / 1000 for v in added]
+    print(f"    {s:17} {m[0]:7.2f} / {m[1]:7.2f} / {m[2]:7.2f} / {m[3]:7.2f}"
+          f"   ({add[0]:+.2f}, {add[1]:+.2f}, {add[2]:+.2f})")
 
 # CreateContainer + RemoveContainer of a container never started.
 print(f"CreateContainer + RemoveContainer (no runc), p50 ms, median of {n} rounds: " +
       ", ".join(f"{v} {st.median(cr[r][v]['p50_us'] for r in rounds) / 1000:.2f}"
                 f" (create {st.median(cr[r][v]['create_p50_us'] for r in rounds) / 1000:.2f},"
                 f" remove {st.median(cr[r][v]['remove_p50_us'] for r in rounds) / 1000:.2f})" for v in vias))
-c = {v: paired([cr[r][v]["p50_us"] - cr[r]["direct"]["p50_us"] for r in rounds]) for v in ("proxy", "nri")}
+c = {v: paired([cr[r][v]["p50_us"] - cr[r]["direct"]["p50_us"] for r in rounds]) for v in added}
 c_np = paired([cr[r]["nri"]["p50_us"] - cr[r]["proxy"]["p50_us"] for r in rounds])
+c_own = paired([own(r, lambda r, v: cr[r][v]["p50_us"]) for r in rounds])
 print("  added vs direct, paired by round: " +
-      "; ".join(f"{v} {fmt(*c[v], 'ms', 1000, 2)}" for v in ("proxy", "nri")) +
+      "; ".join(f"{v} {fmt(*c[v], 'ms', 1000, 2)}" for v in added) +
       f"; NRI - proxy {fmt(*c_np, 'ms', 1000, 2)}")
+print(f"  crihookd's part of NRI mode less proxy mode's: {fmt(*c_own, 'ms', 1000, 2)}")
 
 # CPU per pod lifecycle: what each process spent while the timed pods ran.
 def cpu_ms(via, name):
     return st.median(cpu[(r, via)][name] for r in rounds) / 1000
 print("CPU per pod lifecycle, ms (median of rounds): containerd " +
       ", ".join(f"{v} {cpu_ms(v, 'containerd'):.1f}" for v in vias) +
-      f"; crihookd proxy mode {cpu_ms('proxy', 'crihookd'):.2f}, NRI mode {cpu_ms('nri', 'crihookd'):.2f}")
-def cpu_added(r, v):  # containerd's and crihookd's, less containerd's direct
+      f"; crihookd proxy mode {cpu_ms('proxy', 'crihookd'):.2f}, NRI mode {cpu_ms('nri', 'crihookd'):.2f}"
+      f"; the null plugin {cpu_ms('null', 'plugin'):.2f}")
+def cpu_added(r, v):  # containerd's and crihookd's (the plugin's), less containerd's direct
     return sum(cpu[(r, v)].values()) - cpu[(r, "direct")]["containerd"]
 print("  containerd + crihookd added vs direct, paired by round: " +
       "; ".join(f"{v} {fmt(*paired([cpu_added(r, v) for r in rounds]), 'ms', 1000, 2)}"
-                for v in ("proxy", "nri")))
+                for v in added))
 if start:
     print(f"crihookd in NRI mode, out of the timed region: exec to registered {st.median(start) / 1000:.0f} ms, "
           f"SIGTERM to exit {st.median(stop) / 1000:.0f} ms (medians of {len(start)})")
@@ -334,7 +383,8 @@ unary_goal = ("too few rounds to tell" if n < 5 else "met" if lo <= 0 <= hi else
               f"not met ({100 * m / direct_p50:+.1f}% of direct's p50)")
 print(f"goal: NRI adds nothing to the unary call: {unary_goal} "
       f"({fmt(m, lo, hi, 'µs')}); NRI adds less than proxy mode: to the lifecycle "
-      f"{verdict(*l_np)}, to Create+Remove {verdict(*c_np)}")
+      f"{verdict(*l_np)}, to Create+Remove {verdict(*c_np)}; crihookd's part of NRI mode "
+      f"less than proxy mode's: to the lifecycle {verdict(*l_own)}, to Create+Remove {verdict(*c_own)}")
 
 for mode, path in (("proxy", proxy_log), ("NRI", nri_log)):
     lines = [x.rstrip() for x in open(path, errors="replace") if x.strip()]
