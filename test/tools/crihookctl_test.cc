@@ -247,7 +247,25 @@ TEST_F(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
   EXPECT_THAT(yaml.out, HasSubstr("kind: \"Device\"\n"));
   Result bad = ctl({"topology", "--output", "xml"});
   EXPECT_EQ(bad.code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("--output must be tree, json or device-crd, got xml"));
+  EXPECT_THAT(bad.err,
+              HasSubstr("--output must be tree, json, device-crd, matrix or dot, got \"xml\""));
+}
+
+// The matrix and the picture (topology/views.h; cell by cell in
+// test/topology/views_test.cc): what the command prints.
+TEST_F(CrihookctlTopology, PrintsTheMatrixAndTheDotGraph) {
+  const std::string root = dir_->path() + "/dgx";
+  Result matrix = ctl({"topology", "--root", root, "--output", "matrix"});
+  ASSERT_EQ(matrix.code, 0) << matrix.err;
+  EXPECT_THAT(matrix.out, ::testing::StartsWith("      GPU0  GPU1  GPU2"));
+  EXPECT_THAT(matrix.out, ::testing::ContainsRegex("\nGPU0 +X +PIX +NODE +NODE +SYS "));
+  EXPECT_THAT(matrix.out, ::testing::ContainsRegex("\nGPU7 .* 16-31,48-63 +1\\*\n"));
+  EXPECT_THAT(matrix.out, HasSubstr("NIC Legend:\n\n  NIC0: mlx5_0 0000:1c:00.0\n"));
+  Result dot = ctl({"topology", "--root", root, "--output", "dot"});
+  ASSERT_EQ(dot.code, 0) << dot.err;
+  EXPECT_THAT(dot.out, ::testing::StartsWith("digraph topology {\n"));
+  EXPECT_THAT(dot.out, HasSubstr("label=\"PCIe switch\\n0000:18:00.0\""));
+  EXPECT_THAT(dot.err, HasSubstr("warning: NVML: not asked about a root other than /"));
 }
 
 // Found by fuzz/fuzz_topology: a byte that is not UTF-8 in what a driver

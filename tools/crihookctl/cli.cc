@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/quote.h"
 #include "base/read_file.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
@@ -23,6 +24,7 @@
 #include "tools/crihookctl/explain.h"
 #include "tools/crihookctl/status.h"
 #include "topology/report.h"
+#include "topology/views.h"
 
 namespace crihook::ctl {
 namespace {
@@ -57,13 +59,15 @@ commands:
   inspect ID | inspectp ID | inspecti IMAGE
                                     container, pod or image status as JSON
   update --cpuset-cpus CPUS ID      UpdateContainerResources
-  topology [--root DIR] [--output tree|json|device-crd] [--format yaml|json]
-           [--node NAME] [--pcie-id root-complex|switch]
+  topology [--root DIR] [--output tree|json|device-crd|matrix|dot]
+           [--format yaml|json] [--node NAME] [--pcie-id root-complex|switch]
                                     the node's NUMA, PCIe, GPU and RDMA layout read
                                     from sysfs (under DIR: a fixture tree); as a
-                                    tree, JSON, or a Koordinator Device object
+                                    tree, JSON, a Koordinator Device object
                                     (pcieID: the root complex, as koordlet has it,
-                                    or the PCIe switch; warnings on stderr)
+                                    or the PCIe switch; warnings on stderr), the
+                                    GPU/NIC connection matrix as nvidia-smi topo -m
+                                    prints it, or a Graphviz graph (dot -Tsvg)
   explain [--state-dir DIR] ID      what crihookd's hooks did to a container: what
                                     kubelet sent, each change and the hook that
                                     made it, what went to the runtime (reads
@@ -449,8 +453,10 @@ int cmdTopology(const Options& o, const Args& args, std::ostream& out, std::ostr
   const std::string output =
       p.flags.count("--output") ? p.flags["--output"] : (o.json ? "json" : "tree");
   const std::string format = p.flags.count("--format") ? p.flags["--format"] : "yaml";
-  if (output != "tree" && output != "json" && output != "device-crd")
-    throw UsageError(cat("--output must be tree, json or device-crd, got ", output));
+  if (output != "tree" && output != "json" && output != "device-crd" && output != "matrix" &&
+      output != "dot")
+    throw UsageError(
+        cat("--output must be tree, json, device-crd, matrix or dot, got ", quote(output)));
   if (format != "yaml" && format != "json")
     throw UsageError(cat("--format must be yaml or json, got ", format));
   topology::DeviceReportOptions report;
@@ -465,6 +471,12 @@ int cmdTopology(const Options& o, const Args& args, std::ostream& out, std::ostr
       topology::discover(topology::SysRoot(p.flags.count("--root") ? p.flags["--root"] : "/"));
   if (output == "tree") {
     out << topology::tree(snap);
+  } else if (output == "matrix") {
+    out << topology::matrixText(topology::connectionMatrix(snap));
+  } else if (output == "dot") {
+    out << topology::dot(snap);
+    // The picture is for a renderer: what discovery could not read goes beside it.
+    for (const std::string& w : snap.warnings) err << "warning: " << w << '\n';
   } else if (output == "json") {
     // What sysfs holds need not be UTF-8: replaced, not thrown on.
     out << topology::toJson(snap).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
