@@ -229,7 +229,7 @@ std::string matrixText(const Matrix& m) {
 }
 
 std::string podPicture(const Snapshot& snap, const std::vector<PodDevice>& devices,
-                       std::string_view cpuset, std::string_view indent) {
+                       std::optional<std::string_view> cpuset, std::string_view indent) {
   const Matrix m = connectionMatrix(snap);
   std::string out;
   std::vector<size_t> placed;  // rows of the matrix
@@ -296,10 +296,12 @@ std::string podPicture(const Snapshot& snap, const std::vector<PodDevice>& devic
   std::vector<int> cpus;
   std::set<int> cpu_nodes;
   std::map<int, std::vector<int>> by_node;
-  if (cpuset.empty()) {
+  if (!cpuset) {
+    // Not known: nothing to say.
+  } else if (cpuset->empty()) {
     out += cat(indent, "cpus: not pinned (any CPU of the machine)\n");
-  } else if (!parseCpuList(cpuset, cpus)) {
-    out += cat(indent, "cpus \"", printable(cpuset), "\": not a CPU list\n");
+  } else if (!parseCpuList(*cpuset, cpus)) {
+    out += cat(indent, "cpus \"", printable(*cpuset), "\": not a CPU list\n");
   } else {
     std::vector<int> nowhere;
     for (int c : cpus) {

@@ -98,8 +98,9 @@ struct PodDevice {
 //   cpus 0-7 on NUMA 0 (socket 0)
 // then what is wrong at a glance: the farthest link between its devices
 // (matrix classes) and CPUs off the devices' NUMA nodes. `cpuset` empty:
-// the pod is not pinned. A device the snapshot does not know is said so.
+// the pod is not pinned; nullopt: its CPUs are not known (nothing said of
+// them). A device the snapshot does not know is said so.
 std::string podPicture(const Snapshot& snap, const std::vector<PodDevice>& devices,
-                       std::string_view cpuset, std::string_view indent = "  ");
+                       std::optional<std::string_view> cpuset, std::string_view indent = "  ");
 
 }  // namespace crihook::topology

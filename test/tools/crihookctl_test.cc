@@ -23,6 +23,7 @@ namespace {
 
 namespace v1 = ::runtime::v1;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Result {
   int code;
@@ -291,6 +292,68 @@ TEST_F(CrihookctlTopology, TextThatIsNotUtf8IsReplacedNotFatal) {
   EXPECT_THAT(ctl({"topology", "--root", root, "--output", "json"}).out,
               HasSubstr("\xef\xbf\xbd\xef\xbf\xbdGPU"))
       << "the model, with U+FFFD for each byte that is not UTF-8";
+}
+
+// explain and devices say where a pod's devices and CPUs sit, so a wrong
+// allocation shows: here on the dgx fixture, GPU 0 (switch 0000:18:00.0,
+// NUMA 0) with mlx5_1 (another switch and root complex of NUMA 0) and CPUs
+// 16-19 of NUMA 1.
+TEST_F(CrihookctlTopology, ExplainAndDevicesPlaceThePodOnTheMachine) {
+  const std::string root = dir_->path() + "/dgx";
+  TempDir state_dir;
+  {
+    StateStore state(state_dir.path(), nullptr);
+    ASSERT_TRUE(state.load().ok());
+    hook::v1::PodRecord pod;
+    pod.set_sandbox_id("sb-1");
+    pod.mutable_config()->mutable_metadata()->set_name("train-0");
+    pod.mutable_config()->mutable_metadata()->set_namespace_("ml");
+    state.putPod(pod);
+    hook::v1::ContainerRecord c;
+    c.set_id("c0ffee1234");
+    c.set_sandbox_id("sb-1");
+    c.mutable_requested()->mutable_metadata()->set_name("trainer");
+    *c.mutable_sent() = c.requested();
+    for (const char* node : {"nvidia0", "nvidiactl", "infiniband/rdma_cm", "infiniband/uverbs1"}) {
+      auto* d = c.mutable_sent()->add_devices();
+      d->set_container_path(std::string("/dev/") + node);
+      d->set_host_path(std::string("/dev/") + node);
+    }
+    c.mutable_sent()->mutable_linux()->mutable_resources()->set_cpuset_cpus("16-19");
+    state.putContainer(c);
+  }
+  Result explain = ctl({"explain", "--state-dir", state_dir.path(), "--root", root, "c0ffee"});
+  ASSERT_EQ(explain.code, 0) << explain.err;
+  EXPECT_THAT(explain.out,
+              HasSubstr("\non the machine (" + root +
+                        "):\n"
+                        "  GPU0 (minor 0, 0000:1a:00.0): switch 0000:18:00.0, root complex "
+                        "pci0000:17, NUMA 0, socket 0\n"
+                        "  NIC1 mlx5_1 (0000:3c:00.0): switch 0000:38:00.0, root complex "
+                        "pci0000:37, NUMA 0, socket 0\n"
+                        "  cpus 16-19 on NUMA 1 (socket 1)\n"
+                        "  farthest link between its devices: NODE (GPU0 - NIC1)\n"
+                        "  cpus 16-19 off its devices' NUMA node 0\n"));
+
+  TempDir records_dir;
+  DeviceRecord r;
+  r.key = {"uid-a", 0};
+  r.pod = {"ml", "train-0", "uid-a"};
+  r.phase = DevicePhase::kReady;
+  r.devices = {{"gpu", 0, 7, "", "GPU-7", "0000:bb:00.0", "", "nvidia7"},
+               {"rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6", ""}};
+  ASSERT_TRUE(DeviceRecordDir(records_dir.path()).save(r).ok());
+  Result devices = ctl({"devices", "--state-dir", records_dir.path(), "--root", root});
+  ASSERT_EQ(devices.code, 0) << devices.err;
+  EXPECT_THAT(devices.out,
+              HasSubstr("\nml/train-0 (attempt 0) on the machine (" + root +
+                        "):\n"
+                        "  GPU7 (minor 7, 0000:bb:00.0): switch 0000:b8:00.0, root complex "
+                        "pci0000:b7, NUMA 1 (numa_node -1: of bridge 0000:b8:00.0), socket 1\n"
+                        "  NIC6 mlx5_6 (0000:1c:00.3, a VF): switch 0000:18:00.0, root complex "
+                        "pci0000:17, NUMA 0, socket 0\n"
+                        "  farthest link between its devices: SYS (GPU7 - NIC6)\n"));
+  EXPECT_THAT(devices.out, Not(HasSubstr("cpus")));
 }
 
 TEST(CrihookctlDevices, ListsEachSandboxsDevicesAndWhatItOwes) {

@@ -469,6 +469,10 @@ TEST_F(Views, PodPictureSaysWhereDevicesAndCpusSitAndWhatIsFar) {
   EXPECT_THAT(off, HasSubstr("cpus 16-23 off its devices' NUMA node 0\n"));
   EXPECT_THAT(topo::podPicture(s, {}, "", ""), HasSubstr("cpus: not pinned"));
   EXPECT_THAT(topo::podPicture(s, {}, "0-x", ""), HasSubstr("cpus \"0-x\": not a CPU list"));
+  // CPUs not known (a device record has none): nothing said of them.
+  EXPECT_EQ(topo::podPicture(s, {{.type = "gpu", .minor = 5}}, std::nullopt, ""),
+            "GPU5 (minor 5, 0000:9b:00.0): switch 0000:98:00.0, root complex pci0000:97, NUMA 1, "
+            "socket 1\n");
 }
 
 }  // namespace

@@ -68,11 +68,14 @@ commands:
                                     or the PCIe switch; warnings on stderr), the
                                     GPU/NIC connection matrix as nvidia-smi topo -m
                                     prints it, or a Graphviz graph (dot -Tsvg)
-  explain [--state-dir DIR] ID      what crihookd's hooks did to a container: what
+  explain [--state-dir DIR] [--root DIR] ID
+                                    what crihookd's hooks did to a container: what
                                     kubelet sent, each change and the hook that
                                     made it, what went to the runtime (reads
                                     crihookd's state, default /var/lib/crihook;
-                                    an ID prefix will do)
+                                    an ID prefix will do); where its GPUs, NICs
+                                    and CPUs sit on the machine (sysfs under the
+                                    --root DIR, default /)
   status [--metrics ENDPOINT] [--config FILE]
                                     crihookd's health: the runtime answering,
                                     ready, uptime, calls and errors per method,
@@ -81,10 +84,12 @@ commands:
                                     [metrics] listen takes it; default the config
                                     file's, else /run/crihook/metrics.sock);
                                     exits 1 unless healthy and ready
-  devices [--state-dir DIR]         the device-lifecycle hook's records: each
+  devices [--state-dir DIR] [--root DIR]
+                                    the device-lifecycle hook's records: each
                                     sandbox's devices, whether they are
                                     initialised or owe a cleanup, and why
-                                    (default DIR /var/lib/crihook/devices)
+                                    (default DIR /var/lib/crihook/devices), and
+                                    where its devices sit on the machine
 
 Configs are JSON files in crictl's format (CRI field names, snake_case or
 lowerCamelCase).
@@ -391,7 +396,7 @@ int cmdUpdate(Client& c, const Options&, const Args& args, std::ostream& out) {
 }
 
 int cmdExplain(const Options& o, const Args& args, std::ostream& out) {
-  Parsed p = parse(args, {{"--state-dir", true}});
+  Parsed p = parse(args, {{"--state-dir", true}, {"--root", true}});
   needArgs(p, 1, "a container ID");
   const std::string dir =
       p.flags.count("--state-dir") ? p.flags["--state-dir"] : "/var/lib/crihook";
@@ -407,12 +412,14 @@ int cmdExplain(const Options& o, const Args& args, std::ostream& out) {
     out << toJson(only);
     return 0;
   }
-  explainContainer(*state, id, out);
+  const topology::Snapshot machine =
+      topology::discover(topology::SysRoot(p.flags.count("--root") ? p.flags["--root"] : "/"));
+  explainContainer(*state, id, out, &machine);
   return 0;
 }
 
 int cmdDevices(const Options& o, const Args& args, std::ostream& out) {
-  Parsed p = parse(args, {{"--state-dir", true}});
+  Parsed p = parse(args, {{"--state-dir", true}, {"--root", true}});
   const std::string dir =
       p.flags.count("--state-dir") ? p.flags["--state-dir"] : "/var/lib/crihook/devices";
   if (::access(dir.c_str(), R_OK | X_OK) != 0)
@@ -439,6 +446,20 @@ int cmdDevices(const Options& o, const Args& args, std::ostream& out) {
                       std::to_string(r.cleanup_failures), r.last_error});
     }
     table(out, rows);
+    // Where each sandbox's devices sit, so a wrong allocation shows.
+    const topology::Snapshot machine =
+        topology::discover(topology::SysRoot(p.flags.count("--root") ? p.flags["--root"] : "/"));
+    for (const auto& r : records) {
+      if (r.devices.empty()) continue;
+      std::vector<topology::PodDevice> devices;
+      for (const auto& d : r.devices) {
+        devices.push_back({.type = d.type, .minor = d.minor, .pci = d.pci, .name = d.name});
+      }
+      out << "\n"
+          << r.pod.namespace_ << "/" << r.pod.name << " (attempt " << r.key.attempt
+          << ") on the machine (" << machine.root << "):\n"
+          << topology::podPicture(machine, devices, std::nullopt);
+    }
   }
   for (const auto& e : errors) out << "warning: " << e << '\n';
   return 0;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <optional>
 
 #include "base/text.h"
 #include "hooks/adjustment_schema.h"
@@ -88,9 +89,42 @@ void changes(const hv1::StageDecision& d, std::ostream& out) {
   for (const FieldSpec* f : adjustmentSchema()) f->explain(*a, line);
 }
 
+// The N of "<prefix>N" at the end of `path` (after a '/'); nullopt
+// otherwise. N is at most 3 digits: an NVIDIA minor is 0-254, a uverbs
+// device's number is below that on any machine.
+std::optional<int> numberAfter(const std::string& path, std::string_view prefix) {
+  const size_t slash = path.rfind('/');
+  const std::string_view name =
+      std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+  if (name.size() <= prefix.size() || name.size() > prefix.size() + 3 ||
+      name.substr(0, prefix.size()) != prefix)
+    return std::nullopt;
+  int n = 0;
+  for (char c : name.substr(prefix.size())) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
 }  // namespace
 
-void explainContainer(const hv1::PodState& state, const std::string& id, std::ostream& out) {
+std::vector<topology::PodDevice> devicesOf(const v1::ContainerConfig& config) {
+  std::vector<topology::PodDevice> out;
+  for (const auto& d : config.devices()) {
+    const std::string& path = d.host_path();
+    if (auto minor = numberAfter(path, "nvidia")) {
+      out.push_back({.type = "gpu", .minor = *minor});
+    } else if (auto n = numberAfter(path, "uverbs");
+               n && path.find("/infiniband/") != std::string::npos) {
+      out.push_back({.type = "rdma", .uverbs = cat("uverbs", *n)});
+    }
+  }
+  return out;
+}
+
+void explainContainer(const hv1::PodState& state, const std::string& id, std::ostream& out,
+                      const topology::Snapshot* machine) {
   const hv1::ContainerRecord* c = nullptr;
   for (const auto& x : state.containers()) {
     if (x.id() == id) c = &x;
@@ -122,6 +156,17 @@ void explainContainer(const hv1::PodState& state, const std::string& id, std::os
     if (auto r = fromWire(c->resources(), "recorded resources"); r.ok()) applyToResources(*r, kept);
     out << "\nkept through UpdateContainerResources: " << resources(kept) << '\n';
   }
+  if (machine == nullptr) return;
+  // What the runtime got (or kubelet's, unchanged); the cpuset as updated
+  // since, when it was.
+  const v1::ContainerConfig& got = c->has_sent() ? c->sent() : c->requested();
+  std::string cpuset = got.linux().resources().cpuset_cpus();
+  if (c->has_resources() && !c->resources().cpuset_cpus().empty())
+    cpuset = c->resources().cpuset_cpus();
+  const std::vector<topology::PodDevice> devices = devicesOf(got);
+  if (devices.empty() && cpuset.empty()) return;
+  out << "\non the machine (" << machine->root << "):\n"
+      << topology::podPicture(*machine, devices, cpuset);
 }
 
 }  // namespace crihook::ctl
