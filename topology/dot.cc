@@ -51,7 +51,11 @@ std::string dotEscape(std::string_view text, size_t max_bytes) {
   std::string out;
   for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
+    if (c == '&') {
+      // Graphviz reads character entities in a plain label ("&#10;" draws a
+      // line break): "&amp;" is drawn as the '&' it was.
+      out += "&amp;";
+    } else if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
     } else if (c >= 0x20 && c < 0x7f) {
@@ -74,7 +78,8 @@ std::string dot(const Snapshot& snap) {
   for (const NumaNode& n : snap.nodes) {
     const std::string id = nodeId(n.id);
     g.node(id,
-           cat("NUMA node ", n.id, "\\nCPUs ", formatCpuList(n.cpus), "\\n", gib(n.memory_bytes)),
+           cat("NUMA node ", n.id, "\\nCPUs ", n.cpus.empty() ? "none" : formatCpuList(n.cpus),
+               "\\n", gib(n.memory_bytes)),
            "fillcolor=\"#fff2cc\"");
     if (n.socket >= 0) {
       g.node(cat("socket", n.socket), cat("socket ", n.socket), "fillcolor=\"#fce5cd\"");

@@ -169,12 +169,16 @@ std::string matrixText(const Matrix& m) {
   label_width += 2;
   const size_t cell = std::max<size_t>(label_width, 6);
   std::vector<std::string> cpus, numa;
-  bool inferred = false, unknown = false;
+  bool inferred = false, unknown = false, cpuless = false;
   for (const MatrixDevice& d : m.devices) {
-    cpus.push_back(d.numa_node ? formatCpuList(d.cpus) : "N/A");
+    // Never a blank cell: a column read by position would shift. A node
+    // without CPUs is a memory-only one, or one whose cpulist was unreadable.
+    const bool none = d.numa_node && d.cpus.empty();
+    cpus.push_back(!d.numa_node ? "N/A" : none ? "none" : formatCpuList(d.cpus));
     numa.push_back(d.numa_node ? cat(*d.numa_node, d.numa_inferred ? "*" : "") : "N/A");
     inferred = inferred || d.numa_inferred;
     unknown = unknown || !d.numa_node;
+    cpuless = cpuless || none;
   }
   size_t cpu_width = std::string_view("CPU Affinity").size() + 2;
   for (const std::string& c : cpus) cpu_width = std::max(cpu_width, c.size() + 2);
@@ -205,6 +209,7 @@ std::string matrixText(const Matrix& m) {
   if (unknown) {
     out += "  N/A  = NUMA node unknown: numa_node -1 on the device and every bridge above\n";
   }
+  if (cpuless) out += "  none = the device's NUMA node has no CPUs (or sysfs did not list them)\n";
   std::string gpus, nics;
   for (const MatrixDevice& d : m.devices) {
     if (d.gpu != nullptr) {
@@ -235,9 +240,16 @@ std::string podPicture(const Snapshot& snap, const std::vector<PodDevice>& devic
   std::vector<size_t> placed;  // rows of the matrix
   auto where = [&](const MatrixDevice& d) {
     const Locality& l = d.gpu ? d.gpu->where : d.rdma->where;
-    std::string s = l.pcie_switch.empty() ? cat("root port ", printable(l.root_port))
-                                          : cat("switch ", printable(l.pcie_switch));
-    s += cat(", root complex ", printable(l.root_complex), ", NUMA ");
+    std::string s;
+    if (l.root_complex.empty()) {
+      s = "under no root complex sysfs shows";
+    } else {
+      s = !l.pcie_switch.empty() ? cat("switch ", printable(l.pcie_switch))
+          : !l.root_port.empty() ? cat("root port ", printable(l.root_port))
+                                 : std::string("on the root complex's bus (no bridge above it)");
+      s += cat(", root complex ", printable(l.root_complex));
+    }
+    s += ", NUMA ";
     if (!d.numa_node) {
       s += "unknown (numa_node -1)";
     } else {

@@ -59,9 +59,12 @@ struct Matrix {
 // SYS otherwise, and SYS when either's node is unknown (nothing shows they
 // share one: a pair is never drawn nearer than it may be).
 Matrix connectionMatrix(const Snapshot& snap);
+// The rows would point into a Snapshot destroyed at the end of the call.
+Matrix connectionMatrix(Snapshot&& snap) = delete;
 
 // The matrix as text: a header row, one row per device with its CPU
-// Affinity and NUMA Affinity ("1*" when inferred, "N/A" when unknown), the
+// Affinity and NUMA Affinity ("1*" when inferred, "N/A" when unknown; CPU
+// Affinity "none" for a node without CPUs: no cell is ever blank), the
 // legend, and GPU and NIC legends naming each row's device. Columns are
 // padded with spaces; text from sysfs in the legends is printable ASCII,
 // cut short.
@@ -72,12 +75,14 @@ std::string matrixText(const Matrix& matrix);
 // under their PF; labelled with addresses, models, minors and NUMA nodes.
 // Node IDs are made up here (no sysfs text in them); every label text taken
 // from sysfs is escaped for a DOT string (quotes, backslashes; control and
-// non-ASCII bytes as \xNN) and cut at kMaxDotTextBytes.
+// non-ASCII bytes as \xNN, '&' as "&amp;" so Graphviz reads no character
+// entity) and cut at kMaxDotTextBytes.
 inline constexpr size_t kMaxDotTextBytes = 64;
 std::string dot(const Snapshot& snap);
 
 // `text` as the inside of a DOT double-quoted string: printable ASCII kept,
-// `"` and `\` backslash-escaped, every other byte as the visible text \xNN;
+// `"` and `\` backslash-escaped, `&` as "&amp;" (Graphviz turns "&#10;" in a
+// label into a line break), every other byte as the visible text \xNN;
 // at most `max_bytes` bytes of `text`, then "...". Exposed for the tests.
 std::string dotEscape(std::string_view text, size_t max_bytes = kMaxDotTextBytes);
 
@@ -92,10 +97,12 @@ struct PodDevice {
 };
 
 // Where a pod's devices and CPUs sit, a line each, indented by `indent`:
-//   GPU 3 (minor 3, 0000:3b:00.0): switch 0000:38:00.0, root complex
+//   GPU3 (minor 3, 0000:3b:00.0): switch 0000:38:00.0, root complex
 //     pci0000:37, NUMA 0, socket 0
-//   RDMA mlx5_1 (0000:3c:00.0): ...
+//   NIC1 mlx5_1 (0000:3c:00.0): ...
 //   cpus 0-7 on NUMA 0 (socket 0)
+// (its switch, else its root port, else "on the root complex's bus"; "under
+// no root complex sysfs shows" when sysfs places it under none),
 // then what is wrong at a glance: the farthest link between its devices
 // (matrix classes) and CPUs off the devices' NUMA nodes. `cpuset` empty:
 // the pod is not pinned; nullopt: its CPUs are not known (nothing said of

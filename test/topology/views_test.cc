@@ -477,3 +477,126 @@ TEST_F(Views, PodPictureSaysWhereDevicesAndCpusSitAndWhatIsFar) {
 
 }  // namespace
 }  // namespace crihook::testing
+
+namespace crihook::testing {
+namespace {
+
+namespace topo = ::crihook::topology;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A machine written here, not discovered: two NUMA nodes of one socket, the
+// second without CPUs (a memory-only node, or one whose cpulist could not be
+// read); a GPU on the root complex's own bus (no bridge above it: an
+// integrated GPU, a GPU passed to a VM), one on node 1, and an RDMA device
+// whose PCI device sysfs does not place under any root complex.
+topo::Snapshot oddMachine() {
+  topo::Snapshot s;
+  s.nodes.push_back({.id = 0, .socket = 0, .cpus = {0, 1}});
+  s.nodes.push_back({.id = 1, .socket = 0, .cpus = {}});
+  s.cpus.push_back({.id = 0, .socket = 0, .core = 0, .node = 0});
+  s.cpus.push_back({.id = 1, .socket = 0, .core = 1, .node = 0});
+  topo::PciDevice igpu;
+  igpu.address = "0000:00:02.0";
+  igpu.root_complex = "pci0000:00";
+  topo::PciDevice far;
+  far.address = "0000:81:00.0";
+  far.root_complex = "pci0000:80";
+  far.bridges = {"0000:80:01.0"};
+  far.numa_node = far.reported_numa_node = 1;
+  topo::PciDevice loose;
+  loose.address = "0000:99:00.0";
+  s.pci = {igpu, far, loose};
+  for (const topo::PciDevice& d : {igpu, far}) {
+    topo::Gpu g;
+    g.address = d.address;
+    g.vendor = "intel";
+    g.model = "intel 0x46a6";
+    g.where = {.numa_node = d.numa_node,
+               .socket = 0,
+               .root_port = d.rootPort(),
+               .root_complex = d.root_complex};
+    s.gpus.push_back(g);
+  }
+  topo::RdmaDevice x;
+  x.name = "rxe0";
+  x.address = loose.address;
+  x.where = {.numa_node = 0, .socket = 0};
+  s.rdma.push_back(x);
+  return s;
+}
+
+// The matrix points into its Snapshot: one made from a temporary would
+// dangle as soon as the call returned, so that does not compile.
+template <typename S>
+concept MatrixFrom = requires(S&& s) {
+  topo::connectionMatrix(std::forward<S>(s));
+};
+static_assert(MatrixFrom<const topo::Snapshot&>);
+static_assert(!MatrixFrom<topo::Snapshot>);
+
+// Each row of the matrix has as many cells as the header has columns, plus
+// its label, CPU Affinity and NUMA Affinity: a column read by position (as
+// people and scripts read nvidia-smi's) is never off by one.
+TEST(OddMachine, EveryMatrixRowHasEveryCell) {
+  const topo::Snapshot s = oddMachine();
+  const topo::Matrix m = topo::connectionMatrix(s);
+  const std::string text = topo::matrixText(m);
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  const size_t columns = m.devices.size();
+  for (size_t i = 0; i < m.devices.size() && std::getline(in, line); ++i) {
+    std::istringstream row(line);
+    size_t words = 0;
+    for (std::string w; row >> w;) ++words;
+    EXPECT_EQ(words, columns + 3) << line;
+  }
+  // GPU1 is on node 1, which has no CPUs: said so, not a blank.
+  EXPECT_THAT(text, HasSubstr("GPU1  SYS   X     SYS   none          1\n")) << text;
+  EXPECT_THAT(text, HasSubstr("none = the device's NUMA node has no CPUs")) << text;
+}
+
+// A device right on the root complex's bus has no root port, a device that
+// is under no root complex has neither: the picture says so instead of
+// naming an empty bridge.
+TEST(OddMachine, PodPictureOfDevicesWithoutABridgeChain) {
+  const std::string p = topo::podPicture(
+      oddMachine(), {{.type = "gpu", .pci = "0000:00:02.0"}, {.type = "rdma", .name = "rxe0"}},
+      std::nullopt, "");
+  EXPECT_THAT(p, HasSubstr("GPU0 (0000:00:02.0): on the root complex's bus (no bridge above it), "
+                           "root complex pci0000:00, NUMA 0, socket 0\n"))
+      << p;
+  EXPECT_THAT(p, HasSubstr("NIC0 rxe0 (0000:99:00.0): under no root complex sysfs shows, NUMA 0, "
+                           "socket 0\n"))
+      << p;
+  EXPECT_THAT(p, Not(HasSubstr("root port ,"))) << p;
+  EXPECT_THAT(p, Not(HasSubstr("root complex ,"))) << p;
+}
+
+// Graphviz turns character entities in a plain label into characters:
+// "&#10;" in a model name would draw a line of its own in the picture (a
+// forged "GPU9" under the real GPU). '&' is written as "&amp;", which
+// Graphviz draws as the '&' it was.
+TEST(DotEscape, AmpersandsAreNotEntities) {
+  EXPECT_EQ(topo::dotEscape("A&B"), "A&amp;B");
+  EXPECT_EQ(topo::dotEscape("x&#10;GPU9"), "x&amp;#10;GPU9");
+  topo::Snapshot s = oddMachine();
+  s.gpus[0].model = "A100&#10;GPU9 minor 9&#x0a;";
+  const std::string text = topo::dot(s);
+  EXPECT_THAT(text, Not(HasSubstr("&#10;"))) << text;
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "no Graphviz (dot)";
+  TempDir out;
+  std::ofstream(out.file("g.dot")) << text;
+  ASSERT_EQ(std::system(("dot -Tplain -o " + out.file("g.txt") + " " + out.file("g.dot")).c_str()),
+            0);
+  std::ifstream plain(out.file("g.txt"));
+  const std::string drawn((std::istreambuf_iterator<char>(plain)),
+                          std::istreambuf_iterator<char>());
+  // Drawn as written, on the model's own line.
+  EXPECT_THAT(drawn, HasSubstr("A100&#10;GPU9 minor 9&#x0a;")) << drawn;
+  EXPECT_THAT(drawn, Not(HasSubstr("\nGPU9 minor 9"))) << drawn;
+}
+
+}  // namespace
+}  // namespace crihook::testing
