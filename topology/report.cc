@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "base/quote.h"
 #include "base/text.h"
 #include "topology/holder.h"
 
@@ -52,12 +53,41 @@ std::string binaryQuantity(uint64_t bytes) {
   return cat(bytes, kSuffixes[i]);
 }
 
+// Text from sysfs or the driver on a terminal (a model, an RDMA or netdev
+// name, a port state): as it is when it is a plain word (a model or a state:
+// words) of printable ASCII, short enough to read; otherwise quoted and cut
+// short (base/quote.h), so a newline or an escape sequence in a name can
+// neither forge a line of the tree nor reach the terminal. Anyone with
+// CAP_NET_ADMIN names a netdev, and any byte but '/', ':' and white space
+// goes.
+std::string shown(std::string_view text, bool words = false) {
+  bool plain = text.size() <= kMaxQuotedBytes;
+  for (size_t i = 0; plain && i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    plain = c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+    plain = plain || (words && c == ' ');
+  }
+  return plain ? std::string(text) : quote(text);
+}
+
+// A device has a port or two; a tree that says hundreds says nothing more.
+constexpr size_t kMaxShownPorts = 8;
+
+// What a device hangs off, as the tree groups devices: its switch, else its
+// root port, else the root complex's own bus.
+std::string attachment(const Locality& l) {
+  if (!l.pcie_switch.empty()) return cat("PCIe switch ", shown(l.pcie_switch));
+  if (!l.root_port.empty()) return cat("root port ", shown(l.root_port));
+  if (!l.root_complex.empty()) return cat("root complex ", shown(l.root_complex), ", no bridge");
+  return "no root complex";
+}
+
 // Where the NUMA node came from, when it is not the device's own.
 std::string numaNote(const Locality& l) {
   if (l.numa_node_from.empty()) return "";
   if (l.numa_node_from == "none")
     return cat(" (numa_node -1, no bridge above knows: node ", l.numa_node, " assumed)");
-  return cat(" (numa_node -1: node ", l.numa_node, " of bridge ", l.numa_node_from, ")");
+  return cat(" (numa_node -1: node ", l.numa_node, " of bridge ", shown(l.numa_node_from), ")");
 }
 
 nlohmann::json localityJson(const Locality& l) {
@@ -83,17 +113,11 @@ std::string tree(const Snapshot& snap) {
   std::map<int, std::map<int, std::map<std::string, Group>>> layout;
   for (const NumaNode& n : snap.nodes) layout[n.socket][n.id];
   for (const Gpu& g : snap.gpus) {
-    layout[g.where.socket][g.where.numa_node]
-          [g.where.pcie_switch.empty() ? "root port " + g.where.root_port
-                                       : "PCIe switch " + g.where.pcie_switch]
-              .gpus.push_back(&g);
+    layout[g.where.socket][g.where.numa_node][attachment(g.where)].gpus.push_back(&g);
   }
   for (const RdmaDevice& x : snap.rdma) {
     if (x.isVirtualFunction()) continue;  // listed under their PF
-    layout[x.where.socket][x.where.numa_node]
-          [x.where.pcie_switch.empty() ? "root port " + x.where.root_port
-                                       : "PCIe switch " + x.where.pcie_switch]
-              .nics.push_back(&x);
+    layout[x.where.socket][x.where.numa_node][attachment(x.where)].nics.push_back(&x);
   }
   for (const auto& [socket, nodes] : layout) {
     out += socket < 0 ? "socket unknown\n" : cat("socket ", socket, "\n");
@@ -109,27 +133,33 @@ std::string tree(const Snapshot& snap) {
       for (const auto& [where, group] : groups) {
         out += cat("    ", where, "\n");
         for (const Gpu* g : group.gpus) {
-          out += cat("      GPU ", g->address, " ", g->model,
+          out += cat("      GPU ", shown(g->address), " ", shown(g->model, true),
                      g->minor >= 0 ? cat(" minor ", g->minor) : std::string(),
-                     g->uuid.empty() ? std::string() : " " + g->uuid, numaNote(g->where), "\n");
+                     g->uuid.empty() ? std::string() : cat(" ", shown(g->uuid)), numaNote(g->where),
+                     "\n");
         }
         for (const RdmaDevice* x : group.nics) {
           std::string link;
-          for (const RdmaPort& p : x->ports)
-            link += cat(" port ", p.number, " ", p.link_layer, " ", p.state);
-          out += cat("      RDMA ", x->name, " ", x->address, " ", x->uverbs,
-                     x->netdevs.empty() ? std::string() : " " + x->netdevs.front(), link,
+          for (size_t i = 0; i < x->ports.size() && i < kMaxShownPorts; ++i) {
+            const RdmaPort& p = x->ports[i];
+            link += cat(" port ", p.number, " ", shown(p.link_layer), " ", shown(p.state, true));
+          }
+          if (x->ports.size() > kMaxShownPorts)
+            link += cat(" and ", x->ports.size() - kMaxShownPorts, " more ports");
+          out += cat("      RDMA ", shown(x->name), " ", shown(x->address), " ", shown(x->uverbs),
+                     x->netdevs.empty() ? std::string() : cat(" ", shown(x->netdevs.front())), link,
                      numaNote(x->where), "\n");
           for (const std::string& vf : x->virtual_functions) {
             const RdmaDevice* v = snap.rdmaByAddress(vf);
-            out +=
-                cat("        VF ", vf, v ? cat(" ", v->name, " ", v->uverbs) : std::string(), "\n");
+            out += cat("        VF ", shown(vf),
+                       v ? cat(" ", shown(v->name), " ", shown(v->uverbs)) : std::string(), "\n");
           }
         }
       }
     }
   }
-  for (const std::string& w : snap.warnings) out += cat("warning: ", w, "\n");
+  // Warnings quote what they hold from sysfs; cut to one line all the same.
+  for (const std::string& w : snap.warnings) out += cat("warning: ", boundedMessage(w), "\n");
   return out;
 }
 

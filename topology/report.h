@@ -14,7 +14,11 @@
 
 namespace crihook::topology {
 
-// sockets -> NUMA nodes -> PCIe switches (or root ports) -> GPUs / NICs / VFs.
+// sockets -> NUMA nodes -> PCIe switches (or root ports) -> GPUs / NICs / VFs,
+// then the warnings, one line each. Text from sysfs or the driver (models,
+// RDMA and netdev names, port states) is shown as it is when it is plain
+// printable ASCII, else quoted and cut short (base/quote.h): a name cannot
+// forge a line or send the terminal an escape sequence.
 std::string tree(const Snapshot& snap);
 
 // Everything discovered, warnings included.

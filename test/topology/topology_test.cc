@@ -609,6 +609,57 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   EXPECT_FALSE(nothing.warnings.empty());
 }
 
+// What drivers and users name is anyone's text: a netdev name may hold any
+// byte but '/', ':' and white space (a container with CAP_NET_ADMIN names
+// one), an RDMA device is renamed with `rdma dev set`, a model is what the
+// driver wrote. In the tree each is quoted and cut short when it is not
+// plain, so none forges a line or reaches the terminal as an escape.
+TEST_F(Fixtures, HostileNamesInTheTreeAreQuotedAndCutShort) {
+  TempDir odd;
+  std::filesystem::copy(
+      fixture("dgx"), odd.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string r = odd.path();
+  const std::string sw0 = r + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/";
+  // GPU 0's model: an OSC title sequence, a carriage return, 300 bytes.
+  std::ofstream(r + "/proc/driver/nvidia/gpus/0000:1a:00.0/information")
+      << "Model: \t\t NVIDIA \x1b]0;pwned\x07"
+         "A100\rGPU 0000:00:00.0 "
+      << std::string(300, 'Z') << "\nDevice Minor: \t 0\n";
+  // mlx5_0's netdev: a newline and a colour.
+  const std::string nic0 = sw0 + "0000:19:02.0/0000:1c:00.0/";
+  std::filesystem::rename(nic0 + "net/ibp28s0", nic0 + "net/ib\x1b[31m\n      RDMA forged");
+  // mlx5_1 renamed to a line of its own; its port's state with an escape.
+  std::filesystem::rename(r + "/sys/class/infiniband/mlx5_1",
+                          r + "/sys/class/infiniband/mlx5_1\n      GPU 0000:99:00.0 forged");
+  std::ofstream(r +
+                "/sys/devices/pci0000:37/0000:37:00.0/0000:38:00.0/0000:39:02.0/0000:3c:00.0/"
+                "infiniband/mlx5_1/ports/1/state")
+      << "4: ACTIVE\x1b[0m\n";
+  const topo::Snapshot s = topo::discover(topo::SysRoot(r));
+  ASSERT_EQ(s.rdma.size(), 7u);
+  const std::string t = topo::tree(s);
+  std::istringstream lines(t);
+  for (std::string line; std::getline(lines, line);) {
+    for (char c : line) {
+      EXPECT_TRUE(c >= 0x20 && c < 0x7f)
+          << "a byte " << int(static_cast<unsigned char>(c)) << " in: " << line;
+    }
+    EXPECT_FALSE(line.rfind("      RDMA forged", 0) == 0 ||
+                 line.rfind("      GPU 0000:99:00.0", 0) == 0 || line.rfind("GPU 0000:00", 0) == 0)
+        << "a line forged by a name: " << line;
+    EXPECT_LT(line.size(), 400u) << line;
+  }
+  EXPECT_THAT(t, HasSubstr("GPU 0000:1a:00.0 \"NVIDIA \\x1b]0;pwned\\x07A100\\x0dGPU 0000:00:00.0 "
+                           "ZZZZ"));
+  EXPECT_THAT(t, HasSubstr("ZZZ\"... minor 0"));
+  EXPECT_THAT(t, HasSubstr(" \"ib\\x1b[31m\\x0a      RDMA forged\" port 1"));
+  EXPECT_THAT(t, HasSubstr("RDMA \"mlx5_1\\x0a      GPU 0000:99:00.0 forged\" 0000:3c:00.0"));
+  EXPECT_THAT(t, HasSubstr("port 1 InfiniBand \"4: ACTIVE\\x1b[0m\"\n"));
+  // Plain names stay as they were.
+  EXPECT_THAT(t, HasSubstr("RDMA mlx5_2 0000:9c:00.0 uverbs2 "));
+}
+
 // sysfs is read as regular files of at most a page or so: a FIFO, a link into
 // /dev or an oversized file in the tree is a file that cannot be read, and
 // discovery neither blocks nor fills memory on it.
