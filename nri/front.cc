@@ -133,6 +133,11 @@ void Front::onCall(std::string_view method, std::string payload, Clock::time_poi
     req.ParseFromString(payload);
     log_->info("NRI: configured by {} {}", quote(req.runtime_name()), quote(req.runtime_version()));
     events_ = options_.has_hooks ? subscribedEvents(options_.has_hooks) : kAllEvents;
+    for (size_t i = 0; i < kLifecycleMethods; ++i) {
+      const auto m = static_cast<LifecycleMethod>(i);
+      answer_first_[i] = options_.has_hooks && !options_.has_hooks(m, Phase::kPre) &&
+                         !options_.has_hooks(m, Phase::kPost);
+    }
     api::ConfigureResponse resp;
     resp.set_events(events_);
     std::string names;
@@ -199,8 +204,30 @@ void Front::post(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessag
   interceptor_.post(call, [io = io_, then = std::move(then)] { asio::post(*io, then); });
 }
 
+void Front::recordAfterAnswer(std::shared_ptr<InterceptedCall> call,
+                              std::unique_ptr<PbMessage> response, bool with_pre) {
+  // The Reply queued the answer on io_; this handler comes after it. The
+  // interceptor outlives the Front, and a stage without hooks runs inline:
+  // nothing here runs on another thread or after the Front is gone.
+  auto holder = std::make_shared<std::unique_ptr<PbMessage>>(std::move(response));
+  asio::post(*io_, [&interceptor = interceptor_, call, holder, with_pre] {
+    auto records = [&interceptor, call, holder](absl::Status) {
+      call->backend_status = absl::OkStatus();
+      noteCreatedId(specOf(call->method), **holder, call->identity);
+      call->response = std::move(*holder);
+      interceptor.post(call, [] {});
+    };
+    if (!with_pre) return records(absl::OkStatus());
+    interceptor.pre(call, records);
+  });
+}
+
 void Front::both(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessage> response,
                  Reply reply, std::string empty_answer) {
+  if (answerFirst(call->method)) {
+    reply(absl::OkStatus(), std::move(empty_answer));
+    return recordAfterAnswer(std::move(call), std::move(response), true);
+  }
   auto response_holder = std::make_shared<std::unique_ptr<PbMessage>>(std::move(response));
   pre(call, [this, call, response_holder, reply, empty_answer](absl::Status st) {
     if (!st.ok()) {
@@ -239,12 +266,13 @@ void Front::onCreateContainer(std::string payload, Clock::time_point deadline, R
       *resp.mutable_adjust() = std::move(answer->adjust);
     }
     if (!waitsForDone(LifecycleMethod::kCreateContainer)) {
-      // No hook waits for the container to exist: its records are made
-      // now, and PostCreateContainer is not subscribed (a round trip less).
+      // No hook waits for the container to exist: PostCreateContainer is
+      // not subscribed (a round trip less), and its records are made as
+      // soon as the answer is on its way.
       auto response = std::make_unique<v1::CreateContainerResponse>();
       response->set_container_id(id);
-      return post(call, std::move(response),
-                  [reply, answer = resp.SerializeAsString()] { reply(absl::OkStatus(), answer); });
+      reply(absl::OkStatus(), resp.SerializeAsString());
+      return recordAfterAnswer(call, std::move(response), false);
     }
     created_.add(id, call);
     reply(absl::OkStatus(), resp.SerializeAsString());
@@ -274,8 +302,9 @@ void Front::onUpdateContainer(std::string payload, Clock::time_point deadline, R
         noteNotApplied(*call, "oom_score_adj: NRI 0.6.1 cannot change it");
     }
     if (!waitsForDone(LifecycleMethod::kUpdateContainerResources)) {
-      return post(call, std::make_unique<v1::UpdateContainerResourcesResponse>(),
-                  [reply, answer = resp.SerializeAsString()] { reply(absl::OkStatus(), answer); });
+      reply(absl::OkStatus(), resp.SerializeAsString());
+      return recordAfterAnswer(call, std::make_unique<v1::UpdateContainerResourcesResponse>(),
+                               false);
     }
     updated_.add(id, call);
     reply(absl::OkStatus(), resp.SerializeAsString());
@@ -307,9 +336,18 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
   switch (ev.event()) {
     case api::RUN_POD_SANDBOX: {
       auto request = std::make_unique<v1::RunPodSandboxRequest>(runPodSandboxRequestOf(ev.pod()));
+      const std::string pod = ev.pod().id();
+      if (answerFirst(LifecycleMethod::kRunPodSandbox)) {
+        // No hook on the pod: nothing to carry or refuse, only its record.
+        auto response = std::make_unique<v1::RunPodSandboxResponse>();
+        response->set_pod_sandbox_id(pod);
+        reply(absl::OkStatus(), emptyAnswer());
+        return recordAfterAnswer(
+            newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline),
+            std::move(response), true);
+      }
       auto before = std::make_shared<v1::RunPodSandboxRequest>(*request);
       auto call = newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline);
-      const std::string pod = ev.pod().id();
       return pre(call, [this, call, before, pod, reply](absl::Status st) {
         if (!st.ok()) return reply(st, {});
         if (call->request_changed && !MessageDifferencer::Equals(*before, *call->request)) {

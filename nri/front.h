@@ -15,6 +15,7 @@
 
 #include <spdlog/logger.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -70,7 +71,9 @@ class Front {
     // subscribedEvents); with no hook on CreateContainer's or
     // UpdateContainerResources' post-stage, that stage runs as the
     // pre-stage's event is answered, and the Post* event is not subscribed.
-    // Null: every event, each stage at its own.
+    // An event none of whose stages has a hook is answered first and its
+    // records made right after (answerFirst). Null: every event, each stage
+    // at its own, answered once its stages ran.
     StageSubscribed has_hooks;
   };
 
@@ -130,6 +133,20 @@ class Front {
   // or has_hooks is not given). Otherwise it runs, making the records, as
   // the pre-stage's event is answered.
   bool waitsForDone(LifecycleMethod method) const;
+  // Whether no hook is on either stage of `method` (has_hooks, asked at
+  // Configure): its event is then answered before its stages run. They only
+  // make records, which the runtime does not wait for; while it waits for a
+  // plugin, containerd holds every pod operation of the node.
+  bool answerFirst(LifecycleMethod method) const {
+    return answer_first_[static_cast<size_t>(method)];
+  }
+  // Runs `call`'s stages (the pre-stage too when `with_pre`) in a handler
+  // of its own queued behind the answer just given: the answer is written
+  // first, and the records are made before the next event is read. The
+  // stages have no hook (answerFirst, or a post-stage nothing waits for),
+  // so they run inline.
+  void recordAfterAnswer(std::shared_ptr<InterceptedCall> call,
+                         std::unique_ptr<google::protobuf::Message> response, bool with_pre);
 
   Interceptor& interceptor_;
   Options options_;
@@ -148,6 +165,8 @@ class Front {
   // The events the current connection subscribed to (its Configure answer).
   // Front thread only.
   int32_t events_ = 0;
+  // answerFirst() per method, for the current connection. Front thread only.
+  std::array<bool, kLifecycleMethods> answer_first_{};
   // Calls whose pre-stage ran, waiting for NRI's "done" event (PostCreate,
   // PostStart, PostUpdate), by container id. Past a bound the oldest is
   // forgotten: its event never came (a reconnect in between, a runtime

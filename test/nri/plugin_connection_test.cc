@@ -6,10 +6,6 @@
 #include "nri/plugin_connection.h"
 
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
@@ -20,6 +16,7 @@
 #include "cri-api/nri_api_v1alpha1.pb.h"
 #include "cri-api/ttrpc.pb.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fake_nri_runtime.h"
 
 namespace crihook::nri {
 namespace {
@@ -30,13 +27,7 @@ namespace api = ::nri::pkg::api::v1alpha1;
 class PluginConnectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    path_ = dir_.file("nri.sock");
-    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path_.c_str());
-    ASSERT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ASSERT_EQ(::listen(listener_, 4), 0);
+    path_ = runtime_.path();
     io_thread_ = std::thread([this] { io_->run(); });
   }
 
@@ -44,8 +35,6 @@ class PluginConnectionTest : public ::testing::Test {
     if (conn_) boost::asio::post(*io_, [c = conn_] { c->close(absl::CancelledError("done")); });
     work_.reset();
     io_thread_.join();
-    if (runtime_ >= 0) ::close(runtime_);
-    ::close(listener_);
   }
 
   // Starts the plugin with `options` (the socket and identity filled in
@@ -66,70 +55,21 @@ class PluginConnectionTest : public ::testing::Test {
     boost::asio::post(*io_, [this, registered] {
       conn_->start([registered](const absl::Status& st) { registered->set_value(st); });
     });
-    pollfd p{listener_, POLLIN, 0};
-    if (::poll(&p, 1, 5000) == 1) runtime_ = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    runtime_.accept();
     return result;
   }
 
-  // The next message the plugin sends, within 5 s.
-  Message next() {
-    while (pending_.empty()) {
-      pollfd p{runtime_, POLLIN, 0};
-      if (::poll(&p, 1, 5000) != 1) {
-        ADD_FAILURE() << "nothing from the plugin";
-        return {};
-      }
-      char buf[65536];
-      const ssize_t n = ::recv(runtime_, buf, sizeof(buf), 0);
-      if (n <= 0) {
-        ADD_FAILURE() << "the plugin closed the connection";
-        return {};
-      }
-      EXPECT_TRUE(demux_.feed(std::string_view(buf, n), pending_).ok());
-    }
-    Message m = std::move(pending_.front());
-    pending_.erase(pending_.begin());
-    return m;
-  }
-
-  void sendToPlugin(const Message& m) {
-    std::string wire;
-    ASSERT_TRUE(appendMessage(wire, m).ok());
-    ASSERT_EQ(::send(runtime_, wire.data(), wire.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(wire.size()));
-  }
-
-  // The runtime's answer to RegisterPlugin: `status` (OK: none).
+  // The runtime's side (test/support/fake_nri_runtime.h).
+  Message next() { return runtime_.next(); }
+  void sendToPlugin(const Message& m) { runtime_.send(m); }
   void answerRegistration(const absl::Status& status = absl::OkStatus()) {
-    Message reg = next();
-    ::ttrpc::Response resp;
-    if (!status.ok()) {
-      resp.mutable_status()->set_code(static_cast<int>(status.code()));
-      resp.mutable_status()->set_message(std::string(status.message()));
-    }
-    sendToPlugin({kRuntimeServiceConn, reg.stream, 2, 0, resp.SerializeAsString()});
+    runtime_.answerRegistration(status);
   }
-
-  // A call of `service`.`method` from the runtime on `stream`.
   void call(uint32_t stream, const std::string& method, const std::string& payload,
             const std::string& service = "nri.pkg.api.v1alpha1.Plugin") {
-    ::ttrpc::Request req;
-    req.set_service(service);
-    req.set_method(method);
-    req.set_payload(payload);
-    req.set_timeout_nano(2'000'000'000);
-    sendToPlugin({kPluginServiceConn, stream, 1, 0, req.SerializeAsString()});
+    runtime_.call(stream, method, payload, service);
   }
-
-  // The plugin's answer: its stream and decoded Response.
-  std::pair<uint32_t, ::ttrpc::Response> answer() {
-    Message m = next();
-    EXPECT_EQ(m.conn, kPluginServiceConn);
-    EXPECT_EQ(m.type, static_cast<uint8_t>(MessageType::kResponse));
-    ::ttrpc::Response resp;
-    EXPECT_TRUE(resp.ParseFromString(m.payload));
-    return {m.stream, resp};
-  }
+  std::pair<uint32_t, ::ttrpc::Response> answer() { return runtime_.answer(); }
 
   size_t callCount() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -147,11 +87,8 @@ class PluginConnectionTest : public ::testing::Test {
   };
 
   testing::TempDir dir_;
+  testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};
   std::string path_;
-  int listener_ = -1;
-  int runtime_ = -1;
-  Demux demux_;
-  std::vector<Message> pending_;
   std::shared_ptr<boost::asio::io_context> io_ = std::make_shared<boost::asio::io_context>();
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
       io_->get_executor()};
@@ -279,8 +216,7 @@ TEST_F(PluginConnectionTest, TheRuntimeGoingAwayEndsTheConnectionOnce) {
   ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
   call(1, "Synchronize", "");
   ASSERT_TRUE(waitForCalls(1));
-  ::close(runtime_);
-  runtime_ = -1;
+  runtime_.hangUp();
   auto closed = closed_.get_future();
   ASSERT_EQ(closed.wait_for(5s), std::future_status::ready);
   const absl::Status why = closed.get();
