@@ -13,12 +13,17 @@
 namespace crihook::topology {
 namespace {
 
+// A PCI address as the kernel names a device: dddd:bb:dd.f, lowercase hex,
+// device 00-1f, function 0-7 (as the hooks check it, allocation.h). What
+// discovery keeps of a name under sys/bus/pci/devices becomes a sysfs path
+// and a hook's fact, so it is this or nothing.
 bool isPciAddress(std::string_view s) {
-  // dddd:bb:dd.f
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
   if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11})
-    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
-  return true;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (!hex(s[i])) return false;
+  }
+  return s[8] <= '1' && s[11] >= '0' && s[11] <= '7';
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -144,6 +149,10 @@ void readCpusAndNodes(Reader& r, Snapshot& snap) {
 void readPci(Reader& r, Snapshot& snap) {
   const std::string bus = "sys/bus/pci/devices/";
   for (const std::string& addr : r.root().list(bus)) {
+    if (!isPciAddress(addr)) {
+      r.warn(bus, cat("entry ", quote(addr), " is not a PCI address (dddd:bb:dd.f); skipped"));
+      continue;
+    }
     auto path = r.root().follow(bus + addr);
     if (!path) {
       r.warn(bus + addr, "a dangling link");
@@ -306,12 +315,24 @@ void readRdma(Reader& r, Snapshot& snap) {
       x.uverbs_dev = r.text(*dev + "/infiniband_verbs/" + uv + "/dev").value_or("");
     }
     x.netdevs = r.root().list(*dev + "/net");
-    if (auto pf = r.root().follow(*dev + "/physfn")) x.physical_function = split(*pf, '/').back();
+    if (auto pf = r.root().follow(*dev + "/physfn")) {
+      x.physical_function = split(*pf, '/').back();
+      if (!isPciAddress(x.physical_function)) {
+        r.warn(*dev + "/physfn",
+               cat("leads to ", quote(x.physical_function), ", not a PCI address; ignored"));
+        x.physical_function.clear();
+      }
+    }
     std::map<int, std::string> vfs;
     for (const std::string& e : r.root().list(*dev)) {
       if (e.rfind("virtfn", 0) != 0) continue;
       if (auto vf = r.root().follow(*dev + "/" + e)) {
-        vfs[std::atoi(e.c_str() + 6)] = split(*vf, '/').back();
+        std::string a = split(*vf, '/').back();
+        if (isPciAddress(a)) {
+          vfs[std::atoi(e.c_str() + 6)] = std::move(a);
+        } else {
+          r.warn(*dev + "/" + quote(e), cat("leads to ", quote(a), ", not a PCI address; ignored"));
+        }
       } else {
         r.warn(*dev + "/" + e, "a dangling link");
       }

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/quote.h"
 #include "base/text.h"
 #include "test/support/fake_cri_server.h"
 #include "topology/placement.h"
@@ -607,6 +608,34 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   const topo::Snapshot nothing = topo::discover(topo::SysRoot(broken.path() + "/nowhere"));
   EXPECT_TRUE(nothing.cpus.empty());
   EXPECT_FALSE(nothing.warnings.empty());
+}
+
+// Only PCI addresses (dddd:bb:dd.f, as the kernel names devices) are taken
+// from sys/bus/pci/devices: a name becomes a sysfs path and a hook's fact.
+// Anything else is skipped with a warning that quotes it.
+TEST_F(Fixtures, NamesUnderBusPciDevicesThatAreNoPciAddressAreSkippedAndQuoted) {
+  TempDir odd;
+  std::filesystem::copy(
+      fixture("dgx"), odd.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string bus = odd.path() + "/sys/bus/pci/devices/";
+  const std::string gpu0 =
+      "../../../devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/"
+      "0000:1a:00.0";
+  const std::vector<std::string> bad = {"bogus\x1b[2J\nGPU", "0000:1A:00.0", "0000:1a:00.00",
+                                        "0000:1a:20.0",      "0000:1a:00.8", "10000:1a:00.0"};
+  for (const std::string& name : bad) std::filesystem::create_symlink(gpu0, bus + name);
+  const topo::Snapshot s = topo::discover(topo::SysRoot(odd.path()));
+  const std::string root = topo::SysRoot(odd.path()).root();
+  EXPECT_EQ(s.gpus.size(), 8u);
+  EXPECT_EQ(s.pci.size(), load("dgx").pci.size());
+  for (const topo::PciDevice& d : s.pci) EXPECT_EQ(d.address.size(), 12u) << d.address;
+  for (const std::string& name : bad) {
+    EXPECT_THAT(s.warnings, Contains(root + "/sys/bus/pci/devices/: entry " + quote(name) +
+                                     " is not a PCI address (dddd:bb:dd.f); skipped"));
+  }
+  EXPECT_THAT(s.warnings,
+              Contains(HasSubstr("entry \"bogus\\x1b[2J\\x0aGPU\" is not a PCI address")));
 }
 
 // What drivers and users name is anyone's text: a netdev name may hold any
