@@ -22,12 +22,15 @@ go_pkgs=(golang-go golang-google-grpc-dev golang-goprotobuf-dev)
 # The fuzzing harnesses (fuzz/, scripts/fuzz.sh): clang with libFuzzer and
 # the sanitizer runtimes.
 fuzz_pkgs=(clang-14 libclang-rt-14-dev llvm-14)
+# The Debian package (debian/, the e2e test debian_package): dpkg-buildpackage
+# and debhelper (which brings man-db, for the man pages), fakeroot, lintian.
+package_pkgs=(debhelper dpkg-dev fakeroot lintian)
 # Graphviz: `dot -Tsvg` checks that `crihookctl topology --output dot` is a
 # graph Graphviz reads (test/topology/views_test.cc), and renders docs/topology-dgx.svg.
 docs_pkgs=(graphviz)
 
 missing=()
-for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${go_pkgs[@]}" "${fuzz_pkgs[@]}" "${docs_pkgs[@]}"; do
+for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${go_pkgs[@]}" "${fuzz_pkgs[@]}" "${docs_pkgs[@]}" "${package_pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi
