@@ -315,11 +315,15 @@ std::string podPicture(const Snapshot& snap, const std::vector<PodDevice>& devic
   } else if (!parseCpuList(*cpuset, cpus)) {
     out += cat(indent, "cpus \"", printable(*cpuset), "\": not a CPU list\n");
   } else {
+    // Each CPU's node by id, once: the cpuset may name every CPU up to 65535,
+    // and a walk over the machine's CPUs for each would be quadratic.
+    std::map<int, int> node_of;
+    for (const Cpu& cpu : snap.cpus) node_of.emplace(cpu.id, cpu.node);
     std::vector<int> nowhere;
     for (int c : cpus) {
-      const Cpu* cpu = snap.cpu(c);
-      if (cpu != nullptr && cpu->node >= 0) {
-        by_node[cpu->node].push_back(c);
+      auto it = node_of.find(c);
+      if (it != node_of.end() && it->second >= 0) {
+        by_node[it->second].push_back(c);
       } else {
         nowhere.push_back(c);
       }
