@@ -79,16 +79,29 @@ class Reader {
   }
 
   void warn(const std::string& path, std::string_view why) {
+    if (full()) return;
     snap_.warnings.push_back(cat(root_.root() == "/" ? "/" : root_.root() + "/", path, ": ", why));
   }
   // A warning about something other than a file under the root.
-  void note(std::string message) { snap_.warnings.push_back(std::move(message)); }
+  void note(std::string message) {
+    if (!full()) snap_.warnings.push_back(std::move(message));
+  }
+  // The last warning says how many were not listed.
+  void finish() {
+    if (dropped_ > 0) snap_.warnings.push_back(cat(dropped_, " more warnings not listed"));
+  }
 
   const SysRoot& root() const { return root_; }
 
  private:
+  bool full() {
+    if (snap_.warnings.size() < kMaxWarnings) return false;
+    ++dropped_;
+    return true;
+  }
   const SysRoot& root_;
   Snapshot& snap_;
+  size_t dropped_ = 0;
 };
 
 void readCpusAndNodes(Reader& r, Snapshot& snap) {
@@ -136,10 +149,14 @@ void readCpusAndNodes(Reader& r, Snapshot& snap) {
     for (const Cpu& c : snap.cpus) only.cpus.push_back(c.id);
     snap.nodes.push_back(std::move(only));
   }
+  // Each CPU's socket by id, once: a node of many CPUs none of which has a
+  // socket would otherwise walk every CPU for each of its own.
+  std::map<int, int> socket_of;
+  for (const Cpu& c : snap.cpus) socket_of.emplace(c.id, c.socket);
   for (NumaNode& node : snap.nodes) {
     for (int c : node.cpus) {
-      if (const Cpu* cpu = snap.cpu(c); cpu && cpu->socket >= 0) {
-        node.socket = cpu->socket;
+      if (auto it = socket_of.find(c); it != socket_of.end() && it->second >= 0) {
+        node.socket = it->second;
         break;
       }
     }
@@ -535,6 +552,7 @@ Snapshot discover(const SysRoot& root) {
     }
   }
   readNvml(r, snap);
+  r.finish();
   return snap;
 }
 

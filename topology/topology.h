@@ -118,6 +118,11 @@ struct RdmaDevice {
   bool portsActive() const;
 };
 
+// A tree that is wrong everywhere (65536 CPUs online, none with a topology
+// directory) says so in a thousand warnings as well as in 200000: crihookd
+// logs each, crihookctl prints each.
+inline constexpr size_t kMaxWarnings = 1000;
+
 struct Snapshot {
   std::string root;  // what was read: "/" or a fixture tree
   std::vector<Cpu> cpus;
@@ -127,7 +132,8 @@ struct Snapshot {
   std::vector<RdmaDevice> rdma;  // sorted by name
   std::string nvidia_driver_version;
   // What could not be read or made sense of, each naming the path; the rest
-  // of the snapshot stands.
+  // of the snapshot stands. At most kMaxWarnings, then one saying how many
+  // more there were.
   std::vector<std::string> warnings;
 
   const PciDevice* pciDevice(std::string_view address) const;

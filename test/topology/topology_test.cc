@@ -781,6 +781,23 @@ TEST(CpuList, ParsesAndFormats) {
 // A pod annotation may repeat the widest range until its 256 KiB are full:
 // the list is as long as the CPUs it names, never ranges x CPUs (30,000
 // copies of "0-65535" used to expand to 2 billion entries, 8 GB).
+// 65536 CPUs online, none with a topology directory: three unreadable files
+// each, said in kMaxWarnings warnings and a count, not in 196608 lines (the
+// fuzzer's "0-65535" took discovery and the tree past 10 s).
+TEST(Discover, ATreeWrongEverywhereSaysSoInBoundedWarnings) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("sys/devices/system/cpu"));
+  std::ofstream(dir.file("sys/devices/system/cpu/online")) << "0-65535\n";
+  const topo::Snapshot s = topo::discover(topo::SysRoot(dir.path()));
+  ASSERT_EQ(s.cpus.size(), 65536u);
+  ASSERT_EQ(s.nodes.size(), 1u);
+  EXPECT_EQ(s.nodes[0].socket, -1);
+  ASSERT_EQ(s.warnings.size(), topo::kMaxWarnings + 1);
+  EXPECT_THAT(s.warnings.front(), HasSubstr("/sys/devices/system/cpu/cpu0/topology/"));
+  EXPECT_EQ(s.warnings.back(),
+            std::to_string(3 * 65536 - topo::kMaxWarnings) + " more warnings not listed");
+}
+
 TEST(CpuList, RepeatedWideRangesCostTheirCpusOnce) {
   std::string text;
   for (int i = 0; i < 30000; ++i) text += "0-65535,";
