@@ -2,7 +2,12 @@
 // say what the input says: sysfs and procfs hold what drivers and firmware
 // wrote, and discovery must turn any of it into a Snapshot with warnings,
 // never a crash or a hang. The report (tree, JSON, Koordinator Device) is
-// built from each Snapshot too.
+// built from each Snapshot too, and the views people read (the connection
+// matrix, the Graphviz picture, a pod's picture), each checked for what a
+// reader relies on: the matrix square and symmetric, every row of its text
+// as many cells as the header says; no byte of any view a control byte (but
+// the newline ending a line) or non-ASCII; every DOT string closed on its
+// own line, and no '&' in a label that Graphviz would read as an entity.
 //
 // The tree is fixed (built once): two NUMA nodes, four CPUs, an NVIDIA GPU
 // behind a bridge, a Mellanox NIC with one SR-IOV VF. The input is split at
@@ -18,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +31,7 @@
 #include "topology/report.h"
 #include "topology/sysfs.h"
 #include "topology/topology.h"
+#include "topology/views.h"
 
 namespace {
 
@@ -135,6 +142,88 @@ const std::string& root() {
   return r;
 }
 
+// Printable ASCII, lines ended by '\n': what reaches a terminal or a file.
+void checkPrintable(std::string_view text, const char* what) {
+  for (char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b != '\n' && (b < 0x20 || b >= 0x7f)) {
+      fprintf(stderr, "fuzz_topology: %s: byte 0x%02x\n", what, b);
+      std::abort();
+    }
+  }
+}
+
+std::vector<std::string_view> lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return out;
+}
+
+size_t words(std::string_view line) {
+  size_t n = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != ' ' && (i == 0 || line[i - 1] == ' ')) ++n;
+  }
+  return n;
+}
+
+void checkMatrix(const crihook::topology::Matrix& m) {
+  namespace topo = crihook::topology;
+  const size_t n = m.devices.size();
+  check(m.links.size() == n, "the matrix has not a row per device");
+  for (size_t i = 0; i < n; ++i) {
+    const topo::MatrixDevice& d = m.devices[i];
+    check((d.gpu == nullptr) != (d.rdma == nullptr), "a row that is not one GPU or one NIC");
+    check(m.links[i].size() == n, "a matrix row of another length");
+    check(m.links[i][i] == topo::Link::kSelf, "a device not X to itself");
+    for (size_t j = 0; j < n; ++j) {
+      check(m.links[i][j] == m.links[j][i], "the matrix is not symmetric");
+      check(i == j || m.links[i][j] != topo::Link::kSelf, "X between two devices");
+    }
+    check(d.numa_node.has_value() || !d.numa_inferred, "an unknown node marked inferred");
+  }
+  const std::string text = topo::matrixText(m);
+  checkPrintable(text, "matrix");
+  if (n == 0) return;
+  const std::vector<std::string_view> l = lines(text);
+  check(l.size() > n, "the matrix text lacks rows");
+  // The header: a column per device, "CPU Affinity", "NUMA Affinity".
+  check(words(l[0]) == n + 4, "the matrix header has another number of cells");
+  for (size_t i = 1; i <= n; ++i) {
+    // The label, a cell per device, CPU Affinity, NUMA Affinity: none blank.
+    check(words(l[i]) == n + 3, "a matrix row with another number of cells");
+  }
+}
+
+// Every DOT string closes on the line it opens, backslashes escape, and a
+// label's '&' is "&amp;" (Graphviz reads "&#10;" as a line break).
+void checkDot(std::string_view text) {
+  checkPrintable(text, "dot");
+  check(text.substr(0, 19) == "digraph topology {\n", "the graph does not begin as one");
+  check(text.size() >= 2 && text.substr(text.size() - 2) == "}\n", "the graph does not end");
+  for (std::string_view line : lines(text)) {
+    check(line == "}" || line.substr(0, 7) == "digraph" || line.substr(0, 2) == "  ",
+          "a line of the graph that is no statement");
+    bool in = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (!in) {
+        in = line[i] == '"';
+      } else if (line[i] == '\\') {
+        ++i;  // escaped
+      } else if (line[i] == '"') {
+        in = false;
+      } else if (line[i] == '&') {
+        check(line.substr(i, 5) == "&amp;", "an '&' that Graphviz reads as an entity");
+      }
+    }
+    check(!in, "a DOT string left open at the end of a line");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -163,12 +252,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       crihook::topology::discover(crihook::topology::SysRoot(r));
   check(snap.root == fs::canonical(r).string(), "the snapshot names another root");
   for (const auto& w : snap.warnings) check(!w.empty(), "an empty warning");
-  (void)crihook::topology::tree(snap);
   // As crihookctl prints them.
   (void)crihook::topology::toJson(snap).dump(2, ' ', false,
                                              nlohmann::json::error_handler_t::replace);
   const nlohmann::json device = crihook::topology::deviceObject(snap, {.node_name = "fuzz-node"});
   (void)crihook::topology::toYaml(device);
   (void)crihook::topology::rdmaMinors(snap);
+  checkPrintable(crihook::topology::tree(snap), "tree");
+
+  checkMatrix(crihook::topology::connectionMatrix(snap));
+  checkDot(crihook::topology::dot(snap));
+  // A pod given every device the snapshot has, by each name a record or a
+  // container's device paths give it, and some it has not.
+  std::vector<crihook::topology::PodDevice> pod;
+  for (const auto& g : snap.gpus) {
+    pod.push_back({.type = "gpu", .minor = g.minor, .pci = g.address});
+    pod.push_back({.type = "gpu", .minor = g.minor});
+  }
+  for (const auto& x : snap.rdma) {
+    pod.push_back({.type = "rdma", .name = x.name});
+    pod.push_back({.type = "rdma", .pci = x.address});
+    pod.push_back({.type = "rdma", .uverbs = x.uverbs});
+  }
+  pod.push_back({.type = "gpu", .minor = 254});
+  pod.push_back({.type = "fpga\n\x1b", .minor = 1});
+  // The cpuset: the input's first part (the online CPUs' text), anything.
+  const std::string_view cpuset = input.substr(0, input.find('\0'));
+  for (std::optional<std::string_view> cpus :
+       {std::optional<std::string_view>(cpuset), std::optional<std::string_view>(""),
+        std::optional<std::string_view>()}) {
+    const std::string picture = crihook::topology::podPicture(snap, pod, cpus);
+    checkPrintable(picture, "podPicture");
+    for (std::string_view line : lines(picture)) {
+      check(line.substr(0, 2) == "  ", "a line of the pod's picture not indented");
+    }
+  }
   return 0;
 }
