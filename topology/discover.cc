@@ -14,16 +14,25 @@ namespace crihook::topology {
 namespace {
 
 // A PCI address as the kernel names a device: dddd:bb:dd.f, lowercase hex,
-// device 00-1f, function 0-7 (as the hooks check it, allocation.h). What
-// discovery keeps of a name under sys/bus/pci/devices becomes a sysfs path
-// and a hook's fact, so it is this or nothing.
+// device 00-1f, function 0-7 (as the hooks check it, allocation.h), where
+// the domain may have up to 8 digits: Intel VMD puts the NVMe drives behind
+// it in domains from 10000 up, and a server with VMD on must not warn about
+// each of them at every discovery. What discovery keeps of a name under
+// sys/bus/pci/devices becomes a sysfs path and a hook's fact, so it is this
+// or nothing.
 bool isPciAddress(std::string_view s) {
   auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+  const size_t d = s.find(':');  // the domain's digits
+  if (d < 4 || d > 8 || s.size() != d + 8) return false;
+  const std::string_view rest = s.substr(d);  // :bb:dd.f
+  if (rest[3] != ':' || rest[6] != '.') return false;
+  for (size_t i = 0; i < d; ++i) {
     if (!hex(s[i])) return false;
   }
-  return s[8] <= '1' && s[11] >= '0' && s[11] <= '7';
+  for (size_t i : {1, 2, 4, 5}) {
+    if (!hex(rest[i])) return false;
+  }
+  return rest[4] <= '1' && rest[7] >= '0' && rest[7] <= '7';
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
