@@ -16,6 +16,7 @@
 #include "metrics/http_endpoint.h"
 #include "metrics/metric_registry.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fixture_trees.h"
 #include "tools/crihookctl/cli.h"
 
 namespace crihook::testing {
@@ -198,27 +199,11 @@ TEST(CrihookctlExplain, ShowsWhatKubeletSentEachHooksChangeAndWhatTheRuntimeGot)
   EXPECT_THAT(why.str(), HasSubstr("no container beef in " + dir.path()));
 }
 
-// make-fixtures.sh's trees, made once for the suite as topology_test.cc does:
-// the script runs some 570 programs (mkdir, ln, cat), seconds on a loaded
-// machine, where each fork and exec costs milliseconds.
-class CrihookctlTopology : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    ASSERT_EQ(
-        std::system(
-            ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_->path()).c_str()),
-        0);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static inline TempDir* dir_ = nullptr;
-};
+// make-fixtures.sh's machines (test/support/fixture_trees.h).
+class CrihookctlTopology : public ::testing::Test {};
 
 TEST_F(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
-  const std::string root = dir_->path() + "/dgx";
+  const std::string root = fixtureTree("dgx");
   Result tree = ctl({"topology", "--root", root});
   ASSERT_EQ(tree.code, 0) << tree.err;
   EXPECT_THAT(tree.out, HasSubstr("socket 1\n  NUMA node 1: CPUs 16-31,48-63, 256 GiB\n"
@@ -255,7 +240,7 @@ TEST_F(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
 // The matrix and the picture (topology/views.h; cell by cell in
 // test/topology/views_test.cc): what the command prints.
 TEST_F(CrihookctlTopology, PrintsTheMatrixAndTheDotGraph) {
-  const std::string root = dir_->path() + "/dgx";
+  const std::string root = fixtureTree("dgx");
   Result matrix = ctl({"topology", "--root", root, "--output", "matrix"});
   ASSERT_EQ(matrix.code, 0) << matrix.err;
   EXPECT_THAT(matrix.out, ::testing::StartsWith("      GPU0  GPU1  GPU2"));
@@ -272,7 +257,11 @@ TEST_F(CrihookctlTopology, PrintsTheMatrixAndTheDotGraph) {
 // Found by fuzz/fuzz_topology: a byte that is not UTF-8 in what a driver
 // wrote (here a GPU's model name) made `topology` die on an exception.
 TEST_F(CrihookctlTopology, TextThatIsNotUtf8IsReplacedNotFatal) {
-  const std::string root = dir_->path() + "/workstation";  // only this test reads it
+  TempDir copy;  // the shared tree stays as the script made it
+  std::filesystem::copy(
+      fixtureTree("workstation"), copy.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string root = copy.path();
   std::string info;
   for (const auto& e : std::filesystem::directory_iterator(root + "/proc/driver/nvidia/gpus")) {
     info = e.path().string() + "/information";
@@ -299,7 +288,7 @@ TEST_F(CrihookctlTopology, TextThatIsNotUtf8IsReplacedNotFatal) {
 // NUMA 0) with mlx5_1 (another switch and root complex of NUMA 0) and CPUs
 // 16-19 of NUMA 1.
 TEST_F(CrihookctlTopology, ExplainAndDevicesPlaceThePodOnTheMachine) {
-  const std::string root = dir_->path() + "/dgx";
+  const std::string root = fixtureTree("dgx");
   TempDir state_dir;
   {
     StateStore state(state_dir.path(), nullptr);

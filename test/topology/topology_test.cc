@@ -21,6 +21,7 @@
 #include "base/quote.h"
 #include "base/text.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fixture_trees.h"
 #include "topology/placement.h"
 #include "topology/report.h"
 
@@ -33,23 +34,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// make-fixtures.sh's machines (test/support/fixture_trees.h).
 class Fixtures : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    const std::string cmd =
-        std::string("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh ") + dir_->path();
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static std::string fixture(const std::string& name) { return dir_->file(name); }
+  static std::string fixture(const std::string& name) { return fixtureTree(name); }
   static topo::Snapshot load(const std::string& name) {
     return topo::discover(topo::SysRoot(fixture(name)));
   }
-  static inline TempDir* dir_ = nullptr;
 };
 
 // What discovery says of a fixture's NVIDIA GPUs: NVML is only asked on the

@@ -19,6 +19,7 @@
 
 #include "base/text.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fixture_trees.h"
 
 namespace crihook::testing {
 namespace {
@@ -58,26 +59,15 @@ Printed readMatrix(const std::string& text) {
   return p;
 }
 
-// Runs make-fixtures.sh once for the suite.
+// make-fixtures.sh's machines (test/support/fixture_trees.h).
 class Views : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    const std::string cmd =
-        std::string("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh ") + dir_->path();
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
   static topo::Snapshot load(const std::string& name) {
-    return topo::discover(topo::SysRoot(dir_->file(name)));
+    return topo::discover(topo::SysRoot(fixtureTree(name)));
   }
   static Printed printed(const topo::Snapshot& s) {
     return readMatrix(topo::matrixText(topo::connectionMatrix(s)));
   }
-  static inline TempDir* dir_ = nullptr;
 };
 
 // make-fixtures.sh's dgx: switch k (root complexes pci0000:17, 37, 97, b7)

@@ -23,6 +23,7 @@
 #include "hooks/runtime_sandboxes.h"
 #include "test/support/child_process.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fixture_trees.h"
 #include "topology/report.h"
 #include "topology/topology.h"
 
@@ -37,12 +38,8 @@ class DeviceHooksTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    ASSERT_EQ(
-        std::system(
-            ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + dir_->path()).c_str()),
-        0);
     topology_ = std::make_shared<const topology::Snapshot>(
-        topology::discover(topology::SysRoot(dir_->file("dgx"))));
+        topology::discover(topology::SysRoot(fixtureTree("dgx"))));
     // A device root with what the host would have (plain files stand in:
     // the hooks only look them up).
     std::filesystem::create_directories(dir_->file("dev/infiniband"));
@@ -340,7 +337,7 @@ TEST_F(DeviceHooksTest, RdmaHookFindsVfsByBusIdWhateverTheirMinor) {
 // report gave it: a Mellanox one by mlx5_N, another (irdma) by the minor the
 // report gave it after them. Resolving and reporting never disagree.
 TEST_F(DeviceHooksTest, AnIdlessRdmaAllocationFindsWhatTheDeviceReportNumbered) {
-  const topology::Snapshot snap = topology::discover(topology::SysRoot(dir_->file("intel-rdma")));
+  const topology::Snapshot snap = topology::discover(topology::SysRoot(fixtureTree("intel-rdma")));
   const nlohmann::json device =
       topology::deviceObject(snap, {"n", topology::PcieScope::kRootComplex});
   int checked = 0;
@@ -383,7 +380,7 @@ TEST_F(DeviceHooksTest, AnotherVendorsGpuIsPassedThroughAndNamedOnTheContainer) 
   HookInput in =
       allocated(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100"}}]})");
   in.topology = std::make_shared<const topology::Snapshot>(
-      topology::discover(topology::SysRoot(dir_->file("intel-rdma"))));
+      topology::discover(topology::SysRoot(fixtureTree("intel-rdma"))));
   d = gpu->run(in);
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
   EXPECT_TRUE(d.adjustment.devices.empty());
@@ -458,7 +455,7 @@ TEST_F(DeviceHooksTest, CpusetHookSetsCpusAndTheirNumaNodes) {
 // are); the topology check holds CPUs and devices to a node, not a socket.
 TEST_F(DeviceHooksTest, OnASubNumaClusteredNodeMemsAreTheNumaNodeNotTheSocket) {
   auto snc = std::make_shared<const topology::Snapshot>(
-      topology::discover(topology::SysRoot(dir_->file("snc"))));
+      topology::discover(topology::SysRoot(fixtureTree("snc"))));
   const topology::Gpu* gpu0 = snc->gpuByMinor(0);
   const topology::Gpu* gpu1 = snc->gpuByMinor(1);
   ASSERT_NE(gpu0, nullptr);
@@ -634,7 +631,7 @@ TEST_F(DeviceHooksTest, BadSettingsAreRefused) {
 // port.
 TEST_F(DeviceHooksTest, TopologyCheckSamePcieMeansWhatTheDeviceReportSays) {
   auto ws = std::make_shared<const topology::Snapshot>(
-      topology::discover(topology::SysRoot(dir_->file("workstation"))));
+      topology::discover(topology::SysRoot(fixtureTree("workstation"))));
   HookInput in = input(
       {{"scheduling.koordinator.sh/device-joint-allocate", R"({"requiredScope":"SamePCIe"})"},
        {"scheduling.koordinator.sh/device-allocated", R"({"gpu":[{"minor":0},{"minor":1}]})"}});
