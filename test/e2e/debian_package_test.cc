@@ -51,6 +51,7 @@
 
 #include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/activated_daemon.h"
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
@@ -152,69 +153,12 @@ std::string packageMissing() {
   return missing;
 }
 
-// crihookd started as systemd starts the socket-activated crihookd.service:
-// the listening socket `fd` at 3, LISTEN_FDS=1, LISTEN_PID=its own pid. It
-// dies with the test (PR_SET_PDEATHSIG) and is SIGKILLed when destroyed
-// still running.
-class ActivatedCrihookd {
+// The installed crihookd as systemd starts the socket-activated
+// crihookd.service (test/support/activated_daemon.h).
+class ActivatedCrihookd : public ActivatedDaemon {
  public:
-  ActivatedCrihookd(int fd, const std::vector<std::string>& args, const std::string& log) {
-    const pid_t test = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != test) ::_exit(127);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-      if (fd == 3) {
-        ::fcntl(3, F_SETFD, 0);  // without close-on-exec, as systemd passes it
-      } else {
-        ::dup2(fd, 3);  // the copy without close-on-exec
-      }
-      ::close_range(4, ~0U, 0);
-      ::setenv("LISTEN_FDS", "1", 1);
-      ::setenv("LISTEN_FDNAMES", "crihookd.socket", 1);
-      ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
-      std::vector<char*> argv{const_cast<char*>(kCrihookd)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(kCrihookd, argv.data());
-      ::_exit(127);
-    }
-  }
-  ~ActivatedCrihookd() {
-    if (pid_ > 0 && code_ < 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  ActivatedCrihookd(const ActivatedCrihookd&) = delete;
-  ActivatedCrihookd& operator=(const ActivatedCrihookd&) = delete;
-
-  pid_t pid() const { return pid_; }
-  void signal(int sig) {
-    if (code_ < 0) ::kill(pid_, sig);
-  }
-  // The exit code (128+signal when killed), or -1 if still running.
-  int wait(std::chrono::milliseconds timeout) {
-    const auto until = Clock::now() + timeout;
-    while (code_ < 0) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      } else if (Clock::now() >= until) {
-        break;
-      } else {
-        std::this_thread::sleep_for(10ms);
-      }
-    }
-    return code_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int code_ = -1;
+  ActivatedCrihookd(int fd, const std::vector<std::string>& args, const std::string& log)
+      : ActivatedDaemon(kCrihookd, fd, args, log) {}
 };
 
 class DebianPackage : public ::testing::Test {
@@ -317,8 +261,9 @@ class DebianPackage : public ::testing::Test {
   // crihookd.service's ExecStart, the config in place of $CRIHOOKD_OPTS.
   void startCrihookd(const std::string& log) {
     crihookd_ = std::make_unique<ActivatedCrihookd>(
-        socket_, std::vector<std::string>{"--config", dir_ + "/crihook.toml", "--backend",
-                                          "unix://" + ctdSocket()},
+        socket_,
+        std::vector<std::string>{"--config", dir_ + "/crihook.toml", "--backend",
+                                 "unix://" + ctdSocket()},
         log);
     // Serving: a call through it reaches containerd.
     const auto until = Clock::now() + 30s;
@@ -330,8 +275,7 @@ class DebianPackage : public ::testing::Test {
     }
     ASSERT_EQ(v.code, 0) << v.out << "\ncrihookd's log:\n" << readFile(log);
     EXPECT_NE(v.out.find("containerd"), std::string::npos) << v.out;
-    EXPECT_NE(readFile(log).find(cat("serving the activated socket ", kSocket)),
-              std::string::npos)
+    EXPECT_NE(readFile(log).find(cat("serving the activated socket ", kSocket)), std::string::npos)
         << readFile(log);
   }
 
@@ -409,8 +353,8 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   const char* prebuilt = std::getenv("CRIHOOK_DEB_PREBUILT");
   const std::string src = dir_ + "/src";
   if (prebuilt != nullptr && *prebuilt != '\0') {
-    runShellOrThrow(cat("cp -a ", shellQuote(prebuilt), " ", src, " && cp ",
-                        shellQuote(prebuilt), "/../crihook_*.deb ", dir_));
+    runShellOrThrow(cat("cp -a ", shellQuote(prebuilt), " ", src, " && cp ", shellQuote(prebuilt),
+                        "/../crihook_*.deb ", dir_));
   } else {
     std::filesystem::create_directories(src);
     runShellOrThrow(cat("tar -C " CRIHOOK_SOURCE_DIR
@@ -481,9 +425,9 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   for (const std::string f :
        {"/usr/sbin/crihookd", "/usr/bin/crihookctl", "/lib/systemd/system/crihookd.service",
         "/lib/systemd/system/crihookd.socket", "/usr/include/crihook/crihook_module.h",
-        "/usr/lib/crihook/modules/example_module.so",
-        "/usr/libexec/crihook/crihook-module-host", "/etc/default/crihookd",
-        "/usr/share/doc/crihook/README.md", "/usr/share/doc/crihook/examples/10-crihook.conf",
+        "/usr/lib/crihook/modules/example_module.so", "/usr/libexec/crihook/crihook-module-host",
+        "/etc/default/crihookd", "/usr/share/doc/crihook/README.md",
+        "/usr/share/doc/crihook/examples/10-crihook.conf",
         "/usr/share/doc/crihook/examples/crihook.toml", "/usr/share/man/man8/crihookd.8.gz",
         "/usr/share/man/man1/crihookctl.1.gz", "/usr/share/man/man5/crihook.toml.5.gz"}) {
     EXPECT_TRUE(files.count(f)) << f << " is not in the package:\n" << listed;
@@ -514,14 +458,15 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
       std::filesystem::read_symlink("/etc/systemd/system/sockets.target.wants/crihookd.socket"),
       "/lib/systemd/system/crihookd.socket");
   // /etc/default/crihookd: a conffile that sets nothing.
-  EXPECT_NE(runShellOrThrow("dpkg-query -W -f='${Conffiles}' crihook").find("/etc/default/crihookd"),
-            std::string::npos);
+  EXPECT_NE(
+      runShellOrThrow("dpkg-query -W -f='${Conffiles}' crihook").find("/etc/default/crihookd"),
+      std::string::npos);
   EXPECT_EQ(runShell("grep -v -e '^#' -e '^[[:space:]]*$' /etc/default/crihookd").out, "");
 
   // The man pages render without a warning.
-  for (const char* page : {"/usr/share/man/man8/crihookd.8.gz",
-                           "/usr/share/man/man1/crihookctl.1.gz",
-                           "/usr/share/man/man5/crihook.toml.5.gz"}) {
+  for (const char* page :
+       {"/usr/share/man/man8/crihookd.8.gz", "/usr/share/man/man1/crihookctl.1.gz",
+        "/usr/share/man/man5/crihook.toml.5.gz"}) {
     r = runShell(cat("MANWIDTH=80 man --warnings -l ", page, " 2>&1 >/dev/null"));
     EXPECT_EQ(r.code, 0) << page;
     EXPECT_EQ(r.out, "") << page;
@@ -539,8 +484,7 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   EXPECT_EQ(r.out, cat("crihookd ", version.substr(0, version.find_first_of("+~-")), "\n"));
 
   // --- the installed crihookd in front of a private containerd ---
-  runShellOrThrow(
-      cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kImage, " 2>&1"));
+  runShellOrThrow(cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kImage, " 2>&1"));
   containerd_ = startGuardedDaemon(containerd_guard_, kScripts + "containerd-private.sh",
                                    {dir_ + "/ctd", kImage, dir_ + "/busybox.tar"},
                                    dir_ + "/containerd-start.log", 120s);
@@ -575,8 +519,7 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out, "set by a hook\n");
   const std::string record = cat(kStateDir, "/pods/", pod, ".json");
-  ASSERT_TRUE(std::filesystem::is_regular_file(record))
-      << runShell(cat("find ", kStateDir)).out;
+  ASSERT_TRUE(std::filesystem::is_regular_file(record)) << runShell(cat("find ", kStateDir)).out;
   r = ctl(cat("explain ", container));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("package-env"), std::string::npos) << r.out;
@@ -587,8 +530,8 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   // The same build tree packaged under a higher version: debian/changelog
   // bumped in the copy, dpkg-buildpackage -nc (no clean, so no compile).
   const std::string next = version + "+pkgtest1";
-  const std::string maintainer =
-      trimmed(runShellOrThrow(cat("dpkg-parsechangelog -l ", src, "/debian/changelog -S Maintainer")));
+  const std::string maintainer = trimmed(
+      runShellOrThrow(cat("dpkg-parsechangelog -l ", src, "/debian/changelog -S Maintainer")));
   {
     const std::string old_log = readFile(src + "/debian/changelog");
     std::ofstream(src + "/debian/changelog")
@@ -602,8 +545,8 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
             0)
       << lastLines(readFile(dir_ + "/repackage.log"), 60);
   const std::string repackaged = readFile(dir_ + "/repackage.log");
-  EXPECT_EQ(repackaged.find(" -c "), std::string::npos)
-      << "the repackaging compiled something:\n" << lastLines(repackaged, 60);
+  EXPECT_EQ(repackaged.find(" -c "), std::string::npos) << "the repackaging compiled something:\n"
+                                                        << lastLines(repackaged, 60);
   const std::string next_deb = cat(dir_, "/crihook_", next, "_", arch, ".deb");
   ASSERT_TRUE(std::filesystem::exists(next_deb)) << runShell(cat("ls ", dir_)).out;
   const auto repackaged_at = Clock::now();
@@ -621,8 +564,8 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   // While no crihookd runs, a client's call waits in the socket's backlog...
   ChildProcess waiting(kCrihookctl, {"-r", cat("unix://", kSocket), "-t", "60", "pods", "-q"},
                        dir_ + "/waiting.log");
-  EXPECT_EQ(waiting.wait(1500ms), -1) << "refused while no crihookd ran: "
-                                       << readFile(dir_ + "/waiting.log");
+  EXPECT_EQ(waiting.wait(1500ms), -1)
+      << "refused while no crihookd ran: " << readFile(dir_ + "/waiting.log");
   // ...and the new crihookd, on the same socket, answers it.
   ASSERT_NO_FATAL_FAILURE(startCrihookd(dir_ + "/crihookd-2.log"));
   EXPECT_EQ(waiting.wait(60s), 0) << readFile(dir_ + "/waiting.log");
@@ -652,8 +595,7 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   EXPECT_FALSE(std::filesystem::exists(kCrihookctl));
   EXPECT_TRUE(std::filesystem::is_regular_file(record)) << "remove deleted crihookd's records";
   EXPECT_TRUE(std::filesystem::exists("/etc/default/crihookd"));  // a conffile, until purge
-  EXPECT_EQ(runShellOrThrow("dpkg-query -W -f='${Status}' crihook"),
-            "deinstall ok config-files");
+  EXPECT_EQ(runShellOrThrow("dpkg-query -W -f='${Status}' crihook"), "deinstall ok config-files");
 
   // --- purge: the machine as it was ---
   r = dpkg("-P crihook");

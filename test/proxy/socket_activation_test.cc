@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/activated_daemon.h"
 #include "test/support/child_process.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/unix_socket.h"
@@ -58,60 +59,12 @@ bool waitForLine(const std::string& file, const std::string& text) {
   return false;
 }
 
-// crihookd started as systemd starts a socket-activated service: `fd` at 3,
-// LISTEN_FDS=1 and LISTEN_PID=its own pid (or another pid, `pid_offset`).
-class ActivatedDaemon {
+// crihookd as systemd starts it (test/support/activated_daemon.h).
+class ActivatedDaemon : public ::crihook::testing::ActivatedDaemon {
  public:
   ActivatedDaemon(int fd, const std::vector<std::string>& args, const std::string& log,
-                  int pid_offset = 0) {
-    const pid_t test = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      // Dies with the test, even a test killed outright (forked from the
-      // test's main thread, which lives as long as the test).
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != test) ::_exit(127);
-      int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-      if (fd == 3) {
-        ::fcntl(3, F_SETFD, 0);
-      } else {
-        ::dup2(fd, 3);  // without close-on-exec, as systemd passes it
-      }
-      ::setenv("LISTEN_FDS", "1", 1);
-      ::setenv("LISTEN_FDNAMES", "crihookd.socket", 1);
-      ::setenv("LISTEN_PID", std::to_string(::getpid() + pid_offset).c_str(), 1);
-      std::vector<char*> argv{const_cast<char*>(CRIHOOKD_BINARY)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(CRIHOOKD_BINARY, argv.data());
-      ::_exit(127);
-    }
-  }
-  ~ActivatedDaemon() {
-    if (pid_ > 0 && code_ < 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  void signal(int sig) { ::kill(pid_, sig); }
-  int wait(std::chrono::milliseconds timeout) {
-    for (auto until = std::chrono::steady_clock::now() + timeout;
-         code_ < 0 && std::chrono::steady_clock::now() < until;) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      } else {
-        std::this_thread::sleep_for(10ms);
-      }
-    }
-    return code_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int code_ = -1;
+                  int pid_offset = 0)
+      : ::crihook::testing::ActivatedDaemon(CRIHOOKD_BINARY, fd, args, log, pid_offset) {}
 };
 
 class SocketActivationTest : public ::testing::Test {
