@@ -108,8 +108,14 @@ TEST(ChildProcessTest, DestructionTakesWhatTheChildLeftBehind) {
     child = sh.pid();
     orphan = orphanIn(dir);
     ASSERT_GT(orphan, 0) << readFile(dir.file("log"));
-    // Orphaned, it came to the guard (a subreaper), not to init.
-    EXPECT_EQ(parentOf(orphan), sh.guardPid());
+    // Orphaned, it comes to the guard (a subreaper), not to init: once the
+    // subshell that wrote bg.pid has exited, which may be a moment later.
+    pid_t parent = parentOf(orphan);
+    for (auto until = std::chrono::steady_clock::now() + 5s;
+         parent != sh.guardPid() && std::chrono::steady_clock::now() < until;
+         std::this_thread::sleep_for(10ms))
+      parent = parentOf(orphan);
+    EXPECT_EQ(parent, sh.guardPid());
   }
   // The destructor waited for the guard, which reaped both before it exited.
   EXPECT_TRUE(gone(child));
