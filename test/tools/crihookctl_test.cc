@@ -141,20 +141,27 @@ TEST_F(CrihookctlAgainstFake, PsShowsContainersAsATable) {
   EXPECT_THAT(r.out, HasSubstr("\"podSandboxId\": \"fedcba9876543210\""));
 }
 
+// Stores pod ml/train-0 (sandbox sb-1) and returns the record of its
+// container "trainer" (c0ffee1234) for the test to fill in and store.
+hook::v1::ContainerRecord trainerOfTrain0(StateStore& state) {
+  hook::v1::PodRecord pod;
+  pod.set_sandbox_id("sb-1");
+  pod.mutable_config()->mutable_metadata()->set_name("train-0");
+  pod.mutable_config()->mutable_metadata()->set_namespace_("ml");
+  state.putPod(pod);
+  hook::v1::ContainerRecord c;
+  c.set_id("c0ffee1234");
+  c.set_sandbox_id("sb-1");
+  c.mutable_requested()->mutable_metadata()->set_name("trainer");
+  return c;
+}
+
 TEST(CrihookctlExplain, ShowsWhatKubeletSentEachHooksChangeAndWhatTheRuntimeGot) {
   TempDir dir;
   {
     StateStore state(dir.path(), nullptr);
     ASSERT_TRUE(state.load().ok());
-    hook::v1::PodRecord pod;
-    pod.set_sandbox_id("sb-1");
-    pod.mutable_config()->mutable_metadata()->set_name("train-0");
-    pod.mutable_config()->mutable_metadata()->set_namespace_("ml");
-    state.putPod(pod);
-    hook::v1::ContainerRecord c;
-    c.set_id("c0ffee1234");
-    c.set_sandbox_id("sb-1");
-    c.mutable_requested()->mutable_metadata()->set_name("trainer");
+    hook::v1::ContainerRecord c = trainerOfTrain0(state);
     auto* env = c.mutable_requested()->add_envs();
     env->set_key("PATH");
     env->set_value("/bin");
@@ -293,15 +300,7 @@ TEST_F(CrihookctlTopology, ExplainAndDevicesPlaceThePodOnTheMachine) {
   {
     StateStore state(state_dir.path(), nullptr);
     ASSERT_TRUE(state.load().ok());
-    hook::v1::PodRecord pod;
-    pod.set_sandbox_id("sb-1");
-    pod.mutable_config()->mutable_metadata()->set_name("train-0");
-    pod.mutable_config()->mutable_metadata()->set_namespace_("ml");
-    state.putPod(pod);
-    hook::v1::ContainerRecord c;
-    c.set_id("c0ffee1234");
-    c.set_sandbox_id("sb-1");
-    c.mutable_requested()->mutable_metadata()->set_name("trainer");
+    hook::v1::ContainerRecord c = trainerOfTrain0(state);
     *c.mutable_sent() = c.requested();
     for (const char* node : {"nvidia0", "nvidiactl", "infiniband/rdma_cm", "infiniband/uverbs1"}) {
       auto* d = c.mutable_sent()->add_devices();
