@@ -42,6 +42,14 @@ Synchronized synchronizedOf(const api::SynchronizeRequest& req) {
   return out;
 }
 
+// The step is done (NRI reports it or it cannot fail): `response` is what
+// the post-stage sees as the runtime's answer.
+void markDone(InterceptedCall& call, std::unique_ptr<PbMessage> response) {
+  call.backend_status = absl::OkStatus();
+  noteCreatedId(specOf(call.method), *response, call.identity);
+  call.response = std::move(response);
+}
+
 }  // namespace
 
 void Front::Waiting::add(const std::string& id, std::shared_ptr<InterceptedCall> call) {
@@ -198,9 +206,7 @@ void Front::pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::
 
 void Front::post(std::shared_ptr<InterceptedCall> call, std::unique_ptr<PbMessage> response,
                  std::function<void()> then) {
-  call->backend_status = absl::OkStatus();
-  noteCreatedId(specOf(call->method), *response, call->identity);
-  call->response = std::move(response);
+  markDone(*call, std::move(response));
   interceptor_.post(call, [io = io_, then = std::move(then)] { asio::post(*io, then); });
 }
 
@@ -212,9 +218,7 @@ void Front::recordAfterAnswer(std::shared_ptr<InterceptedCall> call,
   auto holder = std::make_shared<std::unique_ptr<PbMessage>>(std::move(response));
   asio::post(*io_, [&interceptor = interceptor_, call, holder, with_pre] {
     auto records = [&interceptor, call, holder](absl::Status) {
-      call->backend_status = absl::OkStatus();
-      noteCreatedId(specOf(call->method), **holder, call->identity);
-      call->response = std::move(*holder);
+      markDone(*call, std::move(*holder));
       interceptor.post(call, [] {});
     };
     if (!with_pre) return records(absl::OkStatus());
