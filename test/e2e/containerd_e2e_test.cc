@@ -40,8 +40,6 @@ using google::protobuf::util::MessageDifferencer;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-constexpr const char* kImage = "docker.io/library/busybox:crihook";
-
 // A Koordinator-protocol hook server, as koordlet is one: it refuses
 // containers of pods annotated crihook.test/reject.
 class RefusingHookServer final : public ::runtime::v1alpha1::RuntimeHookService::Service {
@@ -112,12 +110,13 @@ class ContainerdE2E : public ::testing::Test {
     env->dir = ::mkdtemp(tmpl);
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
     try {
-      runShellOrThrow(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kImage +
+      runShellOrThrow(scripts + "make-busybox-image.sh " + env->dir + "/busybox.tar " + kE2eImage +
                       " 2>&1");
       // Guarded: containerd and its shims die with the test (child_process.h).
-      env->containerd = startGuardedDaemon(env->containerd_guard, scripts + "containerd-private.sh",
-                                           {env->dir + "/ctd", kImage, env->dir + "/busybox.tar"},
-                                           env->dir + "/ctd-start.log", 120s);
+      env->containerd =
+          startGuardedDaemon(env->containerd_guard, scripts + "containerd-private.sh",
+                             {env->dir + "/ctd", kE2eImage, env->dir + "/busybox.tar"},
+                             env->dir + "/ctd-start.log", 120s);
     } catch (const std::exception& e) {
       fatal_ = e.what();
       return;
@@ -249,7 +248,7 @@ v1::CreateContainerRequest boxRequest(const std::string& pod, const v1::PodSandb
   *create.mutable_sandbox_config() = config;
   auto* cfg = create.mutable_config();
   cfg->mutable_metadata()->set_name(name);
-  cfg->mutable_image()->set_image(kImage);
+  cfg->mutable_image()->set_image(kE2eImage);
   cfg->add_command("/bin/sleep");
   cfg->add_args("3600");
   cfg->set_log_path(name + ".log");
@@ -335,11 +334,11 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   v1::ListImagesResponse imgs = same(&images, &IS::ListImages, v1::ListImagesRequest());
   bool found = false;
   for (const auto& i : imgs.images()) {
-    for (const auto& t : i.repo_tags()) found = found || t == kImage;
+    for (const auto& t : i.repo_tags()) found = found || t == kE2eImage;
   }
   EXPECT_TRUE(found);
   v1::ImageStatusRequest istat;
-  istat.mutable_image()->set_image(kImage);
+  istat.mutable_image()->set_image(kE2eImage);
   v1::ImageStatusResponse is = same(&images, &IS::ImageStatus, istat);
   EXPECT_FALSE(is.image().id().empty());
 
@@ -363,8 +362,8 @@ TEST_F(ContainerdE2E, GrpcGoClientRunsAPodLifecycleThroughCrihookdWithEitherAuth
     std::string out;
     try {
       out = runShellOrThrow(std::string(GOCRI_BINARY) + " -endpoint " + env->dir + "/crihook.sock" +
-                            " -authority-mode " + mode + " lifecycle -image " + kImage + " -pod " +
-                            name + " -log-dir " + env->dir + "/logs/" + name + " 2>&1");
+                            " -authority-mode " + mode + " lifecycle -image " + kE2eImage +
+                            " -pod " + name + " -log-dir " + env->dir + "/logs/" + name + " 2>&1");
     } catch (const std::exception& e) {
       ADD_FAILURE() << e.what();
       continue;

@@ -63,7 +63,6 @@ namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kImage = "docker.io/library/busybox:crihook";
 const std::string kScripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
 
 // Where the package puts things and crihookd keeps them (its defaults).
@@ -484,9 +483,10 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   EXPECT_EQ(r.out, cat("crihookd ", version.substr(0, version.find_first_of("+~-")), "\n"));
 
   // --- the installed crihookd in front of a private containerd ---
-  runShellOrThrow(cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kImage, " 2>&1"));
+  runShellOrThrow(
+      cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kE2eImage, " 2>&1"));
   containerd_ = startGuardedDaemon(containerd_guard_, kScripts + "containerd-private.sh",
-                                   {dir_ + "/ctd", kImage, dir_ + "/busybox.tar"},
+                                   {dir_ + "/ctd", kE2eImage, dir_ + "/busybox.tar"},
                                    dir_ + "/containerd-start.log", 120s);
   // The example config as the operator copies it, plus a static hook whose
   // env var the container must see and whose record must outlive upgrades.
@@ -501,7 +501,7 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
       << R"("log_directory":")" << dir_ << R"(/logs",)"
       << R"("linux":{"security_context":{"namespace_options":{"network":"NODE"}}}})";
   std::ofstream(dir_ + "/container.json")
-      << R"({"metadata":{"name":"sleeper"},"image":{"image":")" << kImage << R"("},)"
+      << R"({"metadata":{"name":"sleeper"},"image":{"image":")" << kE2eImage << R"("},)"
       << R"("command":["/bin/sleep","3600"],"log_path":"sleeper.log","linux":{}})";
   r = ctl(cat("runp ", dir_, "/pod.json"));
   ASSERT_EQ(r.code, 0) << r.out << readFile(dir_ + "/crihookd-1.log");

@@ -58,7 +58,6 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-constexpr const char* kImage = "docker.io/library/busybox:crihook";
 // containerd's plugin_request_timeout here, and crihookd's [nri] one (they
 // must be equal), and device-lifecycle's timeout, the same in both modes:
 // crihookd refuses to start in NRI mode unless the hooks of one NRI event
@@ -177,7 +176,7 @@ class NriModeE2E : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     runShellOrThrow(CRIHOOK_SOURCE_DIR "/test/e2e/make-busybox-image.sh " + dir_ + "/busybox.tar " +
-                    kImage + " 2>&1");
+                    kE2eImage + " 2>&1");
     startContainerd();
     ASSERT_TRUE(waitForFile(dir_ + "/ctd/nri.sock", 10s));
     direct_ = v1::RuntimeService::NewStub(unixChannel(dir_ + "/ctd/containerd.sock"));
@@ -189,7 +188,7 @@ class NriModeE2E : public ::testing::Test {
         startGuardedDaemon(guard_, "env",
                            {cat("CRIHOOK_NRI_REQUEST_TIMEOUT=", kRequestTimeout),
                             CRIHOOK_SOURCE_DIR "/test/e2e/containerd-private.sh", dir_ + "/ctd",
-                            kImage, dir_ + "/busybox.tar", containerd_binary_},
+                            kE2eImage, dir_ + "/busybox.tar", containerd_binary_},
                            dir_ + "/ctd-start.log", 120s);
   }
   void stopContainerd() {
@@ -268,7 +267,7 @@ class NriModeE2E : public ::testing::Test {
     auto* cfg = create.mutable_config();
     cfg->mutable_metadata()->set_name(name);
     if (resources.ByteSizeLong() > 0) *cfg->mutable_linux()->mutable_resources() = resources;
-    cfg->mutable_image()->set_image(kImage);
+    cfg->mutable_image()->set_image(kE2eImage);
     cfg->add_command("/bin/sleep");
     cfg->add_args("3600");
     cfg->set_log_path(name + ".log");

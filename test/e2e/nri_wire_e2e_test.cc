@@ -44,8 +44,6 @@ namespace v1 = ::runtime::v1;
 namespace api = ::nri::pkg::api::v1alpha1;
 using namespace std::chrono_literals;
 
-constexpr const char* kImage = "docker.io/library/busybox:crihook";
-
 // What the plugin saw, in order: "Configure", "Synchronize",
 // "CreateContainer <pod>/<container>", "StateChange RUN_POD_SANDBOX <pod>", ….
 struct Seen {
@@ -70,9 +68,10 @@ class NriWireE2E : public ::testing::Test {
     const std::string scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
     char tmpl[] = "/tmp/crihook-nri-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    runShellOrThrow(scripts + "make-busybox-image.sh " + dir_ + "/busybox.tar " + kImage + " 2>&1");
+    runShellOrThrow(scripts + "make-busybox-image.sh " + dir_ + "/busybox.tar " + kE2eImage +
+                    " 2>&1");
     containerd_ = startGuardedDaemon(guard_, scripts + "containerd-private.sh",
-                                     {dir_ + "/ctd", kImage, dir_ + "/busybox.tar", containerd},
+                                     {dir_ + "/ctd", kE2eImage, dir_ + "/busybox.tar", containerd},
                                      dir_ + "/ctd-start.log", 120s);
     ASSERT_TRUE(waitForFile(dir_ + "/ctd/nri.sock", 10s));
     runtime_ = v1::RuntimeService::NewStub(unixChannel(dir_ + "/ctd/containerd.sock"));
@@ -197,7 +196,7 @@ TEST_F(NriWireE2E, APodLifecycleReachesThePluginAndItsAdjustmentTheContainer) {
   create.set_pod_sandbox_id(pod);
   *create.mutable_sandbox_config() = run.config();
   create.mutable_config()->mutable_metadata()->set_name("box");
-  create.mutable_config()->mutable_image()->set_image(kImage);
+  create.mutable_config()->mutable_image()->set_image(kE2eImage);
   create.mutable_config()->add_command("sleep");
   create.mutable_config()->add_args("300");
   auto* env = create.mutable_config()->add_envs();
@@ -312,7 +311,7 @@ TEST_F(NriWireE2E, TheFrontDrivesTheSeamFromNriEventsAndItsAdjustmentReachesTheC
     req.set_pod_sandbox_id(pod);
     *req.mutable_sandbox_config() = run.config();
     req.mutable_config()->mutable_metadata()->set_name(name);
-    req.mutable_config()->mutable_image()->set_image(kImage);
+    req.mutable_config()->mutable_image()->set_image(kE2eImage);
     req.mutable_config()->add_command("sleep");
     req.mutable_config()->add_args("300");
     req.mutable_config()->set_log_path(name + ".log");

@@ -44,8 +44,6 @@ namespace v1 = ::runtime::v1;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kImage = "docker.io/library/busybox:crihook";
-
 // The shape of the run. 4 clients (kubelet's pod workers, one GPU each) x 10
 // lifecycles = 40 pods; crihookd is killed when the clients' completed steps
 // (7 per lifecycle) reach each of kKillAtSteps, containerd restarted at
@@ -90,7 +88,7 @@ class Soak : public ::testing::Test {
     char tmpl[] = "/tmp/crihook-soak-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     runShellOrThrow(
-        cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kImage, " 2>&1"));
+        cat(kScripts, "make-busybox-image.sh ", dir_, "/busybox.tar ", kE2eImage, " 2>&1"));
     startContainerd();
     // The device tree: GPUs as /dev/zero's numbers, the DGX fixture topology,
     // and an action that appends its arguments to actions.log.
@@ -167,7 +165,7 @@ class Soak : public ::testing::Test {
     containerd_guards_.emplace_back();
     containerd_ = startGuardedDaemon(
         containerd_guards_.back(), kScripts + "containerd-private.sh",
-        {dir_ + "/ctd", kImage, dir_ + "/busybox.tar"},
+        {dir_ + "/ctd", kE2eImage, dir_ + "/busybox.tar"},
         cat(dir_, "/containerd-start-", containerd_guards_.size(), ".log"), 120s);
   }
   void stopContainerd() {
@@ -300,7 +298,7 @@ class Soak : public ::testing::Test {
     *create.mutable_sandbox_config() = config;
     auto* c = create.mutable_config();
     c->mutable_metadata()->set_name("box");
-    c->mutable_image()->set_image(kImage);
+    c->mutable_image()->set_image(kE2eImage);
     c->add_command("/bin/sleep");
     c->add_args("3600");
     c->set_log_path("box.log");

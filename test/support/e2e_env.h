@@ -14,6 +14,11 @@
 
 namespace crihook::testing {
 
+// The image every e2e suite runs its containers from: made from
+// busybox-static by make-busybox-image.sh and imported under this name (no
+// registry is reachable).
+inline constexpr const char* kE2eImage = "docker.io/library/busybox:crihook";
+
 // True when CRIHOOK_E2E_REQUIRED holds a truthy value: 1, true, yes or on,
 // in any case, surrounding blanks ignored. Anything else (unset, empty, 0,
 // false, a typo) is false: a suite then skips when the machine lacks what it
