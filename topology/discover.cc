@@ -80,10 +80,20 @@ class Reader {
     return n;
   }
 
-  std::vector<int> cpuList(const std::string& path) {
+  // The ids under `bound` (kMaxCpus or kMaxNumaNodes); a warning says how
+  // many past it were dropped.
+  std::vector<int> cpuList(const std::string& path, int bound = kMaxCpus) {
     std::vector<int> out;
     auto v = text(path);
     if (v && !parseCpuList(*v, out)) warn(path, cat("expected a CPU list, got ", quote(*v)));
+    // parseCpuList's output is sorted.
+    const auto past = std::lower_bound(out.begin(), out.end(), bound);
+    if (past != out.end()) {
+      const auto dropped = out.end() - past;
+      warn(path, cat(dropped, dropped == 1 ? " id" : " ids", " from ", bound,
+                     " up dropped: Linux has at most ", bound));
+      out.erase(past, out.end());
+    }
     return out;
   }
 
@@ -119,7 +129,7 @@ void readCpusAndNodes(Reader& r, Snapshot& snap) {
   std::map<int, int> node_of;  // cpu -> node
   std::vector<int> node_ids;
   if (r.root().exists(sys + "node/online")) {
-    node_ids = r.cpuList(sys + "node/online");
+    node_ids = r.cpuList(sys + "node/online", kMaxNumaNodes);
   }
   for (int n : node_ids) {
     NumaNode node;

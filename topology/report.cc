@@ -119,14 +119,19 @@ std::string tree(const Snapshot& snap) {
     if (x.isVirtualFunction()) continue;  // listed under their PF
     layout[x.where.socket][x.where.numa_node][attachment(x.where)].nics.push_back(&x);
   }
+  // Each node by id, once: a machine of many nodes would otherwise walk them
+  // all for each of them.
+  std::map<int, const NumaNode*> by_id;
+  for (const NumaNode& x : snap.nodes) by_id[x.id] = &x;
   for (const auto& [socket, nodes] : layout) {
     out += socket < 0 ? "socket unknown\n" : cat("socket ", socket, "\n");
     for (const auto& [node, groups] : nodes) {
-      const NumaNode* n = nullptr;
-      for (const NumaNode& x : snap.nodes) n = x.id == node ? &x : n;
+      const auto found = by_id.find(node);
+      const NumaNode* n = found == by_id.end() ? nullptr : found->second;
       if (n != nullptr) {
-        out += cat("  NUMA node ", node, ": CPUs ", formatCpuList(n->cpus), ", ",
-                   gib(n->memory_bytes), "\n");
+        out +=
+            cat("  NUMA node ", node, ": CPUs ", n->cpus.empty() ? "none" : formatCpuList(n->cpus),
+                ", ", gib(n->memory_bytes), "\n");
       } else {
         out += cat("  NUMA node ", node, " (not in sysfs)\n");
       }

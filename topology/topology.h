@@ -123,6 +123,13 @@ struct RdmaDevice {
 // logs each, crihookctl prints each.
 inline constexpr size_t kMaxWarnings = 1000;
 
+// Linux's own bounds: NR_CPUS is at most 8192 (x86-64's MAXSMP), and
+// MAX_NUMNODES at most 1 << 10. An id past them is a broken or hostile tree's,
+// not a machine's; discovery drops it with a warning, for each one would cost
+// a few file reads and a line in every view.
+inline constexpr int kMaxCpus = 8192;
+inline constexpr int kMaxNumaNodes = 1024;
+
 struct Snapshot {
   std::string root;  // what was read: "/" or a fixture tree
   std::vector<Cpu> cpus;

@@ -804,21 +804,58 @@ TEST(CpuList, ParsesAndFormats) {
 // A pod annotation may repeat the widest range until its 256 KiB are full:
 // the list is as long as the CPUs it names, never ranges x CPUs (30,000
 // copies of "0-65535" used to expand to 2 billion entries, 8 GB).
-// 65536 CPUs online, none with a topology directory: three unreadable files
-// each, said in kMaxWarnings warnings and a count, not in 196608 lines (the
-// fuzzer's "0-65535" took discovery and the tree past 10 s).
+// 65536 CPUs online, none with a topology directory: the ids Linux cannot
+// have (8192 up) dropped with one warning, three unreadable files for each
+// of the rest, said in kMaxWarnings warnings and a count, not in 24577 lines
+// (the fuzzer's "0-65535" took discovery and the tree past 10 s).
 TEST(Discover, ATreeWrongEverywhereSaysSoInBoundedWarnings) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("sys/devices/system/cpu"));
   std::ofstream(dir.file("sys/devices/system/cpu/online")) << "0-65535\n";
   const topo::Snapshot s = topo::discover(topo::SysRoot(dir.path()));
-  ASSERT_EQ(s.cpus.size(), 65536u);
+  ASSERT_EQ(s.cpus.size(), static_cast<size_t>(topo::kMaxCpus));
+  EXPECT_EQ(s.cpus.back().id, topo::kMaxCpus - 1);
   ASSERT_EQ(s.nodes.size(), 1u);
   EXPECT_EQ(s.nodes[0].socket, -1);
   ASSERT_EQ(s.warnings.size(), topo::kMaxWarnings + 1);
-  EXPECT_THAT(s.warnings.front(), HasSubstr("/sys/devices/system/cpu/cpu0/topology/"));
-  EXPECT_EQ(s.warnings.back(),
-            std::to_string(3 * 65536 - topo::kMaxWarnings) + " more warnings not listed");
+  EXPECT_EQ(s.warnings[0], dir.path() +
+                               "/sys/devices/system/cpu/online: 57344 ids from 8192 up dropped: "
+                               "Linux has at most 8192");
+  EXPECT_THAT(s.warnings[1], HasSubstr("/sys/devices/system/cpu/cpu0/topology/"));
+  EXPECT_EQ(s.warnings.back(), std::to_string(1 + 3 * topo::kMaxCpus - topo::kMaxWarnings) +
+                                   " more warnings not listed");
+}
+
+// NUMA nodes online up to 65535: Linux has at most 1024, and each node past them
+// would cost three reads and a line in every view (the fuzzer's "0-65535"
+// took discovery and the views 80 s under ASan). The CPUs a node's list names
+// are bounded by kMaxCpus as the online ones are.
+TEST(Discover, NodeIdsPastLinuxsBoundAreDroppedWithAWarning) {
+  TempDir dir;
+  const std::string sys = dir.path() + "/sys/devices/system/";
+  std::filesystem::create_directories(sys + "cpu/cpu0/topology");
+  std::filesystem::create_directories(sys + "node/node0");
+  std::ofstream(sys + "cpu/online") << "0\n";
+  std::ofstream(sys + "cpu/cpu0/topology/physical_package_id") << "0\n";
+  std::ofstream(sys + "cpu/cpu0/topology/core_id") << "0\n";
+  std::ofstream(sys + "cpu/cpu0/topology/thread_siblings_list") << "0,9000\n";
+  std::ofstream(sys + "node/online") << "0-1,1024-65535\n";
+  std::ofstream(sys + "node/node0/cpulist") << "0,8191-8192\n";
+  const topo::Snapshot s = topo::discover(topo::SysRoot(dir.path()));
+  ASSERT_EQ(s.nodes.size(), 2u);
+  EXPECT_EQ(s.nodes.back().id, 1);
+  EXPECT_THAT(s.nodes[0].cpus, ElementsAre(0, 8191));
+  ASSERT_EQ(s.cpus.size(), 1u);
+  EXPECT_THAT(s.cpus[0].siblings, ElementsAre(0));
+  EXPECT_THAT(s.warnings, Contains(sys + "node/online: 64512 ids from 1024 up dropped: "
+                                         "Linux has at most 1024"));
+  EXPECT_THAT(s.warnings, Contains(sys + "node/node0/cpulist: 1 id from 8192 up dropped: "
+                                         "Linux has at most 8192"));
+  EXPECT_THAT(s.warnings,
+              Contains(sys + "cpu/cpu0/topology/thread_siblings_list: 1 id from 8192 up "
+                             "dropped: Linux has at most 8192"));
+  // A node with no CPU list is one without CPUs.
+  EXPECT_THAT(topo::tree(s), HasSubstr("  NUMA node 1: CPUs none, 0 GiB\n"));
 }
 
 TEST(CpuList, RepeatedWideRangesCostTheirCpusOnce) {

@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -519,19 +518,17 @@ topo::Snapshot oddMachine() {
 
 // A cpuset is anyone's text up to CPU 65535, and a machine's CPUs are looked
 // up by id for each of its CPUs: once each, not a walk over every CPU of
-// the machine for each (65536 x 65536 compares took the fuzzer past 10 s).
-TEST(OddMachine, PodPictureOfAWideCpusetOnAWideMachineIsQuick) {
+// the machine for each (65536 x 65536 compares took the fuzzer past 10 s; its
+// time limit, not this test, is what would catch that again).
+TEST(OddMachine, PodPictureOfAWideCpusetOnAWideMachine) {
   topo::Snapshot s;
   s.nodes.push_back({.id = 0, .socket = 0});
   for (int c = 0; c < 65536; ++c) {
     s.cpus.push_back({.id = c, .socket = 0, .core = c, .node = c < 65535 ? 0 : -1});
     s.nodes[0].cpus.push_back(c);
   }
-  const auto start = std::chrono::steady_clock::now();
   const std::string p = topo::podPicture(s, {}, "0-65535", "");
-  const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(p, "cpus 0-65534 on NUMA 0 (socket 0)\ncpus 65535: not CPUs of this machine\n");
-  EXPECT_LT(took, std::chrono::milliseconds(500));
 }
 
 // The matrix points into its Snapshot: one made from a temporary would
