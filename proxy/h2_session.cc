@@ -62,7 +62,7 @@ bool H2Endpoint::sendOwedPingAcks() {
 }
 
 void H2Endpoint::flush() {
-  if (closed_ || writing_ || session_ == nullptr) return;
+  if (closed_ || writing_ || session_ == nullptr || !write_error_.empty()) return;
   // Owed PING ACKs go out with whatever else is to be sent. With nothing
   // else, they wait for a reply expected soon, at most kPingAckDelay.
   if (!owed_ping_acks_.empty()) {
@@ -119,10 +119,35 @@ bool H2Endpoint::sendPending() {
       loop_.wantWritable(fd_, true);
       return false;
     }
-    fail(cat("write: ", std::strerror(errno)));
+    const int e = errno;
+    const std::string why = cat("write: ", std::strerror(e));
+    if (!server_ && (e == EPIPE || e == ECONNRESET)) {
+      readToEnd(why);
+    } else {
+      fail(why);
+    }
     return false;
   }
   return true;
+}
+
+void H2Endpoint::readToEnd(const std::string& write_error) {
+  write_error_ = write_error;
+  out_.clear();
+  out_sent_ = 0;
+  if (writing_) loop_.wantWritable(fd_, false);
+  writing_ = false;
+  std::weak_ptr<H2Endpoint> weak = weak_from_this();
+  linger_timer_ = loop_.runAfter(kLingerAfterFinish, [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->linger_timer_ = 0;
+    self->fail(self->write_error_);
+  });
+  // Posted: the write may have failed inside this connection's own input.
+  loop_.post([self = shared_from_this()] {
+    if (!self->closed_) self->readAvailable(true);
+  });
 }
 
 void H2Endpoint::onWritable() {
@@ -218,7 +243,11 @@ void H2Endpoint::readAvailable(bool hangup) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
-      fail(n == 0 ? "peer closed the connection" : cat("read: ", std::strerror(errno)));
+      // After a failed write, the end of what the peer sent (or the reset
+      // its close left) is the write's failure coming due.
+      fail(!write_error_.empty() ? write_error_
+           : n == 0              ? "peer closed the connection"
+                                 : cat("read: ", std::strerror(errno)));
       return;
     }
     if (lingering_) continue;  // dropped: the session is finished

@@ -99,7 +99,8 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   // Writes what nghttp2 has to send, as one send while the socket takes it
   // (the common case costs one system call); only a full socket buffer
   // keeps the rest until the loop tells of room (onWritable). A send error,
-  // or a session with nothing left to do, fails the endpoint.
+  // or a session with nothing left to do, fails the endpoint (the client
+  // side reads what the runtime sent before it closed first: readToEnd).
   void flush();
 
   // Has the loop watch the socket; each read is fed to the session. FAILs
@@ -154,6 +155,14 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   bool sendOwedPingAcks();
   // The server side's end once the session is finished (kLingerAfterFinish).
   void linger();
+  // The client side's end when a write finds the runtime gone (EPIPE,
+  // ECONNRESET): a runtime may send its last replies and close at once (a
+  // GOAWAY, the replies, close), and a frame of ours, written before we read
+  // them, then fails. Nothing more is written; what the socket holds is read
+  // and handled, so each reply complete in it still reaches its caller, and
+  // the endpoint fails with `write_error` at the end of it, or after
+  // kLingerAfterFinish if the peer never ends it.
+  void readToEnd(const std::string& write_error);
 
   std::vector<std::array<uint8_t, 8>> owed_ping_acks_;
   uint64_t ping_ack_timer_ = 0;  // 0: none armed
@@ -166,9 +175,10 @@ class H2Endpoint : public IoHandler, public std::enable_shared_from_this<H2Endpo
   bool flush_scheduled_ = false;
   bool queued_ = false;  // in the group's dirty_ list
   bool closed_ = false;
-  bool server_ = false;     // kubelet's side (createSession)
-  bool lingering_ = false;  // half-closed, reading to the client's end
-  uint64_t linger_timer_ = 0;
+  bool server_ = false;        // kubelet's side (createSession)
+  bool lingering_ = false;     // half-closed, reading to the client's end
+  uint64_t linger_timer_ = 0;  // linger's or readToEnd's bound
+  std::string write_error_;    // set by readToEnd: nothing is written any more
   // Batching of flushes while a handler of the group runs; on the group's
   // leader (the kubelet-side connection) only.
   bool batching_ = false;

@@ -133,6 +133,8 @@ void Transparent::close(const std::string& why) {
   ping_ack_timer_ = 0;
   if (linger_timer_ != 0) loop_.cancel(linger_timer_);
   linger_timer_ = 0;
+  if (deaf_timer_ != 0) loop_.cancel(deaf_timer_);
+  deaf_timer_ = 0;
   if (kubelet_.fd >= 0) loop_.unwatch(kubelet_.fd);
   if (runtime_.fd >= 0 && !runtime_lost_) loop_.unwatch(runtime_.fd);
   side_.dropAll("client connection closed");
@@ -172,7 +174,11 @@ void Transparent::onReadable(bool kubelet, bool hangup) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
-      const std::string why = n == 0 ? "peer closed the connection" : std::strerror(errno);
+      // After a failed write to the runtime, the end of what it sent (or the
+      // reset its close left) is that failure coming due.
+      const std::string why = !kubelet && !runtime_write_error_.empty() ? runtime_write_error_
+                              : n == 0 ? "peer closed the connection"
+                                       : std::strerror(errno);
       if (kubelet) return close(why);
       runtimeGone(why);
       flushAll();
@@ -243,6 +249,11 @@ void Transparent::sendPingAcks() {
 void Transparent::flush(bool kubelet) {
   Side& s = kubelet ? kubelet_ : runtime_;
   if (closed_ || s.writing || (!kubelet && runtime_lost_)) return;
+  if (!kubelet && !runtime_write_error_.empty()) {
+    s.out.clear();  // the runtime reads no more (runtimeDeaf)
+    s.out_sent = 0;
+    return;
+  }
   // Owed PING ACKs ride with whatever else goes to kubelet now.
   if (kubelet && !owed_ping_acks_.empty() && s.out_sent < s.out.size()) sendPingAcks();
   while (s.out_sent < s.out.size()) {
@@ -261,8 +272,10 @@ void Transparent::flush(bool kubelet) {
       loop_.wantWritable(s.fd, true);
       return;
     }
-    const std::string why = cat("write: ", std::strerror(errno));
+    const int e = errno;
+    const std::string why = cat("write: ", std::strerror(e));
     if (kubelet) return close(why);
+    if (e == EPIPE || e == ECONNRESET) return runtimeDeaf(why);
     return runtimeGone(why);
   }
   s.out.clear();
@@ -972,8 +985,30 @@ void Transparent::appendRelayedEnd(std::string& frames, uint32_t id, const Relay
   }
 }
 
+void Transparent::runtimeDeaf(const std::string& why) {
+  if (!runtime_write_error_.empty() || runtime_lost_ || closed_) return;
+  runtime_write_error_ = why;
+  runtime_.out.clear();
+  runtime_.out_sent = 0;
+  if (runtime_.writing) loop_.wantWritable(runtime_.fd, false);
+  runtime_.writing = false;
+  deaf_timer_ = loop_.runAfter(kLingerAfterFinish, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self || self->closed_) return;
+    self->deaf_timer_ = 0;
+    self->runtimeGone(self->runtime_write_error_);
+    self->flushAll();
+  });
+  // Posted: the write may have failed inside a read of this connection's.
+  loop_.post([self = shared_from_this()] {
+    if (!self->closed_) self->onReadable(false, true);
+  });
+}
+
 void Transparent::runtimeGone(const std::string& why) {
   if (runtime_lost_ || closed_) return;
+  if (deaf_timer_ != 0) loop_.cancel(deaf_timer_);
+  deaf_timer_ = 0;
   ctx_.log->debug("backend connection closed: {}", why);
   runtime_lost_ = true;
   runtime_waits_ = false;

@@ -198,6 +198,14 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void appendRelayedEnd(std::string& frames, uint32_t id, const Relayed& r,
                         const absl::Status& status);
   void runtimeGone(const std::string& why);
+  // A write to the runtime failed, EPIPE or ECONNRESET: it closed, maybe
+  // right behind its last replies (a GOAWAY, the replies, close), which a
+  // frame relayed before they were read then finds. Nothing more is written
+  // to it (kubelet's frames for it are dropped); what its socket holds is
+  // read and relayed, so each reply complete in it still reaches kubelet,
+  // and runtimeGone(`why`) follows at its end, or after kLingerAfterFinish
+  // if it never ends.
+  void runtimeDeaf(const std::string& why);
   void runtimeGoaway(uint32_t last_stream_id);
   void goawayToKubelet();
   void maybeFinish();
@@ -305,6 +313,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   uint64_t ping_ack_timer_ = 0;
   bool lingering_ = false;
   uint64_t linger_timer_ = 0;
+  std::string runtime_write_error_;  // set by runtimeDeaf
+  uint64_t deaf_timer_ = 0;          // runtimeDeaf's bound
 };
 
 }  // namespace crihook::relay

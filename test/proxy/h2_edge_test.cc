@@ -56,13 +56,48 @@ TEST_F(H2EdgeTest, BackendGoawayMovesLaterCallsToANewConnection) {
   startProxy();
   auto ch = proxyChannel();
   std::string reply;
-  ASSERT_TRUE(
-      call("/runtime.v1.RuntimeService/GoawayEcho", "last on this connection", &reply, ch).ok());
+  const grpc::Status last =
+      call("/runtime.v1.RuntimeService/GoawayEcho", "last on this connection", &reply, ch);
+  ASSERT_TRUE(last.ok()) << last.error_message();
   EXPECT_EQ(reply, "last on this connection");
   // The old connection takes no new stream after its GOAWAY: the next call
   // only succeeds on a connection opened after it.
   ASSERT_TRUE(call("/runtime.v1.RuntimeService/Echo", "on a new one", &reply, ch).ok());
   EXPECT_EQ(reply, "on a new one");
+  EXPECT_EQ(raw.connections(), 2);
+}
+
+// A runtime that shuts down right behind its last reply: a frame crihookd
+// writes while the reply is still coming (here the ACK of the runtime's
+// SETTINGS) fails, EPIPE. The reply, sent before the runtime closed, still
+// reaches the caller; the connection ends with it (the CI's flake of the
+// test above: "backend connection lost: write: Broken pipe").
+TEST_F(H2EdgeTest, AReplySentBeforeTheRuntimeClosedArrivesThoughAWriteFailed) {
+  RawH2Backend raw(dir_.file("backend.sock"));
+  startProxy();
+  auto ch = proxyChannel();
+  std::string reply;
+  const grpc::Status last =
+      call("/runtime.v1.RuntimeService/DeafGoawayEcho", "sent before the close", &reply, ch);
+  ASSERT_TRUE(last.ok()) << last.error_message();
+  EXPECT_EQ(reply, "sent before the close");
+  ASSERT_TRUE(call("/runtime.v1.RuntimeService/Echo", "on a new one", &reply, ch).ok());
+  EXPECT_EQ(raw.connections(), 2);
+}
+
+// The same runtime, but nothing follows its SETTINGS: no reply, no end of
+// the connection. The call fails with the write's error once crihookd stops
+// waiting (kLingerAfterFinish), well inside the caller's deadline, and the
+// next call gets a new connection.
+TEST_F(H2EdgeTest, ARuntimeThatStopsReadingAndNeverEndsFailsItsCallsWithTheWriteError) {
+  RawH2Backend raw(dir_.file("backend.sock"));
+  startProxy();
+  auto ch = proxyChannel();
+  std::string reply;
+  const grpc::Status lost = call("/runtime.v1.RuntimeService/DeafSilent", "x", &reply, ch);
+  EXPECT_EQ(lost.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(lost.error_message(), "crihookd: backend connection lost: write: Broken pipe");
+  ASSERT_TRUE(call("/runtime.v1.RuntimeService/Echo", "on a new one", &reply, ch).ok());
   EXPECT_EQ(raw.connections(), 2);
 }
 

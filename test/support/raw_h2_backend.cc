@@ -21,6 +21,7 @@ struct Stream {
   std::string body;
   size_t sent = 0;
   bool no_status = false;  // trailers without grpc-status
+  bool held = false;       // the message waits (DeafGoawayEcho)
 };
 
 struct Session {
@@ -32,6 +33,10 @@ struct Session {
   bool close_after_send = false;
   std::string raw;       // bytes written as they are after nghttp2's next output
   int32_t flood_id = 0;  // a stream to flood with empty DATA frames
+  int fd = -1;
+  int32_t held_id = 0;  // a stream whose message waits until release_at
+  bool deaf = false;    // reads nothing more (DeafGoawayEcho, DeafSilent)
+  std::chrono::steady_clock::time_point release_at;
 };
 
 std::string rawFrame(uint8_t type, uint8_t flags, int32_t stream, const std::string& payload) {
@@ -59,6 +64,7 @@ ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint
                  nghttp2_data_source*, void* user) {
   auto* s = static_cast<Session*>(user);
   Stream& st = s->by_id[id];
+  if (st.held) return NGHTTP2_ERR_DEFERRED;
   size_t n = std::min(len, st.body.size() - st.sent);
   std::memcpy(buf, st.body.data() + st.sent, n);
   st.sent += n;
@@ -107,6 +113,27 @@ void respond(Session& s, int32_t id) {
     if (verb == "BigOpen") s.raw = rawFrame(0, 0, id, std::string(5000, 'b'));
   } else if (verb == "BadFrame") {
     s.raw = rawFrame(0, 0, 0, "x");
+  } else if (verb == "DeafSilent") {
+    // Deaf, and then nothing: neither a reply nor the connection's end.
+    ::shutdown(s.fd, SHUT_RD);
+    s.deaf = true;
+    nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
+    nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+  } else if (verb == "DeafGoawayEcho") {
+    // Deaf first: every later write of the peer's fails, its SETTINGS ACK
+    // included, while the reply is still on its way.
+    ::shutdown(s.fd, SHUT_RD);
+    s.deaf = true;
+    nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
+    nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+    nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
+    st.held = true;
+    s.held_id = id;
+    s.release_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
+    nghttp2_data_provider body{};
+    body.read_callback = readBody;
+    nghttp2_submit_response(s.h2, id, h, 2, &body);
   } else if (verb == "GoawayBelow") {
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id - 2 > 0 ? id - 2 : 0, NGHTTP2_NO_ERROR,
                           nullptr, 0);
@@ -182,6 +209,7 @@ void RawH2Backend::serve() {
 
 void RawH2Backend::serveConnection(int fd) {
   Session s{this, &streams_, {}, nullptr};
+  s.fd = fd;
   nghttp2_session_callbacks* cbs = nullptr;
   nghttp2_session_callbacks_new(&cbs);
   nghttp2_session_callbacks_set_on_header_callback(
@@ -249,6 +277,19 @@ void RawH2Backend::serveConnection(int fd) {
       break;
     }
     if (s.hangup || s.close_after_send) break;
+    if (s.deaf) {
+      // Nothing to read; a held message goes when its time comes, then the
+      // connection closes.
+      if (s.held_id == 0 || std::chrono::steady_clock::now() < s.release_at) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      s.by_id[s.held_id].held = false;
+      nghttp2_session_resume_data(s.h2, s.held_id);
+      s.held_id = 0;
+      s.close_after_send = true;
+      continue;
+    }
     if (!nghttp2_session_want_read(s.h2) && !nghttp2_session_want_write(s.h2)) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 50) <= 0) continue;

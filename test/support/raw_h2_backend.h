@@ -30,6 +30,12 @@
 //   .../CloseAfterReply a PING and Echo, then the connection closed at once
 //   .../GoawayBelow     GOAWAY naming the stream before this one as the last:
 //                       this stream refused
+//   .../DeafGoawayEcho  its reading side shut (the peer's writes fail, EPIPE),
+//                       then SETTINGS (whose ACK the peer must write), GOAWAY
+//                       (last stream id = this one) and the reply's headers;
+//                       200 ms later the message and trailers, then close
+//   .../DeafSilent      its reading side shut, then SETTINGS; nothing more,
+//                       the connection left open
 // One connection at a time, served on its own thread.
 
 #include <atomic>
