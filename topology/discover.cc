@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -12,6 +13,8 @@
 
 namespace crihook::topology {
 namespace {
+
+constexpr long kMaxInt = std::numeric_limits<int>::max();
 
 // A PCI address as the kernel names a device: dddd:bb:dd.f, lowercase hex,
 // device 00-1f, function 0-7 (as the hooks check it, allocation.h), where
@@ -82,6 +85,17 @@ class Reader {
 
   // The ids under `bound` (kMaxCpus or kMaxNumaNodes); a warning says how
   // many past it were dropped.
+  // An integer from `lo` to `hi`: a value past them (a 64-bit number where
+  // the kernel writes an int) is a warning, not a value cut to fit.
+  std::optional<int> integerIn(const std::string& path, long lo, long hi, bool required = true) {
+    auto n = integer(path, required);
+    if (n && (*n < lo || *n > hi)) {
+      warn(path, cat("expected an integer from ", lo, " to ", hi, ", got ", *n));
+      return std::nullopt;
+    }
+    return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
+  }
+
   std::vector<int> cpuList(const std::string& path, int bound = kMaxCpus) {
     std::vector<int> out;
     auto v = text(path);
@@ -155,8 +169,8 @@ void readCpusAndNodes(Reader& r, Snapshot& snap) {
     Cpu cpu;
     cpu.id = id;
     const std::string dir = cat(sys, "cpu/cpu", id, "/topology/");
-    cpu.socket = static_cast<int>(r.integer(dir + "physical_package_id").value_or(-1));
-    cpu.core = static_cast<int>(r.integer(dir + "core_id").value_or(-1));
+    cpu.socket = r.integerIn(dir + "physical_package_id", -1, kMaxInt).value_or(-1);
+    cpu.core = r.integerIn(dir + "core_id", -1, kMaxInt).value_or(-1);
     cpu.siblings = r.cpuList(dir + "thread_siblings_list");
     auto n = node_of.find(id);
     // A machine without NUMA nodes in sysfs is one node.
@@ -208,7 +222,7 @@ void readPci(Reader& r, Snapshot& snap) {
     d.device = r.text(bus + addr + "/device").value_or("");
     d.class_code = r.text(bus + addr + "/class").value_or("");
     d.reported_numa_node =
-        static_cast<int>(r.integer(bus + addr + "/numa_node", false).value_or(-1));
+        r.integerIn(bus + addr + "/numa_node", -1, kMaxNumaNodes - 1, false).value_or(-1);
     if (auto drv = r.root().follow(*path + "/driver")) {
       d.driver = split(*drv, '/').back();
     }

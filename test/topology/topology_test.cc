@@ -558,6 +558,31 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
               HasSubstr("no socket of this node has 9 free GPUs"));
 }
 
+// The kernel writes these as ints: a 64-bit number there is a broken tree,
+// warned about, not a value cut to fit (4294967296 used to become node 0,
+// 4294967297 core 1).
+TEST_F(Fixtures, IntegersPastWhatTheKernelWritesAreWarnedNotCutToFit) {
+  TempDir odd;
+  std::filesystem::copy(
+      fixture("dgx"), odd.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const std::string gpu =
+      odd.path() + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
+  std::ofstream(gpu + "/numa_node") << "4294967296\n";
+  std::ofstream(odd.path() + "/sys/devices/system/cpu/cpu6/topology/core_id") << "4294967297\n";
+  const topo::Snapshot s = topo::discover(topo::SysRoot(odd.path()));
+  const std::string root = topo::SysRoot(odd.path()).root();
+  EXPECT_THAT(s.warnings, Contains(root + "/sys/bus/pci/devices/0000:1a:00.0/numa_node: expected "
+                                          "an integer from -1 to 1023, got 4294967296"));
+  EXPECT_THAT(s.warnings, Contains(root + "/sys/devices/system/cpu/cpu6/topology/core_id: "
+                                          "expected an integer from -1 to 2147483647, got "
+                                          "4294967297"));
+  // Unknown, so its downstream port's node; not node 0 as read.
+  EXPECT_EQ(s.gpu("0000:1a:00.0")->where.numa_node, 0);
+  EXPECT_EQ(s.gpu("0000:1a:00.0")->where.numa_node_from, "0000:19:00.0");
+  EXPECT_EQ(s.cpu(6)->core, -1);
+}
+
 TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   TempDir broken;
   std::filesystem::copy(
