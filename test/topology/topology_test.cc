@@ -41,6 +41,12 @@ class Fixtures : public ::testing::Test {
   static topo::Snapshot load(const std::string& name) {
     return topo::discover(topo::SysRoot(fixture(name)));
   }
+  // A fixture's tree copied into `to`, links as links, for a test to break.
+  static void copyFixture(const std::string& name, const TempDir& to) {
+    std::filesystem::copy(
+        fixture(name), to.path(),
+        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  }
 };
 
 // What discovery says of a fixture's NVIDIA GPUs: NVML is only asked on the
@@ -383,9 +389,7 @@ TEST_F(Fixtures, DeviceObjectGpuMemoryAndMixedModels) {
 
 TEST_F(Fixtures, NvidiaGpusWithoutAUsableMinorAreLeftOutAndSaidSo) {
   TempDir copy;
-  std::filesystem::copy(
-      fixture("dgx"), copy.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", copy);
   const std::string gpus = copy.path() + "/proc/driver/nvidia/gpus/";
   std::ofstream(gpus + "0000:1b:00.0/information") << "Model: \t\t NVIDIA A100-SXM4-40GB\n";
   std::ofstream(gpus + "0000:3a:00.0/information") << "Device Minor: \t 0\n";  // GPU 0's
@@ -563,9 +567,7 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
 // 4294967297 core 1).
 TEST_F(Fixtures, IntegersPastWhatTheKernelWritesAreWarnedNotCutToFit) {
   TempDir odd;
-  std::filesystem::copy(
-      fixture("dgx"), odd.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", odd);
   const std::string gpu =
       odd.path() + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
   std::ofstream(gpu + "/numa_node") << "4294967296\n";
@@ -585,9 +587,7 @@ TEST_F(Fixtures, IntegersPastWhatTheKernelWritesAreWarnedNotCutToFit) {
 
 TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   TempDir broken;
-  std::filesystem::copy(
-      fixture("dgx"), broken.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", broken);
   const std::string gpu =
       broken.path() + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
   std::ofstream(gpu + "/numa_node") << "garbage\n";
@@ -632,9 +632,7 @@ TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
 // Anything else is skipped with a warning that quotes it.
 TEST_F(Fixtures, NamesUnderBusPciDevicesThatAreNoPciAddressAreSkippedAndQuoted) {
   TempDir odd;
-  std::filesystem::copy(
-      fixture("dgx"), odd.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", odd);
   const std::string bus = odd.path() + "/sys/bus/pci/devices/";
   const std::string gpu0 =
       "../../../devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/"
@@ -660,9 +658,7 @@ TEST_F(Fixtures, NamesUnderBusPciDevicesThatAreNoPciAddressAreSkippedAndQuoted) 
 // quietly (a VMD server must not warn at every discovery).
 TEST_F(Fixtures, DevicesInVmdDomainsAreTakenWithoutAWarning) {
   TempDir vmd;
-  std::filesystem::copy(
-      fixture("dgx"), vmd.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", vmd);
   const std::string r = vmd.path();
   const std::string dev = r + "/sys/devices/pci10000:e0/10000:e0:06.0/10000:e1:00.0";
   std::filesystem::create_directories(dev);
@@ -693,9 +689,7 @@ TEST_F(Fixtures, DevicesInVmdDomainsAreTakenWithoutAWarning) {
 // plain, so none forges a line or reaches the terminal as an escape.
 TEST_F(Fixtures, HostileNamesInTheTreeAreQuotedAndCutShort) {
   TempDir odd;
-  std::filesystem::copy(
-      fixture("dgx"), odd.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", odd);
   const std::string r = odd.path();
   const std::string sw0 = r + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/";
   // GPU 0's model: an OSC title sequence, a carriage return, 300 bytes.
@@ -742,9 +736,7 @@ TEST_F(Fixtures, HostileNamesInTheTreeAreQuotedAndCutShort) {
 // discovery neither blocks nor fills memory on it.
 TEST_F(Fixtures, AFifoADeviceOrAHugeFileInTheTreeIsUnreadableNotWaitedOn) {
   TempDir odd;
-  std::filesystem::copy(
-      fixture("dgx"), odd.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", odd);
   const std::string cpu = odd.path() + "/sys/devices/system/cpu/";
   std::filesystem::remove(cpu + "cpu5/topology/core_id");
   ASSERT_EQ(::mkfifo((cpu + "cpu5/topology/core_id").c_str(), 0600), 0);
@@ -772,9 +764,7 @@ TEST_F(Fixtures, AFifoADeviceOrAHugeFileInTheTreeIsUnreadableNotWaitedOn) {
 // being torn down): device actions template {minor} from it.
 TEST_F(Fixtures, AVirtualFunctionKeepsItsNumberWhenAnEarlierLinkDangles) {
   TempDir broken;
-  std::filesystem::copy(
-      fixture("dgx"), broken.path(),
-      std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  copyFixture("dgx", broken);
   const std::string pf_dir =
       std::filesystem::canonical(broken.path() + "/sys/bus/pci/devices/0000:1c:00.0");
   std::filesystem::remove(pf_dir + "/virtfn0");
