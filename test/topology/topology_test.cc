@@ -35,6 +35,10 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 // make-fixtures.sh's machines (test/support/fixture_trees.h).
+// The dgx fixture's first GPU, under its two switches.
+constexpr const char* kDgxGpu0 =
+    "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
+
 class Fixtures : public ::testing::Test {
  protected:
   static std::string fixture(const std::string& name) { return fixtureTree(name); }
@@ -568,8 +572,7 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
 TEST_F(Fixtures, IntegersPastWhatTheKernelWritesAreWarnedNotCutToFit) {
   TempDir odd;
   copyFixture("dgx", odd);
-  const std::string gpu =
-      odd.path() + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
+  const std::string gpu = odd.path() + kDgxGpu0;
   std::ofstream(gpu + "/numa_node") << "4294967296\n";
   std::ofstream(odd.path() + "/sys/devices/system/cpu/cpu6/topology/core_id") << "4294967297\n";
   const topo::Snapshot s = topo::discover(topo::SysRoot(odd.path()));
@@ -588,8 +591,7 @@ TEST_F(Fixtures, IntegersPastWhatTheKernelWritesAreWarnedNotCutToFit) {
 TEST_F(Fixtures, BrokenTreesGiveWarningsNamingThePathNeverACrash) {
   TempDir broken;
   copyFixture("dgx", broken);
-  const std::string gpu =
-      broken.path() + "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
+  const std::string gpu = broken.path() + kDgxGpu0;
   std::ofstream(gpu + "/numa_node") << "garbage\n";
   std::ofstream(broken.path() +
                 "/sys/devices/pci0000:97/0000:97:00.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0/"
