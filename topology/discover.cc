@@ -83,8 +83,6 @@ class Reader {
     return n;
   }
 
-  // The ids under `bound` (kMaxCpus or kMaxNumaNodes); a warning says how
-  // many past it were dropped.
   // An integer from `lo` to `hi`: a value past them (a 64-bit number where
   // the kernel writes an int) is a warning, not a value cut to fit.
   std::optional<int> integerIn(const std::string& path, long lo, long hi, bool required = true) {
@@ -96,6 +94,8 @@ class Reader {
     return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
   }
 
+  // The ids under `bound` (kMaxCpus or kMaxNumaNodes); a warning says how
+  // many past it were dropped.
   std::vector<int> cpuList(const std::string& path, int bound = kMaxCpus) {
     std::vector<int> out;
     auto v = text(path);
@@ -552,6 +552,10 @@ bool parseCpuList(std::string_view text, std::vector<int>& out) {
     next = std::max(next, hi + 1);
   }
   return true;
+}
+
+std::string cpusOrNone(const std::vector<int>& cpus) {
+  return cpus.empty() ? "none" : formatCpuList(cpus);
 }
 
 std::string formatCpuList(std::vector<int> cpus) {

@@ -77,9 +77,7 @@ std::string dot(const Snapshot& snap) {
   auto nodeId = [](std::optional<int> n) { return n ? cat("numa", *n) : std::string("numa_x"); };
   for (const NumaNode& n : snap.nodes) {
     const std::string id = nodeId(n.id);
-    g.node(id,
-           cat("NUMA node ", n.id, "\\nCPUs ", n.cpus.empty() ? "none" : formatCpuList(n.cpus),
-               "\\n", gib(n.memory_bytes)),
+    g.node(id, cat("NUMA node ", n.id, "\\nCPUs ", cpusOrNone(n.cpus), "\\n", gib(n.memory_bytes)),
            "fillcolor=\"#fff2cc\"");
     if (n.socket >= 0) {
       g.node(cat("socket", n.socket), cat("socket ", n.socket), "fillcolor=\"#fce5cd\"");

@@ -129,9 +129,8 @@ std::string tree(const Snapshot& snap) {
       const auto found = by_id.find(node);
       const NumaNode* n = found == by_id.end() ? nullptr : found->second;
       if (n != nullptr) {
-        out +=
-            cat("  NUMA node ", node, ": CPUs ", n->cpus.empty() ? "none" : formatCpuList(n->cpus),
-                ", ", gib(n->memory_bytes), "\n");
+        out += cat("  NUMA node ", node, ": CPUs ", cpusOrNone(n->cpus), ", ", gib(n->memory_bytes),
+                   "\n");
       } else {
         out += cat("  NUMA node ", node, " (not in sysfs)\n");
       }

@@ -162,5 +162,8 @@ Snapshot discover(const SysRoot& root);
 // "0-3,8,10-11" <-> {0,1,2,3,8,10,11}. parseCpuList returns false on garbage.
 bool parseCpuList(std::string_view text, std::vector<int>& out);
 std::string formatCpuList(std::vector<int> cpus);
+// formatCpuList's, or "none" for no CPUs: what a person reads, where an
+// empty list would read as a blank.
+std::string cpusOrNone(const std::vector<int>& cpus);
 
 }  // namespace crihook::topology

@@ -174,7 +174,7 @@ std::string matrixText(const Matrix& m) {
     // Never a blank cell: a column read by position would shift. A node
     // without CPUs is a memory-only one, or one whose cpulist was unreadable.
     const bool none = d.numa_node && d.cpus.empty();
-    cpus.push_back(!d.numa_node ? "N/A" : none ? "none" : formatCpuList(d.cpus));
+    cpus.push_back(!d.numa_node ? "N/A" : cpusOrNone(d.cpus));
     numa.push_back(d.numa_node ? cat(*d.numa_node, d.numa_inferred ? "*" : "") : "N/A");
     inferred = inferred || d.numa_inferred;
     unknown = unknown || !d.numa_node;
