@@ -25,19 +25,27 @@ for h in "${harnesses[@]}"; do
 done
 
 bash scripts/install-deps.sh
+. scripts/ccache.sh
+ccache_mark
+t0=$SECONDS
 build=build-fuzz
 if [[ ! -f $build/build.ninja ]]; then
   # Only the harnesses and what they link are built (see fuzz/meson.build);
   # -Dtests=false keeps the test suite out of this directory.
-  # ccache, where there is one, makes a second cold setup cheap.
+  # Through ccache (scripts/ccache.sh): a second cold setup is cache hits,
+  # from a clone in another folder too (the tree's path mapped out of the
+  # debug info, which ccache would otherwise hash with the -g objects).
   ccache=$(command -v ccache || true)
   CC="${ccache:+$ccache }clang-14" CXX="${ccache:+$ccache }clang++-14" \
     meson setup "$build" -Dfuzz=true -Dtests=false \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized \
+    -Dcpp_args="-ffile-prefix-map=$PWD=."
 fi
 targets=()
 for h in "${harnesses[@]}"; do targets+=("fuzz/$h"); done
 ninja -C "$build" -j"${FUZZ_JOBS:-2}" "${targets[@]}"
+echo "fuzz: built ${#targets[@]} harnesses in $((SECONDS - t0)) s ($(ccache_hits))"
+t0=$SECONDS
 
 # Bounds on one input: its size (a CDI spec or config of 16 KiB is already
 # large; HTTP/2 frames of several calls fit too), its time (an exec takes
@@ -92,4 +100,4 @@ if ((${#failed[@]})); then
   echo "fuzz: failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "fuzz: ${harnesses[*]}: no crash"
+echo "fuzz: ${harnesses[*]}: no crash ($((SECONDS - t0)) s of replay and fuzzing)"

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs every Debian package crihook needs to build, test and run its demo.
-# Idempotent: packages already present are not fetched again, and apt-get update
-# runs only when something is missing.
+# Installs the Debian packages crihook needs. Idempotent: packages already
+# present are not fetched again, and apt-get update runs only when something
+# is missing.
+#
+#   scripts/install-deps.sh          everything: build, test, package, fuzz
+#   scripts/install-deps.sh demo     what scripts/run-demo.sh needs: the
+#                                    build of crihookd and crihookctl, and the
+#                                    runtime the demo pod runs on
 set -euo pipefail
 
 build_pkgs=(
@@ -11,11 +16,15 @@ build_pkgs=(
   libabsl-dev libgtest-dev libgmock-dev
   libseccomp-dev
 )
+# ccache: every build of a run (the suite's, the package's, the fuzzing
+# harnesses') compiles through it, so a second build of the same code is a
+# cache hit (scripts/build.sh sets where the cache is).
+cache_pkgs=(ccache)
 # The end-to-end tests and the demo run a real containerd and runc and build a
 # busybox image locally; iproute2/iptables are what containerd's CNI-less sandbox needs.
 runtime_pkgs=(containerd runc busybox-static)
 # systemd-socket-activate, which the socket-activation test starts crihookd with.
-runtime_pkgs+=(systemd)
+test_pkgs=(systemd)
 # gocri, the grpc-go CRI client the tests dial crihookd with as kubelet does
 # (test/e2e/gocri), is built offline from Debian's Go packages.
 go_pkgs=(golang-go golang-google-grpc-dev golang-goprotobuf-dev)
@@ -29,8 +38,20 @@ package_pkgs=(debhelper dpkg-dev fakeroot lintian)
 # graph Graphviz reads (test/topology/views_test.cc), and renders docs/topology-dgx.svg.
 docs_pkgs=(graphviz)
 
+case ${1:-all} in
+  demo) wanted=("${build_pkgs[@]}" "${cache_pkgs[@]}" "${runtime_pkgs[@]}") ;;
+  all)
+    wanted=("${build_pkgs[@]}" "${cache_pkgs[@]}" "${runtime_pkgs[@]}" "${test_pkgs[@]}"
+      "${go_pkgs[@]}" "${fuzz_pkgs[@]}" "${docs_pkgs[@]}" "${package_pkgs[@]}")
+    ;;
+  *)
+    echo "usage: install-deps.sh [demo|all]" >&2
+    exit 2
+    ;;
+esac
+
 missing=()
-for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${go_pkgs[@]}" "${fuzz_pkgs[@]}" "${docs_pkgs[@]}" "${package_pkgs[@]}"; do
+for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi
