@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# crihook's main job on a fresh Debian machine: installs the dependencies,
-# builds, starts crihookd in front of a real containerd (a private one when
+# crihook's main job on a fresh Debian machine: installs the dependencies it
+# needs, builds crihookd and crihookctl (only those), starts crihookd in front of a real containerd (a private one when
 # none runs at /run/containerd/containerd.sock) and runs a pod through it.
 # Interactive: crihookd keeps serving until Ctrl-C. Non-interactive (no tty,
 # or --once): stops after the demo pod.
@@ -10,7 +10,7 @@ root=$(pwd)
 once=0
 [[ "${1:-}" == "--once" || ! -t 0 ]] && once=1
 
-bash scripts/build.sh
+bash scripts/build.sh demo
 [[ $(id -u) -eq 0 ]] || { echo "run-demo: containerd and runc need root" >&2; exit 1; }
 
 demo=/tmp/crihook-demo
@@ -127,7 +127,7 @@ ctl exec "$ctr_id" sh -c 'echo "$GREETING"; echo "SET_BY_HOOK=$SET_BY_HOOK"
   ls /dev/nvidia* /dev/infiniband; grep -E "^(Cpus|Mems)_allowed_list" /proc/self/status'
 ctl pods
 ctl ps
-ctl explain --state-dir "$demo/state" "$ctr_id"
+ctl explain --state-dir "$demo/state" --root "$demo/fixtures/dgx" "$ctr_id"
 ctl stop "$ctr_id" >/dev/null
 ctl rm "$ctr_id" >/dev/null
 ctl stopp "$pod" >/dev/null
