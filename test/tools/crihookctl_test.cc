@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/logging.h"
+#include "base/version.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/builtin/lifecycle/records.h"
 #include "hooks/state_store.h"
@@ -44,6 +45,16 @@ TEST(Crihookctl, UsageErrorsExitTwoWithUsage) {
   EXPECT_THAT(r.err, HasSubstr("unknown command frobnicate"));
   EXPECT_THAT(r.err, HasSubstr("usage: crihookctl"));
   EXPECT_EQ(ctl({"--help"}).code, 0);
+}
+
+// --version is crihookctl's own and asks no runtime (the version command
+// does): an endpoint nothing listens on is never dialled.
+TEST(Crihookctl, VersionFlagPrintsItsOwnVersionLine) {
+  Result r = ctl({"-r", "unix:///nonexistent/cri.sock", "--version"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, versionLine("crihookctl", version(), commit()) + "\n");
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(ctl({"--help"}).out, HasSubstr("--version"));
 }
 
 class CrihookctlAgainstFake : public ::testing::Test {

@@ -18,6 +18,7 @@
 #include "base/quote.h"
 #include "base/read_file.h"
 #include "base/text.h"
+#include "base/version.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "hooks/builtin/lifecycle/records.h"
 #include "hooks/state_store.h"
@@ -39,9 +40,11 @@ constexpr const char* kUsage =
                           or $CONTAINER_RUNTIME_ENDPOINT)
   -t, --timeout           per-call timeout in seconds (default 10)
   -o, --output            table (default) or json
+      --version           print crihookctl's own version and exit
 
 commands:
-  version                           runtime name and versions
+  version                           runtime name and versions (crihookctl's
+                                    own: --version)
   info                              runtime status and conditions
   pods [-q]                         list pod sandboxes
   ps [-a] [-q] [-p POD-ID]          list containers (running only unless -a)
@@ -544,6 +547,9 @@ int run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
         o.json = v == "json";
       } else if (a == "-h" || a == "--help" || a == "help") {
         out << kUsage;
+        return 0;
+      } else if (a == "--version") {
+        out << versionLine("crihookctl", version(), commit()) << '\n';
         return 0;
       } else if (!a.empty() && a[0] == '-') {
         throw UsageError(cat("unknown flag ", a));

@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/version.h"
 #include "confine/capabilities.h"
 #include "confine/seccomp_filter.h"
 #include "confine/spawner.h"
@@ -189,7 +190,7 @@ absl::Status Daemon::start() {
   // 5. Metrics: made first, so every part can register its numbers.
   metrics::Registry& registry = p.registry.emplace();
   registry.gauge("crihook_build_info", "crihookd's version; always 1.", {"version"})
-      .with({CRIHOOK_VERSION})
+      .with({std::string(version())})
       .set(1);
   registry
       .gauge("crihook_process_start_time_seconds",

@@ -8,6 +8,7 @@
 
 #include "base/logging.h"
 #include "base/text.h"
+#include "base/version.h"
 #include "config/config.h"
 #include "tools/crihookd/daemon.h"
 
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (arg == "--version") {
-      std::puts("crihookd " CRIHOOK_VERSION);
+      std::puts(crihook::versionLine("crihookd", crihook::version(), crihook::commit()).c_str());
       return 0;
     } else if (arg == "--config") {
       ok = need(flags.config_file);
