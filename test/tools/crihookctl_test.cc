@@ -402,7 +402,9 @@ TEST(CrihookctlDevices, ListsEachSandboxsDevicesAndWhatItOwes) {
 class CrihookctlStatus : public ::testing::Test {
  protected:
   void SetUp() override {
-    registry_.gauge("crihook_build_info", "v", {"version"}).with({"9.9.9"}).set(1);
+    registry_.gauge("crihook_build_info", "v", {"version", "commit"})
+        .with({"9.9.9", "abcdef012345-dirty"})
+        .set(1);
     registry_.gauge("crihook_process_start_time_seconds", "t")
         .with({})
         .set(std::chrono::duration_cast<std::chrono::seconds>(
@@ -447,7 +449,7 @@ TEST_F(CrihookctlStatus, SummarisesHealthReadinessCallsHooksAndCleanups) {
   ready_.set(true, "serving");
   Result r = ctl({"status", "--metrics", dir_.file("metrics.sock")});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("crihookd 9.9.9"));
+  EXPECT_THAT(r.out, HasSubstr("crihookd 9.9.9 (git abcdef012345-dirty) at "));
   EXPECT_THAT(r.out, HasSubstr("up 1h02m"));
   EXPECT_THAT(r.out, HasSubstr("backend:  healthy"));
   EXPECT_THAT(r.out, HasSubstr("ready:    yes"));
@@ -473,6 +475,7 @@ TEST_F(CrihookctlStatus, JsonCarriesTheSameNumbers) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["version"], "9.9.9");
+  EXPECT_EQ(j["commit"], "abcdef012345-dirty");
   EXPECT_GE(j["uptime_seconds"].get<int64_t>(), 3725);
   EXPECT_EQ(j["backend"]["healthy"], true);
   EXPECT_EQ(j["pending_cleanups"], 2);

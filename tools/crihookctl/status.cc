@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/text.h"
+#include "base/version.h"
 
 namespace crihook::ctl {
 
@@ -256,7 +257,7 @@ int status(const std::string& metrics, const std::string& config_file, bool json
     return 1;
   }
 
-  std::string version;
+  std::string version, commit;
   double started = 0, connections = 0, in_flight = 0, buffered = 0, pending = 0;
   struct MethodRow {
     uint64_t calls = 0, errors = 0;
@@ -275,6 +276,7 @@ int status(const std::string& metrics, const std::string& config_file, bool json
     const auto n = static_cast<uint64_t>(std::max(0.0, s.value));
     if (s.name == "crihook_build_info") {
       version = label("version");
+      commit = label("commit");
     } else if (s.name == "crihook_process_start_time_seconds") {
       started = s.value;
     } else if (s.name == "crihook_connections") {
@@ -311,6 +313,7 @@ int status(const std::string& metrics, const std::string& config_file, bool json
     nlohmann::json j;
     j["endpoint"] = describe(*where);
     j["version"] = version;
+    j["commit"] = commit;
     j["uptime_seconds"] = uptime;
     j["backend"] = {{"healthy", healthy}, {"reason", healthy ? "" : firstLine(health->body)}};
     j["ready"] = {{"ready", is_ready}, {"reason", is_ready ? "" : firstLine(ready->body)}};
@@ -331,8 +334,8 @@ int status(const std::string& metrics, const std::string& config_file, bool json
                             {"timeouts", h.timeouts}});
     out << j.dump(2) << '\n';
   } else {
-    out << "crihookd " << (version.empty() ? "?" : version) << " at " << describe(*where) << ", up "
-        << duration(uptime) << '\n';
+    out << versionLine("crihookd", version.empty() ? "?" : version, commit) << " at "
+        << describe(*where) << ", up " << duration(uptime) << '\n';
     out << "backend:  " << (healthy ? "healthy" : "UNHEALTHY: " + firstLine(health->body)) << '\n';
     out << "ready:    " << (is_ready ? "yes" : "NO: " + firstLine(ready->body)) << '\n';
     out << fmt::format(

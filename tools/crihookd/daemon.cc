@@ -189,8 +189,10 @@ absl::Status Daemon::start() {
 
   // 5. Metrics: made first, so every part can register its numbers.
   metrics::Registry& registry = p.registry.emplace();
-  registry.gauge("crihook_build_info", "crihookd's version; always 1.", {"version"})
-      .with({std::string(version())})
+  registry
+      .gauge("crihook_build_info", "crihookd's version and the commit it was built from; always 1.",
+             {"version", "commit"})
+      .with({std::string(version()), std::string(commit())})
       .set(1);
   registry
       .gauge("crihook_process_start_time_seconds",
