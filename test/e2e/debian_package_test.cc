@@ -477,10 +477,15 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   r = runShell("printf '#include <crihook/crihook_module.h>\\n' | cc -fsyntax-only -x c - 2>&1");
   EXPECT_EQ(r.code, 0) << r.out;
 
-  // --version: the upstream version the package carries.
+  // --version: the upstream version the package carries, and no commit:
+  // the package is built from a copy of the tree without .git.
+  const std::string upstream = version.substr(0, version.find_first_of("+~-"));
   r = runShell(cat(kCrihookd, " --version 2>&1"));
   EXPECT_EQ(r.code, 0);
-  EXPECT_EQ(r.out, cat("crihookd ", version.substr(0, version.find_first_of("+~-")), "\n"));
+  EXPECT_EQ(r.out, cat("crihookd ", upstream, "\n"));
+  r = runShell(cat(kCrihookctl, " --version 2>&1"));
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, cat("crihookctl ", upstream, "\n"));
 
   // --- the installed crihookd in front of a private containerd ---
   runShellOrThrow(
