@@ -263,12 +263,8 @@ class IsolatedModuleHook final : public Hook {
         return HookDecision::error(s);
       }
     }
-    if (Clock::now() >= input.deadline) {
-      // Asking now could only cut a helper that did nothing wrong: it is kept.
-      return HookDecision::error(
-          absl::DeadlineExceededError(cat("no time left to ask its helper (pid ", pid_, ")",
-                                          starting ? ", which was starting" : "")));
-    }
+    if (absl::Status s = timeToAsk(input.deadline, starting); !s.ok())
+      return HookDecision::error(s);
     const auto budget = input.deadline == Clock::time_point::max()
                             ? uint32_t{UINT32_MAX}
                             : static_cast<uint32_t>(std::clamp<int64_t>(
@@ -308,6 +304,26 @@ class IsolatedModuleHook final : public Hook {
   }
 
  private:
+  // DEADLINE_EXCEEDED, the helper kept, when the call has too little left to
+  // ask it: nothing, or under kMinQueryAfterStart when it became ready during
+  // this call. Asking then could only cut a helper that did nothing wrong.
+  absl::Status timeToAsk(Clock::time_point deadline, bool became_ready) const {
+    if (deadline == Clock::time_point::max()) return absl::OkStatus();
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) {
+      return absl::DeadlineExceededError(cat("no time left to ask its helper (pid ", pid_, ")",
+                                             became_ready ? ", which was starting" : "",
+                                             "; it is kept"));
+    }
+    if (became_ready && left < kMinQueryAfterStart) {
+      return absl::DeadlineExceededError(
+          cat("its helper (pid ", pid_, ") finished starting with ",
+              std::chrono::duration_cast<std::chrono::milliseconds>(left).count(),
+              "ms of the call left, too little to ask it (", kMinQueryAfterStart.count(),
+              "ms at least); it is kept"));
+    }
+    return absl::OkStatus();
+  }
   // Closes the channel (the host sees EOF) and remembers the pid to reap.
   void drop() {
     if (fd_ >= 0) ::close(fd_);

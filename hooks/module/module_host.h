@@ -50,6 +50,13 @@ inline constexpr std::chrono::milliseconds kHostGrace{1000};
 // Start-up (exec, dlopen, init) before the helper must say ready, from its
 // launch, whatever the deadlines of the calls that wait for it.
 inline constexpr std::chrono::milliseconds kHostStartTimeout{10000};
+// A helper that becomes ready during a call is asked only if this much of
+// the call is left. A query it cannot answer in time replaces it, and a
+// process just woken on a loaded machine can wait a scheduler period (CFS:
+// 6 ms x (1 + log2 CPUs), 24 ms at most) before it runs: asked with a few ms
+// left, a start that ended near a call's end would be thrown away and begun
+// again, and with short budgets might never serve.
+inline constexpr std::chrono::milliseconds kMinQueryAfterStart{25};
 // Backoff between restarts of a helper that died: from the first to the
 // last, doubling per death in a row; a call answered resets it.
 inline constexpr std::chrono::milliseconds kHostFirstRestart{100};
@@ -76,6 +83,8 @@ struct ModuleIsolation {
 // A call whose deadline comes before the new helper is ready gets
 // DEADLINE_EXCEEDED and leaves it starting (up to kHostStartTimeout) for the
 // next call: a start is not cut by a budget shorter than a start under load.
+// So does a call that sees it become ready with less than
+// kMinQueryAfterStart left: the helper is kept and asked by the next call.
 absl::StatusOr<std::shared_ptr<Hook>> loadIsolatedModuleHook(const std::string& name,
                                                              const std::string& path,
                                                              const std::string& settings_json,
