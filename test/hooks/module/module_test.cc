@@ -2,11 +2,18 @@
 // wrong are refused before any of their code runs.
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -283,48 +290,193 @@ TEST(ModuleTest, AHungModuleOutOfProcessIsCutAtItsDeadlineAndReplaced) {
   EXPECT_LE(threadCount(), threads) << "no thread of crihookd's waits on a hung helper";
 }
 
-// Starts the helper 300 ms late, as a loaded machine can: a shell that
-// sleeps, then execs it (fd 3, its channel, passes through).
-class SlowStartLauncher final : public confine::DirectLauncher {
+// Starts helpers behind a relay the test steers, so that events, not time,
+// decide when crihookd sees a helper become ready and whether a query is
+// answered in time. The first helper (the one the load waits for) passes
+// freely; from the second on, the relay holds a helper's ready frame until
+// passReady() and its answers until passAnswers().
+class RelayLauncher final : public confine::DirectLauncher {
  public:
-  absl::StatusOr<pid_t> start(const confine::LaunchRequest& request, int channel) override {
-    confine::LaunchRequest slow = request;
-    slow.argv.insert(slow.argv.begin(), {"/bin/sh", "-c", "sleep 0.3; exec \"$0\" \"$@\""});
-    return DirectLauncher::start(slow, channel);
+  ~RelayLauncher() override {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+      for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    for (int fd : fds_) ::close(fd);
   }
+
+  absl::StatusOr<pid_t> start(const confine::LaunchRequest& request, int channel) override {
+    int helper[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, helper) != 0)
+      return absl::InternalError("socketpair");
+    absl::StatusOr<pid_t> pid = DirectLauncher::start(request, helper[1]);
+    ::close(helper[1]);
+    const int crihookd = ::fcntl(channel, F_DUPFD_CLOEXEC, 0);  // `channel` is borrowed
+    std::lock_guard lock(mu_);
+    fds_.insert(fds_.end(), {helper[0], crihookd});
+    if (!pid.ok()) return pid;
+    const bool held = !pids_.empty();
+    pids_.push_back(*pid);
+    threads_.emplace_back([=] { copy(crihookd, helper[0]); });
+    threads_.emplace_back(
+        [=, this] { held ? relayHeld(helper[0], crihookd) : copy(helper[0], crihookd); });
+    return pid;
+  }
+
+  // Waits (kHostStartTimeout) for the held helper to say ready, passes that
+  // on and returns once it waits in crihookd's end of the channel.
+  bool passReady() {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, kHostStartTimeout, [&] { return holding_ready_; })) return false;
+    pass_ready_ = true;
+    cv_.notify_all();
+    return cv_.wait_for(lock, kHostStartTimeout, [&] { return ready_passed_ || closing_; }) &&
+           ready_passed_;
+  }
+  void passAnswers() {
+    std::lock_guard lock(mu_);
+    pass_answers_ = true;
+    cv_.notify_all();
+  }
+  // Every helper started, in order.
+  std::vector<pid_t> pids() {
+    std::lock_guard lock(mu_);
+    return pids_;
+  }
+
+ private:
+  static bool sendAll(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0 && errno != EINTR) return false;
+      if (n > 0) bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  static bool readFrame(int fd, std::string& frame) {
+    frame.assign(4, '\0');
+    if (::recv(fd, frame.data(), 4, MSG_WAITALL) != 4) return false;
+    uint32_t len = 0;
+    std::memcpy(&len, frame.data(), 4);
+    frame.resize(4 + size_t{len});
+    return ::recv(fd, frame.data() + 4, len, MSG_WAITALL) == static_cast<ssize_t>(len);
+  }
+  // Bytes as they come, until either end closes.
+  static void copy(int from, int to) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(from, buf, sizeof(buf), 0)) > 0 || (n < 0 && errno == EINTR);)
+      if (n > 0 && !sendAll(to, std::string_view(buf, static_cast<size_t>(n)))) break;
+    ::shutdown(to, SHUT_WR);
+  }
+  // A held helper's frames: its ready frame at passReady(), the rest (its
+  // answers) from passAnswers() on.
+  void relayHeld(int helper, int crihookd) {
+    std::string frame;
+    for (bool first = true; readFrame(helper, frame); first = false) {
+      {
+        std::unique_lock lock(mu_);
+        holding_ready_ = holding_ready_ || first;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return (first ? pass_ready_ : pass_answers_) || closing_; });
+        if (closing_) break;
+      }
+      if (!sendAll(crihookd, frame)) break;
+      if (first) {
+        std::lock_guard lock(mu_);
+        ready_passed_ = true;
+        cv_.notify_all();
+      }
+    }
+    ::shutdown(crihookd, SHUT_WR);
+  }
+
+  std::mutex mu_;  // guards the rest
+  std::condition_variable cv_;
+  std::vector<pid_t> pids_;
+  std::vector<std::thread> threads_;
+  std::vector<int> fds_;        // the relay's ends, closed when it goes
+  bool holding_ready_ = false;  // a held helper said ready
+  bool pass_ready_ = false;
+  bool ready_passed_ = false;  // ... and crihookd can read it
+  bool pass_answers_ = false;
+  bool closing_ = false;
 };
 
-TEST(ModuleTest, AHelperSlowerToStartThanACallsBudgetServesTheCallsAfterIt) {
-  ModuleIsolation slow = isolation();
-  slow.launcher = std::make_shared<SlowStartLauncher>();
-  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", slow, logger("hook"));
-  ASSERT_TRUE(hook.ok()) << hook.status();
-  ASSERT_EQ((*hook)->run(crashingInput()).status.code(), absl::StatusCode::kUnavailable);
-
-  // The first call past the backoff starts a new helper; its 50 ms end
-  // before the helper is ready, which goes on starting ...
+// Crashes the helper of `hook` (the segv variant), and returns the first
+// 50 ms call past the restart's backoff: the one that starts the next helper.
+HookDecision crashAndRestart(Hook& hook) {
+  EXPECT_EQ(hook.run(crashingInput()).status.code(), absl::StatusCode::kUnavailable);
   HookDecision d;
+  const auto until = Clock::now() + 5s;
   do {
     std::this_thread::sleep_for(10ms);
-    d = (*hook)->run(isolatedInput(50ms));
-  } while (absl::StrContains(d.status.message(), "restarting in"));
+    d = hook.run(isolatedInput(50ms));
+  } while (absl::StrContains(d.status.message(), "restarting in") && Clock::now() < until);
+  return d;
+}
+
+TEST(ModuleTest, AHelperSlowerToStartThanACallsBudgetServesTheCallsAfterIt) {
+  auto relay = std::make_shared<RelayLauncher>();
+  ModuleIsolation held = isolation();
+  held.launcher = relay;
+  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", held, logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+
+  // The first call past the backoff starts a new helper; its 50 ms end
+  // before the helper says ready (the relay holds that back) ...
+  HookDecision d = crashAndRestart(**hook);
   EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
   EXPECT_THAT(std::string(d.status.message()), HasSubstr("is still starting"));
   const std::string helper = helperPid(d.status);
+  ASSERT_EQ(relay->pids().size(), 2u);
+  EXPECT_EQ(helper, std::to_string(relay->pids().back()));
 
-  // ... and serves the calls after it, as short as that one: a start cut at
-  // each call's deadline would never finish.
-  const auto until = Clock::now() + 5s;
-  do {
-    std::this_thread::sleep_for(20ms);
+  // ... and so do those of the calls after it, which leave it starting: a
+  // start cut at each call's deadline would never finish ...
+  for (int i = 0; i < 3; ++i) {
     const auto t0 = Clock::now();
     d = (*hook)->run(isolatedInput(50ms));
     EXPECT_LT(Clock::now() - t0, 1s);
-    if (d.kind == HookDecision::Kind::kContinue) break;
-    ASSERT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
+    EXPECT_THAT(std::string(d.status.message()), HasSubstr("is still starting"));
     ASSERT_EQ(helperPid(d.status), helper) << d.status << ": the same helper, still starting";
-  } while (Clock::now() < until);
+  }
+
+  // ... and once it is ready, it serves.
+  ASSERT_TRUE(relay->passReady());
+  relay->passAnswers();
+  d = (*hook)->run(isolatedInput());
   EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(relay->pids().size(), 2u) << "the helper that was starting serves, not a new one";
+}
+
+TEST(ModuleTest, AHelperReadyInACallsLastMillisecondsIsKeptForTheNextCall) {
+  auto relay = std::make_shared<RelayLauncher>();
+  ModuleIsolation held = isolation();
+  held.launcher = relay;
+  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", held, logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  HookDecision d = crashAndRestart(**hook);
+  ASSERT_THAT(std::string(d.status.message()), HasSubstr("is still starting"));
+  const std::string helper = helperPid(d.status);
+
+  // Its ready frame waits in crihookd's end of the channel: a call with less
+  // than kMinQueryAfterStart left sees it become ready at once. The relay
+  // holds answers back, as a helper too slow for those last ms would: a query
+  // now would go unanswered, and the helper be replaced, its start lost.
+  ASSERT_TRUE(relay->passReady());
+  d = (*hook)->run(isolatedInput(kMinQueryAfterStart / 2));
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
+  EXPECT_EQ(helperPid(d.status), helper) << d.status;
+  EXPECT_THAT(std::string(d.status.message()), HasSubstr("it is kept")) << d.status;
+
+  // The next call asks that helper.
+  relay->passAnswers();
+  d = (*hook)->run(isolatedInput());
+  EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  EXPECT_EQ(relay->pids().size(), 2u) << "a new helper replaced the one that became ready";
 }
 
 TEST(ModuleTest, AnIsolatedModuleIsRefusedAsAnInProcessOneIs) {
