@@ -152,6 +152,22 @@ std::string packageMissing() {
   return missing;
 }
 
+// dpkg-buildpackage's compiles through ccache, into the cache the suite's
+// own build uses (scripts/ccache.sh: CCACHE_DIR, else ccache's default
+// under this HOME): debhelper points HOME into the package's build tree,
+// which would give it an empty cache every run. CCACHE_BASEDIR: paths under
+// the copy are hashed relative to it, so that the next run's copy, in a
+// directory of another name, is a cache hit.
+std::string ccacheEnv(const std::string& src) {
+  std::string dir = std::getenv("CCACHE_DIR") ? std::getenv("CCACHE_DIR") : "";
+  if (dir.empty()) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    dir = xdg && *xdg ? cat(xdg, "/ccache") : cat(home ? home : "/root", "/.cache/ccache");
+  }
+  return cat("env CCACHE_DIR=", shellQuote(dir), " CCACHE_BASEDIR=", shellQuote(src), " ");
+}
+
 // The installed crihookd as systemd starts the socket-activated
 // crihookd.service (test/support/activated_daemon.h).
 class ActivatedCrihookd : public ActivatedDaemon {
@@ -366,7 +382,8 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   const std::string arch = trimmed(runShellOrThrow("dpkg --print-architecture"));
   const std::string deb = cat(dir_, "/crihook_", version, "_", arch, ".deb");
   if (prebuilt == nullptr || *prebuilt == '\0') {
-    ASSERT_EQ(runGuarded(cat("cd ", src, " && exec nice -n 10 dpkg-buildpackage -b -us -uc -j",
+    ASSERT_EQ(runGuarded(cat("cd ", src, " && exec ", ccacheEnv(src),
+                             "nice -n 10 dpkg-buildpackage -b -us -uc -j",
                              std::thread::hardware_concurrency()),
                          dir_ + "/build.log", kBuildBudget),
               0)
@@ -545,7 +562,7 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
         << " -- " << maintainer << "  " << trimmed(runShellOrThrow("date -R")) << "\n\n"
         << old_log;
   }
-  ASSERT_EQ(runGuarded(cat("cd ", src, " && exec dpkg-buildpackage -b -nc -us -uc"),
+  ASSERT_EQ(runGuarded(cat("cd ", src, " && exec ", ccacheEnv(src), "dpkg-buildpackage -b -nc -us -uc"),
                        dir_ + "/repackage.log", kRepackageBudget),
             0)
       << lastLines(readFile(dir_ + "/repackage.log"), 60);
