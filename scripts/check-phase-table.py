@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Checks that the README's phase table (README "Where the time goes") lists
+the phases scripts/test.sh times, in its order, with the figures test.sh
+compares a run's times against (its `figure` array): the one place a
+figure is set is test.sh."""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(__file__).resolve().parent.parent
+script = (root / "scripts" / "test.sh").read_text()
+m = re.search(r"declare -A figure=\((.*?)\)", script, re.S)
+if not m:
+    sys.exit("scripts/test.sh: no `declare -A figure=(...)`")
+figures = dict(re.findall(r"\[(\w+)\]=(\d+)", m.group(1)))
+# The order the phases run in: each `phase NAME` or `suite NAME` call.
+order = [n for n in re.findall(r"^\s*(?:phase|suite) (\w+) ", script, re.M) if n in figures]
+
+readme = (root / "README.md").read_text()
+section = re.search(r"^### Where the time goes\n(.*?)(?=^#)", readme, re.M | re.S)
+if not section:
+    sys.exit('README.md: no "### Where the time goes" section')
+rows = re.findall(r"^\| `(\w+)` \|.*\| (\d+) s \|\s*$", section.group(1), re.M)
+
+problems = []
+if [n for n, _ in rows] != order:
+    problems.append(f"README's phases {[n for n, _ in rows]} are not test.sh's {order}")
+for name, secs in rows:
+    if figures.get(name) != secs:
+        problems.append(f"phase {name}: README says {secs} s, test.sh's figure is {figures.get(name)} s")
+for p in problems:
+    print(f"check-phase-table: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
