@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "hooks/hook_manager.h"
 #include "hooks/module/module_hook.h"
 #include "hooks/module/module_host.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/process_stats.h"
 
@@ -156,6 +158,24 @@ TEST(ModuleTest, CrihookdLeavesARefusedModuleOutAndKeepsTheOthers) {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
+// Whether `ex` refuses every call from now on: its hook is unhealthy and
+// every worker is stuck, so no probe can be let through (executor.h).
+bool refusesEveryCall(const HookExecutor& ex) {
+  return !ex.healthy() && ex.stuckWorkers() == ex.workers();
+}
+
+// What a wait for refusesEveryCall() that ran out says of `ex`.
+std::string stateOf(const HookExecutor& ex) {
+  return std::to_string(ex.stuckWorkers()) + " of " + std::to_string(ex.workers()) +
+         " workers stuck, " + (ex.healthy() ? "healthy" : "unhealthy");
+}
+
+// A hook that never answers is refused once every worker is stuck on it and
+// it has timed out kUnhealthyAfterTimeouts times in a row. How many calls
+// that takes is the scheduler's to say: a call whose budget passes before a
+// worker takes it off the queue never reaches the hook and sticks no worker,
+// and while a worker is idle the next call is let through as a probe. So the
+// tests below call until the executor says so, not a fixed number of times.
 TEST(ModuleTest, AHungModuleUnderAThousandCallsKeepsThreadsAndMemoryFlat) {
   auto hang = loadModuleHook("hang", variant("hang"), "{}");
   ASSERT_TRUE(hang.ok()) << hang.status();
@@ -165,10 +185,23 @@ TEST(ModuleTest, AHungModuleUnderAThousandCallsKeepsThreadsAndMemoryFlat) {
   HookSettings s;
   s.timeout = 5ms;
   s.failure_policy = FailurePolicy::kIgnore;
-  chain.add(*hang, s);
+  // The executor add() would make, kept to ask it how many workers are stuck.
+  std::shared_ptr<HookExecutor> ex = HookChain::makeExecutor(**hang, s, logger("hook"), nullptr);
+  ASSERT_NE(ex, nullptr);
+  ASSERT_EQ(ex->workers(), size_t{kDefaultHookWorkers});
+  chain.add(*hang, s, ex);
   // Warm up: the workers get stuck, the hook is marked unhealthy, the
   // allocator and the logger have their buffers.
-  for (int i = 0; i < 20; ++i) chain.run(createInput(), Clock::time_point::max());
+  int warm_up = 0;
+  auto warmed_up = [&] {
+    if (warm_up >= 20 && refusesEveryCall(*ex)) return true;
+    ChainOutcome out = chain.run(createInput(), Clock::time_point::max());
+    ++warm_up;
+    EXPECT_TRUE(out.status.ok()) << out.status;  // ignore: skipped
+    EXPECT_EQ(out.ignored.size(), 1u);
+    return false;
+  };
+  ASSERT_TRUE(eventually(warmed_up)) << "after " << warm_up << " calls: " << stateOf(*ex);
   const size_t threads = threadCount();
   const long rss = rssKiB();
   const auto t0 = Clock::now();
@@ -176,6 +209,7 @@ TEST(ModuleTest, AHungModuleUnderAThousandCallsKeepsThreadsAndMemoryFlat) {
     ChainOutcome out = chain.run(createInput(), Clock::time_point::max());
     ASSERT_TRUE(out.status.ok()) << out.status;  // ignore: skipped
     ASSERT_EQ(out.ignored.size(), 1u);
+    ASSERT_THAT(out.ignored[0], HasSubstr("unhealthy")) << "call " << i;
   }
   // Refused at once while unhealthy: 1,000 calls cost nothing like 1,000 budgets.
   EXPECT_LT(Clock::now() - t0, 1000 * s.timeout / 2);
@@ -192,14 +226,26 @@ TEST(ModuleTest, AHungModuleUnderAThousandCallsKeepsThreadsAndMemoryFlat) {
   EXPECT_THAT(out.ignored[0], HasSubstr("hook hang failed in PreCreateContainer: unhealthy (3 or "
                                         "more timeouts in a row, 2 of 2 workers stuck)"));
 
-  // Under failure_policy = fail it is refused at once, naming the hook.
+  // Under failure_policy = fail every call times out until the hook is
+  // refused, and then it is refused at once, naming the hook.
   HookChain failing(logger("hook"));
   HookSettings f;
   f.timeout = 5ms;
-  failing.add(*hang, f);
-  for (int i = 0; i < kUnhealthyAfterTimeouts; ++i)
+  std::shared_ptr<HookExecutor> fex = HookChain::makeExecutor(**hang, f, logger("hook"), nullptr);
+  ASSERT_NE(fex, nullptr);
+  failing.add(*hang, f, fex);
+  size_t timeouts = 0;
+  auto refusing = [&] {
+    if (refusesEveryCall(*fex)) return true;
     EXPECT_EQ(failing.run(createInput(), Clock::time_point::max()).status.code(),
               absl::StatusCode::kDeadlineExceeded);
+    ++timeouts;
+    return false;
+  };
+  ASSERT_TRUE(eventually(refusing)) << "after " << timeouts << " calls: " << stateOf(*fex);
+  // Not refused before it had timed out kUnhealthyAfterTimeouts times and
+  // every worker had taken a call.
+  EXPECT_GE(timeouts, std::max<size_t>(kUnhealthyAfterTimeouts, fex->workers()));
   out = failing.run(createInput(), Clock::time_point::max());
   EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(out.status.message()),
