@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "metrics/hook_metrics.h"
 #include "metrics/metric_registry.h"
+#include "test/support/eventually.h"
 #include "test/support/process_stats.h"
 
 namespace crihook {
@@ -54,17 +55,6 @@ HookExecutor::Task answer(const char* env) {
     a.env = {{env, "1"}};
     return HookDecision::proceed(a);
   };
-}
-
-// Waits for `cond` with a bound, never a bare sleep as synchronisation.
-template <typename F>
-bool eventually(F cond, std::chrono::milliseconds bound = 5000ms) {
-  const auto until = Clock::now() + bound;
-  while (!cond()) {
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 class ExecutorTest : public ::testing::Test {
