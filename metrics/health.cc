@@ -103,9 +103,9 @@ BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint) {
 }
 
 HttpEndpoint::Handler routes(const Registry& registry, BackendHealth& health,
-                             const Readiness& readiness) {
-  return [&registry, &health, &readiness](const std::string& path,
-                                          std::function<void(HttpResponse)> reply) {
+                             const Readiness& readiness, std::string build) {
+  return [&registry, &health, &readiness, build = std::move(build)](
+             const std::string& path, std::function<void(HttpResponse)> reply) {
     if (path == "/metrics") {
       reply({200, "text/plain; version=0.0.4; charset=utf-8", registry.expose()});
     } else if (path == "/healthz") {
@@ -119,9 +119,9 @@ HttpEndpoint::Handler routes(const Registry& registry, BackendHealth& health,
     } else if (path == "/readyz") {
       std::string phase;
       if (readiness.ready(&phase)) {
-        reply({200, "text/plain; charset=utf-8", "ok\n"});
+        reply({200, "text/plain; charset=utf-8", cat("ok\n", build, "\n")});
       } else {
-        reply({503, "text/plain; charset=utf-8", cat("not ready: ", phase, "\n")});
+        reply({503, "text/plain; charset=utf-8", cat("not ready: ", phase, "\n", build, "\n")});
       }
     } else {
       reply({404, "text/plain; charset=utf-8", "not found: try /metrics, /healthz, /readyz\n"});

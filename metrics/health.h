@@ -8,7 +8,9 @@
 // thread of their own, never on the endpoint's loop, so /metrics is served
 // while the runtime hangs.
 // /readyz: 200 once crihookd serves (listening, hooks loaded, first
-// topology discovered), 503 with the phase while starting or stopping.
+// topology discovered), 503 with the phase while starting or stopping; the
+// body's second line names the build (`crihookd 0.1.0 (git ...)`), so a
+// probe of a node shows which crihookd answers.
 
 #include <chrono>
 #include <condition_variable>
@@ -80,9 +82,10 @@ class BackendHealth {
 // channel is made on the first probe and kept; the probe is for one thread.
 BackendHealth::Probe runtimeVersionProbe(const std::string& endpoint);
 
-// /metrics (the registry's text exposition), /healthz, /readyz; anything
-// else 404. The three must outlive the endpoint.
+// /metrics (the registry's text exposition), /healthz, /readyz (its
+// second line `build`, crihookd's --version line); anything else 404. The
+// three must outlive the endpoint.
 HttpEndpoint::Handler routes(const Registry& registry, BackendHealth& health,
-                             const Readiness& readiness);
+                             const Readiness& readiness, std::string build);
 
 }  // namespace crihook::metrics

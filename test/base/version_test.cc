@@ -104,7 +104,7 @@ TEST(Version, TheManPagesTitleLinesCarryIt) {
   }
 }
 
-TEST(Version, CrihookdsBuildInfoMetricCarriesItAndTheCommit) {
+TEST(Version, CrihookdsBuildInfoMetricAndReadyzCarryItAndTheCommit) {
   auto self = confine::readCapStatus();
   ASSERT_TRUE(self.ok()) << self.status();
   if (!(self->effective & (confine::CapSet{1} << 8)))
@@ -135,6 +135,14 @@ TEST(Version, CrihookdsBuildInfoMetricCarriesItAndTheCommit) {
     EXPECT_EQ(s.value, 1);
   }
   EXPECT_EQ(found, 1) << scraped->body;
+  // /readyz names the build on its second line, ready or not yet.
+  auto ready = ctl::httpGet(where, "/readyz", 5s);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  const std::string body = ready->body;
+  const size_t nl = body.find('\n');
+  ASSERT_NE(nl, std::string::npos) << body;
+  EXPECT_EQ(body.substr(nl + 1),
+            versionLine("crihookd", changelogVersion(), std::string(commit())) + "\n");
   crihookd.signal(SIGTERM);
   EXPECT_EQ(crihookd.wait(10s), 0) << readFile(dir.file("crihookd.log"));
 }

@@ -396,7 +396,7 @@ TEST(HealthTest, ReadyzFollowsTheReadiness) {
   Registry registry;
   BackendHealth health([](std::chrono::milliseconds) { return absl::OkStatus(); });
   Readiness ready;
-  auto handler = routes(registry, health, ready);
+  auto handler = routes(registry, health, ready, "crihookd 9.8.7 (git 0123456789ab)");
   auto get = [&](const std::string& path) {
     std::promise<HttpResponse> p;
     handler(path, [&](HttpResponse r) { p.set_value(r); });
@@ -406,8 +406,10 @@ TEST(HealthTest, ReadyzFollowsTheReadiness) {
   EXPECT_THAT(get("/readyz").body, HasSubstr("starting"));
   ready.set(true, "serving");
   EXPECT_EQ(get("/readyz").status, 200);
+  // The build answering, on the second line, ready or not.
+  EXPECT_EQ(get("/readyz").body, "ok\ncrihookd 9.8.7 (git 0123456789ab)\n");
   ready.set(false, "stopping");
-  EXPECT_THAT(get("/readyz").body, HasSubstr("stopping"));
+  EXPECT_EQ(get("/readyz").body, "not ready: stopping\ncrihookd 9.8.7 (git 0123456789ab)\n");
   EXPECT_EQ(get("/healthz").status, 200);
   EXPECT_EQ(get("/other").status, 404);
 }

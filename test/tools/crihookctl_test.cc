@@ -428,7 +428,7 @@ class CrihookctlStatus : public ::testing::Test {
     metrics::HttpEndpointOptions o;
     o.unix_path = dir_.file("metrics.sock");
     endpoint_ = std::make_unique<metrics::HttpEndpoint>(
-        o, metrics::routes(registry_, health_, ready_), logger("metrics"));
+        o, metrics::routes(registry_, health_, ready_, "crihookd test"), logger("metrics"));
     ASSERT_TRUE(endpoint_->start().ok());
   }
 
