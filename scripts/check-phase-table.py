@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks that the README's phase table (README "Where the time goes") lists
-the phases scripts/test.sh times, in its order, with the figures test.sh
-compares a run's times against (its `figure` array): the one place a
-figure is set is test.sh."""
+the phases of scripts/test.sh's `figure` array, in its order (the order the
+phases run), with the figures test.sh compares a run's times against: the
+one place a figure is set is test.sh."""
 import pathlib
 import re
 import sys
@@ -12,9 +12,9 @@ script = (root / "scripts" / "test.sh").read_text()
 m = re.search(r"declare -A figure=\((.*?)\)", script, re.S)
 if not m:
     sys.exit("scripts/test.sh: no `declare -A figure=(...)`")
-figures = dict(re.findall(r"\[(\w+)\]=(\d+)", m.group(1)))
-# The order the phases run in: each `phase NAME` or `suite NAME` call.
-order = [n for n in re.findall(r"^\s*(?:phase|suite) (\w+) ", script, re.M) if n in figures]
+pairs = re.findall(r"\[(\w+)\]=(\d+)", m.group(1))
+figures = dict(pairs)
+order = [n for n, _ in pairs]  # written in the order the phases run
 
 readme = (root / "README.md").read_text()
 section = re.search(r"^### Where the time goes\n(.*?)(?=^#)", readme, re.M | re.S)

@@ -6,7 +6,7 @@
 //
 // The reasons go to stdout on lines starting "crihook-skip: " (the test's
 // name, then its first skip message cut to kMaxReasonBytes), where
-// scripts/test.sh reads them from meson's testlog.json for its closing line.
+// scripts/test-summary.py reads them from each phase's meson log for the closing line.
 // A program with some tests passed and some skipped exits as gtest says (its
 // skipped tests are listed in the JUnit XML).
 
