@@ -16,12 +16,16 @@ esac
 bash scripts/install-deps.sh "$what"
 . scripts/ccache.sh
 ccache_mark
+# The tests option of the configured build: True or False.
+tests_option() {
+  meson introspect build --buildoptions |
+    python3 -c 'import json, sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "tests"][0])'
+}
 if [[ ! -f build/build.ninja ]]; then
   # The demo's build configures no tests (they need Go and GoogleTest's
   # whole list); a later full build turns them on in the same directory.
   meson setup build --buildtype=release -Dtests="$tests"
-elif [[ $tests == true ]] && ! meson introspect build --buildoptions |
-  python3 -c 'import json,sys; sys.exit(not any(o["name"] == "tests" and o["value"] for o in json.load(sys.stdin)))'; then
+elif [[ $tests == true ]] && [[ $(tests_option) != True ]]; then
   meson configure build -Dtests=true
 fi
 ninja -C build -j2 "${targets[@]}"

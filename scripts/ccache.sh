@@ -1,22 +1,23 @@
-# Sourced by build.sh, fuzz.sh and test.sh: where every compile of a run
-# caches its objects, so that a second compile of the same source with the
-# same flags (another clone, the Debian package's build, a second cold
-# build-fuzz) is a cache hit. Set here, not left to ccache, because
-# debhelper points HOME at a directory of its own inside the package's build
-# (compat 13), which would give that build an empty cache of its own.
+# Sourced by build.sh, fuzz.sh and test.sh, after install-deps.sh: every
+# compile of a run goes through ccache, so a second compile of the same
+# source with the same flags (another clone, a second cold build-fuzz) is a
+# cache hit. The cache directory is ccache's own (its config, or its default
+# under HOME), fixed here as an absolute path: debhelper points HOME at a
+# directory of its own inside the package's build (compat 13), which would
+# give that build an empty cache (the package test pins it the same way).
 # CCACHE_BASEDIR: absolute paths under the tree are hashed relative to it,
 # so a clone in another folder shares the cache.
-home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
-export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$home/.cache}/ccache}
+if command -v ccache >/dev/null; then
+  CCACHE_DIR=${CCACHE_DIR:-$(ccache -k cache_dir)}
+  export CCACHE_DIR
+fi
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
-# Three builds of the project fit: the suite's (-O3), the package's (-O2 -g)
-# and the fuzzing harnesses' (ASan, UBSan): about 1, 2 and 2 GiB.
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
-unset home
 
 # ccache_mark, then ccache_hits: "ccache N hits, M misses" for the compiles
-# between the two.
-ccache_stat() { ccache --print-stats 2>/dev/null | awk -v k="$1" '$1 == k { n = $2 } END { print n + 0 }'; }
+# between the two (the machine's: a build beside this one counts too).
+ccache_stat() {
+  { ccache --print-stats 2>/dev/null || true; } | awk -v k="$1" '$1 == k { n = $2 } END { print n + 0 }'
+}
 ccache_mark() {
   ccache_hit0=$(($(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit)))
   ccache_miss0=$(ccache_stat cache_miss)
@@ -24,6 +25,7 @@ ccache_mark() {
 ccache_hits() {
   command -v ccache >/dev/null || { echo "no ccache"; return; }
   local hit=$(($(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit)))
-  local miss; miss=$(ccache_stat cache_miss)
+  local miss
+  miss=$(ccache_stat cache_miss)
   echo "ccache $((hit - ${ccache_hit0:-0})) hits, $((miss - ${ccache_miss0:-0})) misses"
 }

@@ -154,19 +154,16 @@ std::string packageMissing() {
 }
 
 // dpkg-buildpackage's compiles through ccache, into the cache the suite's
-// own build uses (scripts/ccache.sh: CCACHE_DIR, else ccache's default
-// under this HOME): debhelper points HOME into the package's build tree,
-// which would give it an empty cache every run. CCACHE_BASEDIR: paths under
-// the copy are hashed relative to it, so that the next run's copy, in a
-// directory of another name, is a cache hit.
+// own build uses (scripts/ccache.sh): ccache's own directory, read here
+// because debhelper points HOME into the package's build tree, which would
+// give it an empty cache every run. CCACHE_BASEDIR: paths under the copy
+// are hashed relative to it, so that the next run's copy, in a directory of
+// another name, is a cache hit. "" without ccache (meson then uses none).
 std::string ccacheEnv(const std::string& src) {
-  std::string dir = std::getenv("CCACHE_DIR") ? std::getenv("CCACHE_DIR") : "";
-  if (dir.empty()) {
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    dir = xdg && *xdg ? cat(xdg, "/ccache") : cat(home ? home : "/root", "/.cache/ccache");
-  }
-  return cat("env CCACHE_DIR=", shellQuote(dir), " CCACHE_BASEDIR=", shellQuote(src), " ");
+  const ShellResult dir = runShell("ccache -k cache_dir 2>/dev/null");
+  if (dir.code != 0 || trimmed(dir.out).empty()) return "";
+  return cat("env CCACHE_DIR=", shellQuote(trimmed(dir.out)), " CCACHE_BASEDIR=", shellQuote(src),
+             " ");
 }
 
 // The installed crihookd as systemd starts the socket-activated
@@ -563,9 +560,10 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
         << " -- " << maintainer << "  " << trimmed(runShellOrThrow("date -R")) << "\n\n"
         << old_log;
   }
-  ASSERT_EQ(runGuarded(cat("cd ", src, " && exec ", ccacheEnv(src), "dpkg-buildpackage -b -nc -us -uc"),
-                       dir_ + "/repackage.log", kRepackageBudget),
-            0)
+  ASSERT_EQ(
+      runGuarded(cat("cd ", src, " && exec ", ccacheEnv(src), "dpkg-buildpackage -b -nc -us -uc"),
+                 dir_ + "/repackage.log", kRepackageBudget),
+      0)
       << lastLines(readFile(dir_ + "/repackage.log"), 60);
   const std::string repackaged = readFile(dir_ + "/repackage.log");
   EXPECT_EQ(repackaged.find(" -c "), std::string::npos) << "the repackaging compiled something:\n"

@@ -260,8 +260,10 @@ absl::Status Daemon::start() {
     o.unix_group = config.socket_group;
     o.tcp_host = p.metrics_listen.host;
     o.tcp_port = p.metrics_listen.port;
-    p.endpoint.emplace(o, metrics::routes(registry, *p.health, p.readiness,
-                                                   versionLine("crihookd", version(), commit())), logger("metrics"));
+    p.endpoint.emplace(o,
+                       metrics::routes(registry, *p.health, p.readiness,
+                                       versionLine("crihookd", version(), commit())),
+                       logger("metrics"));
     if (auto s = p.endpoint->start(); !s.ok()) {
       if (server) server->shutdown(std::chrono::milliseconds(0));
       return s;
