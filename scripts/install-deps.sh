@@ -20,6 +20,8 @@ build_pkgs=(
 # harnesses') compiles through it, so a second build of the same code is a
 # cache hit (scripts/build.sh sets where the cache is).
 cache_pkgs=(ccache)
+# git: a build from a checkout shows its commit (scripts/git-describe.sh).
+source_pkgs=(git)
 # The end-to-end tests and the demo run a real containerd and runc and build a
 # busybox image locally; iproute2/iptables are what containerd's CNI-less sandbox needs.
 runtime_pkgs=(containerd runc busybox-static)
@@ -39,9 +41,9 @@ package_pkgs=(debhelper dpkg-dev fakeroot lintian)
 docs_pkgs=(graphviz)
 
 case ${1:-all} in
-  demo) wanted=("${build_pkgs[@]}" "${cache_pkgs[@]}" "${runtime_pkgs[@]}") ;;
+  demo) wanted=("${build_pkgs[@]}" "${cache_pkgs[@]}" "${source_pkgs[@]}" "${runtime_pkgs[@]}") ;;
   all)
-    wanted=("${build_pkgs[@]}" "${cache_pkgs[@]}" "${runtime_pkgs[@]}" "${test_pkgs[@]}"
+    wanted=("${build_pkgs[@]}" "${cache_pkgs[@]}" "${source_pkgs[@]}" "${runtime_pkgs[@]}" "${test_pkgs[@]}"
       "${go_pkgs[@]}" "${fuzz_pkgs[@]}" "${docs_pkgs[@]}" "${package_pkgs[@]}")
     ;;
   *)
