@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # crihook's main job on a fresh Debian machine: installs the dependencies it
-# needs, builds crihookd and crihookctl (only those), starts crihookd in front of a real containerd (a private one when
-# none runs at /run/containerd/containerd.sock) and runs a pod through it.
+# needs, builds crihookd and crihookctl (only those), starts crihookd in
+# front of a real containerd (a private one when none runs at
+# /run/containerd/containerd.sock) and runs a pod through it.
 # Interactive: crihookd keeps serving until Ctrl-C. Non-interactive (no tty,
 # or --once): stops after the demo pod.
 set -euo pipefail
