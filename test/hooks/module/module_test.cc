@@ -355,12 +355,15 @@ class RelayLauncher final : public confine::DirectLauncher {
   }
 
   absl::StatusOr<pid_t> start(const confine::LaunchRequest& request, int channel) override {
+    const int crihookd = ::fcntl(channel, F_DUPFD_CLOEXEC, 0);  // `channel` is borrowed
+    if (crihookd < 0) return absl::InternalError("fcntl F_DUPFD_CLOEXEC");
     int helper[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, helper) != 0)
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, helper) != 0) {
+      ::close(crihookd);
       return absl::InternalError("socketpair");
+    }
     absl::StatusOr<pid_t> pid = DirectLauncher::start(request, helper[1]);
     ::close(helper[1]);
-    const int crihookd = ::fcntl(channel, F_DUPFD_CLOEXEC, 0);  // `channel` is borrowed
     std::lock_guard lock(mu_);
     fds_.insert(fds_.end(), {helper[0], crihookd});
     if (!pid.ok()) return pid;
@@ -464,65 +467,70 @@ HookDecision crashAndRestart(Hook& hook) {
   return d;
 }
 
-TEST(ModuleTest, AHelperSlowerToStartThanACallsBudgetServesTheCallsAfterIt) {
-  auto relay = std::make_shared<RelayLauncher>();
-  ModuleIsolation held = isolation();
-  held.launcher = relay;
-  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", held, logger("hook"));
-  ASSERT_TRUE(hook.ok()) << hook.status();
+// A segv module behind a RelayLauncher, crashed once: the first 50 ms call
+// past the backoff (first_) has started its second helper (helper_), which
+// the relay keeps starting until passReady().
+class HeldRestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModuleIsolation held = isolation();
+    held.launcher = relay_;
+    auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", held, logger("hook"));
+    ASSERT_TRUE(hook.ok()) << hook.status();
+    hook_ = *hook;
+    first_ = crashAndRestart(*hook_);
+    ASSERT_THAT(std::string(first_.status.message()), HasSubstr("is still starting"));
+    helper_ = helperPid(first_.status);
+  }
 
+  std::shared_ptr<RelayLauncher> relay_ = std::make_shared<RelayLauncher>();
+  std::shared_ptr<Hook> hook_;
+  HookDecision first_;
+  std::string helper_;
+};
+
+TEST_F(HeldRestartTest, AHelperSlowerToStartThanACallsBudgetServesTheCallsAfterIt) {
   // The first call past the backoff starts a new helper; its 50 ms end
   // before the helper says ready (the relay holds that back) ...
-  HookDecision d = crashAndRestart(**hook);
-  EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
-  EXPECT_THAT(std::string(d.status.message()), HasSubstr("is still starting"));
-  const std::string helper = helperPid(d.status);
-  ASSERT_EQ(relay->pids().size(), 2u);
-  EXPECT_EQ(helper, std::to_string(relay->pids().back()));
+  EXPECT_EQ(first_.status.code(), absl::StatusCode::kDeadlineExceeded) << first_.status;
+  ASSERT_EQ(relay_->pids().size(), 2u);
+  EXPECT_EQ(helper_, std::to_string(relay_->pids().back()));
 
   // ... and so do those of the calls after it, which leave it starting: a
   // start cut at each call's deadline would never finish ...
+  HookDecision d;
   for (int i = 0; i < 3; ++i) {
     const auto t0 = Clock::now();
-    d = (*hook)->run(isolatedInput(50ms));
+    d = hook_->run(isolatedInput(50ms));
     EXPECT_LT(Clock::now() - t0, 1s);
     EXPECT_THAT(std::string(d.status.message()), HasSubstr("is still starting"));
-    ASSERT_EQ(helperPid(d.status), helper) << d.status << ": the same helper, still starting";
+    ASSERT_EQ(helperPid(d.status), helper_) << d.status << ": the same helper, still starting";
   }
 
   // ... and once it is ready, it serves.
-  ASSERT_TRUE(relay->passReady());
-  relay->passAnswers();
-  d = (*hook)->run(isolatedInput());
+  ASSERT_TRUE(relay_->passReady());
+  relay_->passAnswers();
+  d = hook_->run(isolatedInput());
   EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
-  EXPECT_EQ(relay->pids().size(), 2u) << "the helper that was starting serves, not a new one";
+  EXPECT_EQ(relay_->pids().size(), 2u) << "the helper that was starting serves, not a new one";
 }
 
-TEST(ModuleTest, AHelperReadyInACallsLastMillisecondsIsKeptForTheNextCall) {
-  auto relay = std::make_shared<RelayLauncher>();
-  ModuleIsolation held = isolation();
-  held.launcher = relay;
-  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", held, logger("hook"));
-  ASSERT_TRUE(hook.ok()) << hook.status();
-  HookDecision d = crashAndRestart(**hook);
-  ASSERT_THAT(std::string(d.status.message()), HasSubstr("is still starting"));
-  const std::string helper = helperPid(d.status);
-
+TEST_F(HeldRestartTest, AHelperReadyInACallsLastMillisecondsIsKeptForTheNextCall) {
   // Its ready frame waits in crihookd's end of the channel: a call with less
   // than kMinQueryAfterStart left sees it become ready at once. The relay
   // holds answers back, as a helper too slow for those last ms would: a query
   // now would go unanswered, and the helper be replaced, its start lost.
-  ASSERT_TRUE(relay->passReady());
-  d = (*hook)->run(isolatedInput(kMinQueryAfterStart / 2));
+  ASSERT_TRUE(relay_->passReady());
+  HookDecision d = hook_->run(isolatedInput(kMinQueryAfterStart / 2));
   EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
-  EXPECT_EQ(helperPid(d.status), helper) << d.status;
+  EXPECT_EQ(helperPid(d.status), helper_) << d.status;
   EXPECT_THAT(std::string(d.status.message()), HasSubstr("it is kept")) << d.status;
 
   // The next call asks that helper.
-  relay->passAnswers();
-  d = (*hook)->run(isolatedInput());
+  relay_->passAnswers();
+  d = hook_->run(isolatedInput());
   EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
-  EXPECT_EQ(relay->pids().size(), 2u) << "a new helper replaced the one that became ready";
+  EXPECT_EQ(relay_->pids().size(), 2u) << "a new helper replaced the one that became ready";
 }
 
 TEST(ModuleTest, AnIsolatedModuleIsRefusedAsAnInProcessOneIs) {
