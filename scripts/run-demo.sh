@@ -18,10 +18,21 @@ demo=/tmp/crihook-demo
 image=docker.io/library/busybox:crihook
 mkdir -p "$demo"
 pids=()
+# crihookd's default socket directory: what the demo's crihookd leaves there
+# (its lock file) goes with it when the demo made the directory, so the
+# machine is as it was (the debian_package test refuses a /run/crihook
+# holding files: purging the package would delete them).
+run_dir=/run/crihook
+made_run_dir=0
+[[ -e $run_dir ]] || made_run_dir=1
 cleanup() {
   set +e
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  if ((made_run_dir)); then
+    rm -f "$run_dir"/crihook.sock "$run_dir"/crihook.sock.lock "$run_dir"/metrics.sock
+    rmdir "$run_dir" 2>/dev/null
+  fi
 }
 trap cleanup EXIT
 
@@ -48,7 +59,7 @@ if [[ -z "$backend" ]]; then
   backend=$demo/ctd/containerd.sock
 fi
 
-listen=/run/crihook/crihook.sock
+listen=$run_dir/crihook.sock
 # The device hooks need GPUs and RDMA NICs; this machine may have none, so the
 # demo gives crihookd a DGX-shaped fixture topology and a device tree of
 # mknod'd stand-ins (the numbers of /dev/zero and /dev/null). Demo only: a
