@@ -1,4 +1,4 @@
-# Sourced by build.sh, fuzz.sh and test.sh, after install-deps.sh: every
+# Sourced by build.sh and fuzz.sh, after install-deps.sh: every
 # compile of a run goes through ccache, so a second compile of the same
 # source with the same flags (another clone, a second cold build-fuzz) is a
 # cache hit. The cache directory is ccache's own (its config, or its default
@@ -15,17 +15,17 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
 
 # ccache_mark, then ccache_hits: "ccache N hits, M misses" for the compiles
 # between the two (the machine's: a build beside this one counts too).
-ccache_stat() {
-  { ccache --print-stats 2>/dev/null || true; } | awk -v k="$1" '$1 == k { n = $2 } END { print n + 0 }'
+# ccache_counts: "HITS MISSES" so far (0 0 without ccache).
+ccache_counts() {
+  { ccache --print-stats 2>/dev/null || true; } | awk '
+    $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hit += $2 }
+    $1 == "cache_miss" { miss = $2 }
+    END { print hit + 0, miss + 0 }'
 }
-ccache_mark() {
-  ccache_hit0=$(($(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit)))
-  ccache_miss0=$(ccache_stat cache_miss)
-}
+ccache_mark() { read -r ccache_hit0 ccache_miss0 < <(ccache_counts); }
 ccache_hits() {
   command -v ccache >/dev/null || { echo "no ccache"; return; }
-  local hit=$(($(ccache_stat direct_cache_hit) + $(ccache_stat preprocessed_cache_hit)))
-  local miss
-  miss=$(ccache_stat cache_miss)
+  local hit miss
+  read -r hit miss < <(ccache_counts)
   echo "ccache $((hit - ${ccache_hit0:-0})) hits, $((miss - ${ccache_miss0:-0})) misses"
 }

@@ -18,7 +18,7 @@ build_pkgs=(
 )
 # ccache: every build of a run (the suite's, the package's, the fuzzing
 # harnesses') compiles through it, so a second build of the same code is a
-# cache hit (scripts/build.sh sets where the cache is).
+# cache hit (scripts/ccache.sh sets where the cache is).
 cache_pkgs=(ccache)
 # git: a build from a checkout shows its commit (scripts/git-describe.sh).
 source_pkgs=(git)

@@ -257,7 +257,7 @@ int status(const std::string& metrics, const std::string& config_file, bool json
     return 1;
   }
 
-  std::string version, commit;
+  std::string built_version, built_commit;  // crihookd's, from crihook_build_info
   double started = 0, connections = 0, in_flight = 0, buffered = 0, pending = 0;
   struct MethodRow {
     uint64_t calls = 0, errors = 0;
@@ -275,8 +275,8 @@ int status(const std::string& metrics, const std::string& config_file, bool json
     };
     const auto n = static_cast<uint64_t>(std::max(0.0, s.value));
     if (s.name == "crihook_build_info") {
-      version = label("version");
-      commit = label("commit");
+      built_version = label("version");
+      built_commit = label("commit");
     } else if (s.name == "crihook_process_start_time_seconds") {
       started = s.value;
     } else if (s.name == "crihook_connections") {
@@ -312,8 +312,8 @@ int status(const std::string& metrics, const std::string& config_file, bool json
   if (json) {
     nlohmann::json j;
     j["endpoint"] = describe(*where);
-    j["version"] = version;
-    j["commit"] = commit;
+    j["version"] = built_version;
+    j["commit"] = built_commit;
     j["uptime_seconds"] = uptime;
     j["backend"] = {{"healthy", healthy}, {"reason", healthy ? "" : firstLine(health->body)}};
     j["ready"] = {{"ready", is_ready}, {"reason", is_ready ? "" : firstLine(ready->body)}};
@@ -334,8 +334,8 @@ int status(const std::string& metrics, const std::string& config_file, bool json
                             {"timeouts", h.timeouts}});
     out << j.dump(2) << '\n';
   } else {
-    out << versionLine("crihookd", version.empty() ? "?" : version, commit) << " at "
-        << describe(*where) << ", up " << duration(uptime) << '\n';
+    out << versionLine("crihookd", built_version.empty() ? "?" : built_version, built_commit)
+        << " at " << describe(*where) << ", up " << duration(uptime) << '\n';
     out << "backend:  " << (healthy ? "healthy" : "UNHEALTHY: " + firstLine(health->body)) << '\n';
     out << "ready:    " << (is_ready ? "yes" : "NO: " + firstLine(ready->body)) << '\n';
     out << fmt::format(
