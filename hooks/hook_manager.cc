@@ -211,8 +211,9 @@ void HookManager::publish() {
   }
   std::string names;
   for (const auto& n : chain->names()) names += cat(names.empty() ? "" : ", ", n);
-  log_->info("hook chain: {}", names.empty() ? "no hooks" : names);
   chains_.set(std::move(chain));
+  // After the swap: a call that follows this line runs with this chain.
+  log_->info("hook chain: {}", names.empty() ? "no hooks" : names);
   published_ = true;
 }
 
