@@ -200,11 +200,13 @@ void HookManager::reload() {
 void HookManager::publish() {
   auto chain = std::make_shared<HookChain>(log_, hook_metrics_.get());
   chain->setMountPolicy(mount_policy_);
+  chain->setOwners(config_.owners);
   for (const Entry& e : configured_) chain->add(e.hook, e.settings, e.executor);
   for (const auto& [file, entry] : servers_) {
     HookSettings s;
     s.timeout = config_.hookserver_timeout;
     s.failure_policy = entry.first.ignore_failures ? FailurePolicy::kIgnore : FailurePolicy::kFail;
+    s.koordinator = true;
     chain->add(entry.second, s);
   }
   std::string names;

@@ -649,11 +649,24 @@ class CpusetHook final : public DeviceHook, public Reconciler {
     }
   }
 
+  // Whether another hook decided the container's cpuset at its creation
+  // (koordlet's share pool, by [hooks.owners] cpuset): that hook keeps it
+  // (koordlet moves its containers itself); this one never moves it.
+  bool cpusetDecidedElsewhere(const HookInput& in) const {
+    if (!in.container) return false;
+    for (const auto& d : in.container->decisions()) {
+      if (d.stage() != "PreCreateContainer") continue;
+      auto it = d.owners().find("cpuset_cpus");
+      return it != d.owners().end() && it->second != name_;
+    }
+    return false;
+  }
+
   // Container `id` of a NUMA-aware pod without a cpuset, which the runtime
   // now runs on `applied`, is moved from now on as pins come and go.
   void recordShared(const HookInput& in, const std::string& id, CpuOwner owner,
                     const std::string& applied) {
-    if (!in.pod) return;
+    if (!in.pod || cpusetDecidedElsewhere(in)) return;
     const std::string* text = annotation(in, kResourceStatusAnnotation);
     if (text == nullptr) return;
     const std::string pod = podName(in);
