@@ -60,10 +60,11 @@ constexpr const char* kNodeTopology = R"({
   "kubelet.koordinator.sh/cpu-manager-policy": "{\"policy\":\"none\"}"
 })";
 
-// The environment variables the device stacks read, and the devices and
-// CPUs a process there sees: `tr` of the container's first process's
-// environment (kubelet's, crihook's and koordlet's merged), sorted, so a
-// variable given twice shows twice.
+// What a process exec'd in the container sees (it gets the container's
+// environment and cgroup; PID 1 there is the pod's sandbox process): the
+// device nodes it can read, the environment variables the device stacks
+// read (kubelet's, crihook's and koordlet's merged), sorted so that a
+// variable given twice shows twice, and its CPUs and memory nodes.
 constexpr const char* kProbe =
     "cd /dev; for n in nvidia* infiniband/*; do [ -e $n ] && head -c 1 $n >/dev/null && echo $n; "
     "done; tr '\\0' '\\n' < /proc/$$/environ | "
@@ -91,6 +92,7 @@ struct Env {
   std::shared_ptr<grpc::Channel> proxied;
   std::map<std::string, Pod> pods;
   std::chrono::steady_clock::time_point start;
+  bool made_kubepods = false;  // the pods' cgroup parents: runc made kubepods/
 };
 Env* env = nullptr;
 
@@ -279,6 +281,8 @@ class KoordletE2E : public ::testing::Test {
     }
     env = new Env;
     env->start = std::chrono::steady_clock::now();
+    env->made_kubepods = !std::filesystem::exists("/sys/fs/cgroup/cpu/kubepods") &&
+                         !std::filesystem::exists("/sys/fs/cgroup/kubepods");
     char tmpl[] = "/tmp/crihook-koordlet-XXXXXX";
     env->dir = ::mkdtemp(tmpl);
     try {
@@ -320,6 +324,14 @@ class KoordletE2E : public ::testing::Test {
       eventually([] { return ::kill(env->containerd, 0) != 0; }, 5s);
     }
     env->containerd_guard.reset();
+    // runc leaves the cgroup parents it made (kubelet's to remove): the pods'
+    // (pod<uid>, this test's uids), and the QoS levels if it made them.
+    (void)runShell(cat("for c in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do [ -d $c/kubepods ] && ",
+                       "find $c/kubepods -depth -type d -name 'podkl-*-uid' -exec rmdir {} +; ",
+                       env->made_kubepods ? "rmdir $c/kubepods/burstable $c/kubepods/besteffort "
+                                            "$c/kubepods; "
+                                          : "",
+                       "done 2>/dev/null; true"));
     std::printf(
         "koordlet e2e: wall time %.1f s\n",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - env->start).count());
@@ -353,6 +365,18 @@ class KoordletE2E : public ::testing::Test {
     v1::ExecSyncResponse out;
     grpc::Status s = call(&RS::ExecSync, req, &out);
     return s.ok() ? out.stdout() + out.stderr() : "ExecSync failed: " + s.error_message();
+  }
+  // crihookd's lines saying a value `field` of `pod` lost to another hook's.
+  static std::vector<std::string> overriddenLines(const Pod& pod, const std::string& field) {
+    std::vector<std::string> out;
+    std::istringstream lines(crihookdLog());
+    for (std::string l; std::getline(lines, l);) {
+      if (l.find(" overridden by ") != std::string::npos &&
+          l.find(cat("pod \"default/", pod.name, "\"")) != std::string::npos &&
+          l.find(field) != std::string::npos)
+        out.push_back(l);
+    }
+    return out;
   }
   static std::string crihookdLog() { return readFile(env->dir + "/crihookd.log"); }
   static std::string koordletLog() { return readFile(env->dir + "/koordlet.log"); }
@@ -403,6 +427,8 @@ TEST_F(KoordletE2E, LsrPodGetsItsGpusVfAndPinnedCpuOnce) {
                 "\nCpus_allowed_list: 1\nMems_allowed_list: 0\n"));
   const std::string quota = exec(pod, kCgroupProbe);
   EXPECT_THAT(quota, ::testing::AnyOf(HasSubstr("\n-1\n"), HasSubstr("\nmax 100000\n"))) << quota;
+  // The same GPUs as minors and as UUIDs, the same CPU: nothing overridden.
+  EXPECT_THAT(overriddenLines(pod, ""), ::testing::IsEmpty());
   // koordlet's rdma hook found the same VF, and said it cannot carry it.
   EXPECT_THAT(koordletLog(),
               HasSubstr(R"("devices_not_carried":[{"Path":"/dev/infiniband/rdma_cm")"));
@@ -417,6 +443,10 @@ TEST_F(KoordletE2E, NumaAwareLsPodRunsOnKoordletsSharePoolAndCrihooksNode) {
             cat("nvidia-uvm\nnvidia2\nnvidia3\nnvidiactl\nNVIDIA_VISIBLE_DEVICES=", kFixtureGpu2,
                 ",GPU-00000003-aaaa-bbbb-cccc-dddddddddddd\n",
                 "Cpus_allowed_list: 0\nMems_allowed_list: 0\n"));
+  const std::vector<std::string> overridden = overriddenLines(pod, "cpuset_cpus");
+  ASSERT_EQ(overridden.size(), 1u) << crihookdLog();
+  EXPECT_THAT(overridden[0], HasSubstr(R"(hook cpuset's cpuset_cpus "0,2-15,32-47")"));
+  EXPECT_THAT(overridden[0], HasSubstr("by hook hookserver/koordlet"));
 }
 
 // Plain LS: all of koordlet's share pools; crihook has no opinion.
@@ -457,15 +487,9 @@ TEST_F(KoordletE2E, HamiCorePodSeesEachLimitOnceAndCrihooksPreload) {
                 "CUDA_DEVICE_SM_LIMIT=30\nLD_PRELOAD=", env->dir, "/hami/libvgpu.so\n",
                 "NVIDIA_VISIBLE_DEVICES=GPU-00000004-aaaa-bbbb-cccc-dddddddddddd\n",
                 "Cpus_allowed_list: 0\nMems_allowed_list: 0\n"));
-  std::vector<std::string> overridden;
-  std::istringstream lines(crihookdLog());
-  for (std::string l; std::getline(lines, l);) {
-    if (l.find("overridden") != std::string::npos && l.find("kl-hami") != std::string::npos &&
-        l.find("LD_PRELOAD") != std::string::npos)
-      overridden.push_back(l);
-  }
+  const std::vector<std::string> overridden = overriddenLines(pod, "LD_PRELOAD");
   ASSERT_EQ(overridden.size(), 1u) << crihookdLog();
-  EXPECT_THAT(overridden[0], HasSubstr("hookserver/koordlet"));
+  EXPECT_THAT(overridden[0], HasSubstr("hookserver/koordlet's env"));
   EXPECT_THAT(overridden[0], HasSubstr(kHamiDefaultLibrary));
 }
 
