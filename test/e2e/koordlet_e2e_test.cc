@@ -209,8 +209,8 @@ std::string crihookdConfig(const std::string& dir) {
              "[[hook]]\nname = \"devices\"\nbuiltin = \"device-lifecycle\"\n", root);
 }
 
-// containerd (with the image), the device tree and koordlet, then crihookd
-// once koordlet has registered. Throws std::runtime_error saying what failed.
+// containerd (with the image), the device tree, crihookd, then koordlet,
+// until crihookd has taken its registration. Throws std::runtime_error saying what failed.
 void startDaemons() {
   const std::string dir = env->dir, scripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
   // The fixture trees take the longest: made while containerd starts.
@@ -242,18 +242,7 @@ void startDaemons() {
   std::filesystem::create_directories(dir + "/hami/vgpulock");
   std::ofstream(dir + "/hami/libvgpu.so") << "not a library\n";
   std::ofstream(dir + "/node-topology.json") << kNodeTopology;
-  env->koordlet = std::make_unique<ChildProcess>(
-      KOORDLET_BINARY,
-      std::vector<std::string>{"-runtime-hooks-addr", dir + "/koordlet.sock",
-                               "-runtime-hooks-host-endpoint", dir + "/koordlet.sock",
-                               "-runtime-hooks-config-path", dir + "/hookserver.d",
-                               "-feature-gates", "GPUEnvInject=true,RDMADeviceInject=true",
-                               "-node-topology-annotations", dir + "/node-topology.json",
-                               "-dev-root", dir + "/dev", "-sys-root", dir + "/fixtures/dgx/sys"},
-      dir + "/koordlet.log");
-  // koordlet registers once it serves.
-  if (!waitForFile(dir + "/hookserver.d/koordlet.json", 10s))
-    throw std::runtime_error("koordlet did not register: " + readFile(dir + "/koordlet.log"));
+  // As on a node: crihookd (a system service) runs before koordlet (a pod).
   std::ofstream(dir + "/crihookd.toml") << crihookdConfig(dir);
   env->crihookd = std::make_unique<ChildProcess>(
       CRIHOOKD_BINARY,
@@ -263,6 +252,28 @@ void startDaemons() {
       dir + "/crihookd.log");
   if (!waitForFile(dir + "/crihook.sock", 10s))
     throw std::runtime_error("crihookd did not start: " + readFile(dir + "/crihookd.log"));
+  env->koordlet = std::make_unique<ChildProcess>(
+      KOORDLET_BINARY,
+      std::vector<std::string>{"-runtime-hooks-addr", dir + "/koordlet.sock",
+                               "-runtime-hooks-host-endpoint", dir + "/koordlet.sock",
+                               "-runtime-hooks-config-path", dir + "/hookserver.d",
+                               "-feature-gates", "GPUEnvInject=true,RDMADeviceInject=true",
+                               "-node-topology-annotations", dir + "/node-topology.json",
+                               "-dev-root", dir + "/dev", "-sys-root", dir + "/fixtures/dgx/sys"},
+      dir + "/koordlet.log");
+  // koordlet registers once it serves; crihookd sees the file come and
+  // publishes a chain with it (logged as it is published).
+  if (!waitForFile(dir + "/hookserver.d/koordlet.json", 10s))
+    throw std::runtime_error("koordlet did not register: " + readFile(dir + "/koordlet.log"));
+  if (!eventually(
+          [&] {
+            return readFile(dir + "/crihookd.log")
+                       .find("hook chain: gpu, rdma, cpuset, devices, hookserver/koordlet") !=
+                   std::string::npos;
+          },
+          10s))
+    throw std::runtime_error("crihookd did not take koordlet's registration: " +
+                             readFile(dir + "/crihookd.log"));
   env->proxied = unixChannel(dir + "/crihook.sock");
 }
 
@@ -305,13 +316,19 @@ class KoordletE2E : public ::testing::Test {
   static void TearDownTestSuite() {
     if (env == nullptr) return;
     if (env->proxied) {
-      // The pinned pod last: when it goes crihook widens the NUMA-aware pod
-      // to its node's CPUs, which this machine does not all have.
-      for (const char* key : {"numa", "ls", "be", "hami", "lsr"}) {
-        const Pod& pod = env->pods[key];
+      // The others side by side, then the pinned pod: when it goes crihook
+      // would widen a NUMA-aware pod it placed to its node's CPUs, which this
+      // machine does not all have.
+      auto remove = [](const Pod& pod) {
         if (!pod.sandbox.empty())
           (void)stopAndRemovePod(*v1::RuntimeService::NewStub(env->proxied), pod.sandbox);
+      };
+      std::vector<std::thread> side_by_side;
+      for (const auto& [key, pod] : env->pods) {
+        if (key != "lsr") side_by_side.emplace_back(remove, std::cref(pod));
       }
+      for (auto& t : side_by_side) t.join();
+      remove(env->pods["lsr"]);
     }
     for (auto* p : {&env->crihookd, &env->koordlet}) {
       if (*p) {
