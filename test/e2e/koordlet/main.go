@@ -207,17 +207,17 @@ func (q *quantity) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// ceilScaled is the quantity times `scale`, rounded up as Value() and
-// MilliValue() round.
+// ceilScaled is the quantity times `scale`, rounded away from zero as
+// Value() and MilliValue() round.
 func (q quantity) ceilScaled(scale int64) int64 {
 	if q.v == nil {
 		return 0
 	}
 	x := new(big.Rat).Mul(q.v, big.NewRat(scale, 1))
 	n, d := x.Num(), x.Denom()
-	quo, rem := new(big.Int).QuoRem(n, d, new(big.Int))
-	if rem.Sign() > 0 {
-		quo.Add(quo, big.NewInt(1))
+	quo, rem := new(big.Int).QuoRem(n, d, new(big.Int)) // truncated toward zero
+	if rem.Sign() != 0 {
+		quo.Add(quo, big.NewInt(int64(rem.Sign())))
 	}
 	return quo.Int64()
 }
