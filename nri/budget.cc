@@ -89,8 +89,7 @@ absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plug
       "; the runtime drops a plugin that answers later than its plugin_request_timeout (",
       source == TimeoutSource::kConfig ? "nri.plugin_request_timeout = "
                                        : "the runtime's own, sent at NRI Configure: ",
-      durationText(plugin_request_timeout),
-      ", less crihookd's margin of ", durationText(margin),
+      durationText(plugin_request_timeout), ", less crihookd's margin of ", durationText(margin),
       "), and the pod goes on without its "
       "hooks. Raise plugin_request_timeout in containerd's [plugins.\"io.containerd.nri.v1.nri\"] "
       "and nri.plugin_request_timeout to at least ",

@@ -169,9 +169,8 @@ void Front::onConfigure(std::string payload, Reply reply) {
              sent ? durationText(milliseconds(req.request_timeout()))
                   : "not sent (NRI < 0.7): nri.plugin_request_timeout = " +
                         durationText(options_.request_timeout) + " is taken",
-             req.registration_timeout() > 0
-                 ? durationText(milliseconds(req.registration_timeout()))
-                 : std::string("not sent"));
+             req.registration_timeout() > 0 ? durationText(milliseconds(req.registration_timeout()))
+                                            : std::string("not sent"));
   request_timeout_ = options_.request_timeout;
   if (sent) {
     const milliseconds theirs = std::min(milliseconds(req.request_timeout()), kMaxRuntimeTimeout);
@@ -227,8 +226,8 @@ void Front::onSynchronize(std::string payload, Reply reply) {
           part.containers.size() >
       kMaxSyncObjects) {
     sync_parts_ = {};
-    return reply(absl::ResourceExhaustedError(cat("NRI Synchronize: over ", kMaxSyncObjects,
-                                                  " pods and containers")),
+    return reply(absl::ResourceExhaustedError(
+                     cat("NRI Synchronize: over ", kMaxSyncObjects, " pods and containers")),
                  {});
   }
   auto append = [](std::vector<CallIdentity>& to, std::vector<CallIdentity>& from) {

@@ -9,10 +9,9 @@
 // the lines v0.8.0 added to v0.6.1 (commit fa64d110ed4a, containerd
 // v1.7.24's, Debian 13's) are marked and listed in kNriAddedSince061, and a
 // test checks that they only add to 0.6.1's messages (new numbers above the
-// old ones), which keeps the 1.7 runtimes served; ttrpc's from github.com/containerd/ttrpc request.proto at
-// v1.2.5 and googleapis' google/rpc/status.proto. To move to another NRI
-// revision, change these tables from its file first, then crihook's proto
-// until this test passes.
+// old ones), which keeps the 1.7 runtimes served; ttrpc's from github.com/containerd/ttrpc
+// request.proto at v1.2.5 and googleapis' google/rpc/status.proto. To move to another NRI revision,
+// change these tables from its file first, then crihook's proto until this test passes.
 
 #include <gtest/gtest.h>
 

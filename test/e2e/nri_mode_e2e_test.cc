@@ -48,12 +48,12 @@
 #include "base/text.h"
 #include "config/config.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "nri/runtime_facts.h"
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
 #include "test/support/device_pod.h"
 #include "test/support/e2e_env.h"
 #include "test/support/fake_cri_server.h"
-#include "nri/runtime_facts.h"
 #include "test/support/koord_server.h"
 #include "tools/crihookctl/cli.h"
 #include "tools/crihookctl/status.h"
@@ -215,16 +215,14 @@ class NriModeE2E : public ::testing::Test {
   // Whether this containerd leaves a sandbox NRI refused behind
   // (nri/runtime_facts.h; containerd 2.1.9 does).
   bool leaksRefusedSandbox() const {
-    return nri::refusedSandboxOf("containerd", containerd_version_) ==
-           nri::RefusedSandbox::kLeaked;
+    return nri::refusedSandboxOf("containerd", containerd_version_) == nri::RefusedSandbox::kLeaked;
   }
   // What containerd itself holds in the CRI's namespace: its containers
   // (sandboxes' pause containers included) and running tasks, sorted, one
   // id a line; what the CRI lists no call can see otherwise.
   std::string containerdHolds() const {
-    const std::string ctr =
-        cat(std::filesystem::path(containerd_binary_).parent_path().string(), "/ctr --address ",
-            containerdSocket(), " -n k8s.io ");
+    const std::string ctr = cat(std::filesystem::path(containerd_binary_).parent_path().string(),
+                                "/ctr --address ", containerdSocket(), " -n k8s.io ");
     return cat("containers:\n", runShellOrThrow(ctr + "containers ls -q | sort"), "tasks:\n",
                runShellOrThrow(ctr + "tasks ls -q | sort"));
   }
@@ -947,8 +945,9 @@ TEST_F(NriModeE2E, TheBudgetIsCheckedAgainstTheTimeoutTheRuntimeAnnounces) {
     EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
     return;
   }
-  const std::string refused = "crihookd refuses the registration: NRI event RunPodSandbox runs "
-                              "hooks for up to 6s";
+  const std::string refused =
+      "crihookd refuses the registration: NRI event RunPodSandbox runs "
+      "hooks for up to 6s";
   crihookd_->launch();
   ASSERT_TRUE(crihookd_->waitForLogCount(refused, 1, 10s)) << crihookd_->log();
   EXPECT_THAT(crihookd_->log(), HasSubstr("the runtime's own, sent at NRI Configure: 2s"));
@@ -958,7 +957,8 @@ TEST_F(NriModeE2E, TheBudgetIsCheckedAgainstTheTimeoutTheRuntimeAnnounces) {
   EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 0);
   EXPECT_EQ(crihookd_->logCount(Crihookd::kSynchronized), 0u);
   // containerd, told why, dropped the plugin.
-  EXPECT_THAT(readFile(dir_ + "/ctd/containerd.log"), HasSubstr("crihookd refuses the registration"));
+  EXPECT_THAT(readFile(dir_ + "/ctd/containerd.log"),
+              HasSubstr("crihookd refuses the registration"));
   EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
 }
 

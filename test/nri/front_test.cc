@@ -290,7 +290,9 @@ class ConfigureTest : public ::testing::Test {
     runtime_.call(stream, "CreateContainer", req.SerializeAsString());
     return runtime_.answer().second;
   }
-  static bool failed(const ::ttrpc::Response& r) { return r.has_status() && r.status().code() != 0; }
+  static bool failed(const ::ttrpc::Response& r) {
+    return r.has_status() && r.status().code() != 0;
+  }
 
   ::crihook::testing::TempDir dir_;
   ::crihook::testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};

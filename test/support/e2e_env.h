@@ -116,11 +116,12 @@ inline bool e2eContainerd2() {
   do {                                                                                        \
     std::string crihook_why_;                                                                 \
     const bool crihook_2_ = ::crihook::testing::e2eContainerd2();                             \
-    binary = crihook_2_ ? ::crihook::testing::containerd2Binary(CRIHOOK_SOURCE_DIR, &crihook_why_) \
-                        : ::crihook::testing::containerd17Binary(CRIHOOK_SOURCE_DIR, &crihook_why_); \
+    binary = crihook_2_                                                                       \
+                 ? ::crihook::testing::containerd2Binary(CRIHOOK_SOURCE_DIR, &crihook_why_)   \
+                 : ::crihook::testing::containerd17Binary(CRIHOOK_SOURCE_DIR, &crihook_why_); \
     if (binary.empty()) {                                                                     \
       if (::crihook::testing::e2eRequired()) FAIL() << crihook_why_;                          \
-      GTEST_SKIP() << "containerd " << (crihook_2_ ? "2.x" : "1.7")                            \
+      GTEST_SKIP() << "containerd " << (crihook_2_ ? "2.x" : "1.7")                           \
                    << " could not be fetched (deb.debian.org unreachable?)";                  \
     }                                                                                         \
   } while (0)

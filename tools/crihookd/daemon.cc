@@ -322,8 +322,9 @@ void Daemon::startNriFront() {
   };
   o.on_refused = [&p](const absl::Status& why) {
     p.readiness.set(false, cat("NRI registration refused: ", sv(why.message())));
-    notifySystemd("STATUS=NRI plugin: registration refused (the hooks do not fit the runtime's "
-                  "plugin_request_timeout; see the log)");
+    notifySystemd(
+        "STATUS=NRI plugin: registration refused (the hooks do not fit the runtime's "
+        "plugin_request_timeout; see the log)");
   };
   o.on_registration = [&p, path = config.nri.socket_path](bool registered) {
     p.readiness.set(registered, registered ? "registered with the runtime's NRI"
