@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -16,6 +17,18 @@ namespace crihook {
 
 const char* const kDefaultModuleDir = CRIHOOK_MODULE_DIR;
 const char* const kDefaultModuleHost = CRIHOOK_MODULE_HOST;
+
+std::string_view ownerSideName(OwnerSide side) {
+  switch (side) {
+    case OwnerSide::kCrihook:
+      return "crihook";
+    case OwnerSide::kKoordinator:
+      return "koordinator";
+    case OwnerSide::kRefuse:
+      return "refuse";
+  }
+  return "refuse";
+}
 
 namespace {
 
@@ -237,7 +250,7 @@ absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
 absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "hooks.", origin);
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"state_dir", "module_dir", "hookserver_dir",
-                                        "hookserver_timeout", "workers", "module_host"}));
+                                        "hookserver_timeout", "workers", "module_host", "owners"}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("state_dir", c.state_dir));
   CRIHOOK_RETURN_IF_ERROR(r.readString("module_dir", c.module_dir));
   CRIHOOK_RETURN_IF_ERROR(r.readString("module_host", c.module_host));
@@ -255,6 +268,32 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
   int64_t workers = c.hook_workers;
   CRIHOOK_RETURN_IF_ERROR(r.readInt("workers", 1, 256, workers));
   c.hook_workers = static_cast<int>(workers);
+  auto owners = r.subtable("owners");
+  if (!owners.ok()) return owners.status();
+  if (*owners == nullptr) return absl::OkStatus();
+  TableReader o(**owners, "hooks.owners.", origin);
+  for (const auto& [key, value] : **owners) {
+    const auto* spec = std::find_if(kOwnerClasses.begin(), kOwnerClasses.end(),
+                                    [&](const OwnerClassSpec& x) { return x.key == key.str(); });
+    if (spec == kOwnerClasses.end()) {
+      std::string known;
+      for (const OwnerClassSpec& x : kOwnerClasses) known += cat(known.empty() ? "" : ", ", x.key);
+      return o.error(key.str(), cat("unknown class of fields (known: ", known, ")"));
+    }
+    std::string side;
+    CRIHOOK_RETURN_IF_ERROR(o.readString(key.str(), side));
+    OwnerSide& into = c.owners[static_cast<size_t>(spec->cls)];
+    if (side == "crihook") {
+      into = OwnerSide::kCrihook;
+    } else if (side == "koordinator") {
+      into = OwnerSide::kKoordinator;
+    } else if (side == "refuse") {
+      into = OwnerSide::kRefuse;
+    } else {
+      return o.error(key.str(),
+                     cat("expected \"crihook\", \"koordinator\" or \"refuse\", got ", quote(side)));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 // crihookd's configuration: embedded defaults, overridden by an optional TOML
 // file, overridden by command-line flags. The README lists every key.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -59,6 +60,40 @@ struct MountPolicyConfig {
   std::optional<std::vector<std::string>> deny;     // in any mode
   std::optional<std::vector<std::string>> deny_rw;  // read-write
 };
+
+// [hooks.owners]: who decides a field that a crihook hook ([[hook]]) and a
+// Koordinator hook server (koordlet) set to values that differ — not merely
+// spelt differently (hooks/ownership.h). Each class of fields has a key
+// there; its value is "crihook", "koordinator" or "refuse" (a conflict, as
+// between two crihook hooks). This table is the one source of the classes,
+// their defaults and their words in the README and the man page.
+enum class OwnerSide : uint8_t { kCrihook, kKoordinator, kRefuse };
+enum class OwnerClass : uint8_t { kDeviceEnv, kCpuset, kResources, kOther };
+struct OwnerClassSpec {
+  OwnerClass cls;
+  std::string_view key;    // under [hooks.owners]
+  std::string_view holds;  // for people
+  OwnerSide side;          // the default
+  std::string_view why;    // of the default
+};
+inline constexpr std::array<OwnerClassSpec, 4> kOwnerClasses = {{
+    {OwnerClass::kDeviceEnv, "device_env",
+     "device nodes, mounts, CDI devices; env NVIDIA_VISIBLE_DEVICES, "
+     "CUDA_DEVICE_MEMORY_LIMIT(_N), CUDA_DEVICE_SM_LIMIT, LD_PRELOAD, NCCL_IB_HCA",
+     OwnerSide::kCrihook, "crihook sees the node's devices and sets their nodes and mounts"},
+    {OwnerClass::kCpuset, "cpuset", "cpuset_cpus, cpuset_mems", OwnerSide::kKoordinator,
+     "koordlet sees the API: the share pools, the system-QoS and BE cpusets"},
+    {OwnerClass::kResources, "resources",
+     "cpu_shares, cpu_quota, cpu_period, memory and swap limits, oom_score_adj, hugepages, "
+     "unified",
+     OwnerSide::kKoordinator, "koordlet's batch and QoS resources come from the API"},
+    {OwnerClass::kOther, "other", "every other env, annotations, labels, the cgroup parent",
+     OwnerSide::kRefuse, "no Koordinator hook sets them: a difference is a real conflict"},
+}};
+std::string_view ownerSideName(OwnerSide side);
+using FieldOwners = std::array<OwnerSide, kOwnerClasses.size()>;
+inline constexpr FieldOwners kDefaultFieldOwners = {
+    kOwnerClasses[0].side, kOwnerClasses[1].side, kOwnerClasses[2].side, kOwnerClasses[3].side};
 
 // NRI mode's defaults (README "NRI mode"). containerd drops a plugin that
 // answers an event later than its plugin_request_timeout (2 s by default) and
@@ -155,6 +190,8 @@ struct Config {
   std::chrono::milliseconds hookserver_timeout{10000};
   bool hookserver_timeout_set = false;  // given in the file; else the front's default
   int hook_workers = 4;
+  // [hooks.owners], by OwnerClass.
+  FieldOwners owners = kDefaultFieldOwners;
 
   // [[hook]]
   std::vector<HookConfig> hooks;

@@ -16,24 +16,39 @@ std::string quoted(std::string_view v) { return v == kRemoved ? std::string(v) :
 class OwnerClaims final : public Claims {
  public:
   OwnerClaims(const std::string& hook, std::map<FieldKey, std::string>& owners,
-              const MergedAdjustment::Precedence& precedence)
-      : hook_(hook), owners_(owners), precedence_(precedence) {}
+              std::vector<MergedAdjustment::Override>& overrides,
+              const MergedAdjustment::Resolver& resolver)
+      : hook_(hook), owners_(owners), overrides_(overrides), resolver_(resolver) {}
 
   absl::Status claim(Field field, std::string_view key, const std::string& old_value,
                      const std::string& value, bool& store) override {
+    using How = MergedAdjustment::Resolution::How;
     store = false;
-    auto [it, added] = owners_.try_emplace(FieldKey{field, std::string(key)}, hook_);
+    FieldKey fk{field, std::string(key)};
+    auto [it, added] = owners_.try_emplace(fk, hook_);
     if (added) {
       store = true;
       return absl::OkStatus();
     }
     if (old_value == value) return absl::OkStatus();  // the same decision twice
-    if (precedence_ && precedence_(hook_, it->second)) {
-      it->second = hook_;
-      store = true;
-      return absl::OkStatus();
+    MergedAdjustment::Resolution r;
+    if (resolver_) r = resolver_(fk, it->second, old_value, hook_, value);
+    switch (r.how) {
+      case How::kSame:
+        return absl::OkStatus();
+      case How::kHolderKeeps:
+        if (!r.why.empty())
+          overrides_.push_back({std::move(fk), it->second, hook_, value, std::move(r.why)});
+        return absl::OkStatus();
+      case How::kClaimantTakes:
+        if (!r.why.empty())
+          overrides_.push_back({std::move(fk), hook_, it->second, old_value, std::move(r.why)});
+        it->second = hook_;
+        store = true;
+        return absl::OkStatus();
+      case How::kConflict:
+        break;
     }
-    if (precedence_ && precedence_(it->second, hook_)) return absl::OkStatus();
     const std::string_view name = fieldSpec(field).name;
     return absl::FailedPreconditionError(cat("hook ", it->second, " and hook ", hook_, " both set ",
                                              name, key.empty() ? "" : " ", key, ": ",
@@ -43,7 +58,8 @@ class OwnerClaims final : public Claims {
  private:
   const std::string& hook_;
   std::map<FieldKey, std::string>& owners_;
-  const MergedAdjustment::Precedence& precedence_;
+  std::vector<MergedAdjustment::Override>& overrides_;
+  const MergedAdjustment::Resolver& resolver_;
 };
 
 }  // namespace
@@ -96,13 +112,15 @@ absl::Status MergedAdjustment::add(const std::string& hook, const Adjustment& a)
   // Work on copies so a conflict leaves the merge as it was.
   Adjustment m = merged_;
   std::map<FieldKey, std::string> owners = owners_;
-  OwnerClaims claims(hook, owners, precedence_);
+  std::vector<Override> overrides = overrides_;
+  OwnerClaims claims(hook, owners, overrides, resolver_);
   for (const FieldSpec* f : adjustmentSchema()) {
     if (!f->present(a)) continue;
     if (absl::Status s = f->merge(a, m, claims); !s.ok()) return s;
   }
   merged_ = std::move(m);
   owners_ = std::move(owners);
+  overrides_ = std::move(overrides);
   return absl::OkStatus();
 }
 

@@ -122,19 +122,41 @@ Adjustment overlayResources(Adjustment earlier, const Adjustment& later);
 // can say who changed what.
 class MergedAdjustment {
  public:
-  // Decides a conflict between two hooks: true when `winner` is configured to
-  // override `loser`. Without one (or when it says false both ways),
-  // differing values are a conflict. Called on the merging thread; must not
-  // outlive what it refers to (the chain passes one per run).
-  using Precedence = std::function<bool(const std::string& winner, const std::string& loser)>;
+  // How a claim on a key that another hook holds with a different value ends.
+  struct Resolution {
+    enum class How {
+      kConflict,       // refused, naming both hooks
+      kSame,           // one decision spelt two ways: the held value stays
+      kHolderKeeps,    // the holder decides; the claimant's value is dropped
+      kClaimantTakes,  // the claimant decides; the held value is replaced
+    };
+    How how = How::kConflict;
+    // Why one hook decided, for the override's log line; empty: nothing
+    // to tell (an explicit wins_over), no override is listed.
+    std::string why;
+  };
+  // Decides such a claim. Called on the merging thread; must not outlive
+  // what it refers to (the chain passes one per run). Without one,
+  // differing values are a conflict.
+  using Resolver = std::function<Resolution(const FieldKey& key, const std::string& holder,
+                                            std::string_view held, const std::string& claimant,
+                                            std::string_view claimed)>;
+
+  // A value that lost to another hook's by a rule worth telling.
+  struct Override {
+    FieldKey key;
+    std::string winner, loser;
+    std::string lost_value;  // the loser's value ("<removed>" for a removal)
+    std::string why;
+  };
 
   MergedAdjustment() = default;
-  explicit MergedAdjustment(Precedence precedence) : precedence_(std::move(precedence)) {}
+  explicit MergedAdjustment(Resolver resolver) : resolver_(std::move(resolver)) {}
 
   // Adds `hook`'s adjustment after those added before. Setting a field or key
   // another hook already set to a different value is FAILED_PRECONDITION,
   // naming both hooks and the field ("hook gpu and hook rdma both set env
-  // NVIDIA_VISIBLE_DEVICES: \"0\" vs \"1\""), unless precedence lets one win;
+  // NVIDIA_VISIBLE_DEVICES: \"0\" vs \"1\""), unless the resolver decides it;
   // the same value from two hooks is no conflict. On error nothing of
   // `adjustment` is kept.
   absl::Status add(const std::string& hook, const Adjustment& adjustment);
@@ -147,11 +169,14 @@ class MergedAdjustment {
   // The same by the state files' spelling ("env:NAME", "cpuset_cpus").
   std::string ownerOf(std::string_view key) const;
   const std::map<FieldKey, std::string>& owners() const { return owners_; }
+  // The values that lost, in the order they lost.
+  const std::vector<Override>& overrides() const { return overrides_; }
 
  private:
-  Precedence precedence_;
+  Resolver resolver_;
   Adjustment merged_;
   std::map<FieldKey, std::string> owners_;  // field -> hook
+  std::vector<Override> overrides_;
 };
 
 }  // namespace crihook

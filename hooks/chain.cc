@@ -5,6 +5,8 @@
 
 #include "base/quote.h"
 #include "base/text.h"
+#include "hooks/adjustment_schema.h"
+#include "hooks/ownership.h"
 
 namespace crihook {
 
@@ -86,6 +88,57 @@ bool HookChain::wins(const std::string& winner, const std::string& loser) const 
     }
   }
   return false;
+}
+
+bool HookChain::isKoordinator(const std::string& hook) const {
+  for (const Entry& e : entries_) {
+    if (e.hook->name() == hook) return e.settings.koordinator;
+  }
+  return false;
+}
+
+MergedAdjustment::Resolution HookChain::resolve(const FieldKey& key, const std::string& holder,
+                                                std::string_view held,
+                                                const std::string& claimant,
+                                                std::string_view claimed,
+                                                const topology::Snapshot* topology) const {
+  using How = MergedAdjustment::Resolution::How;
+  const bool holder_koord = isKoordinator(holder), claimant_koord = isKoordinator(claimant);
+  const OwnerClassSpec& cls = kOwnerClasses[static_cast<size_t>(ownerClassOf(key))];
+  const OwnerSide side = owners_[static_cast<size_t>(cls.cls)];
+  const auto sideOf = [](bool koord) { return koord ? OwnerSide::kKoordinator : OwnerSide::kCrihook; };
+  if (sameDecision(key, held, claimed, topology)) {
+    // One decision: the container gets the owner's spelling (crihook's GPU
+    // UUIDs rather than koordlet's minors).
+    if (holder_koord != claimant_koord && side == sideOf(claimant_koord))
+      return {How::kClaimantTakes, ""};
+    return {How::kSame, ""};
+  }
+  if (wins(claimant, holder)) return {How::kClaimantTakes, ""};
+  if (wins(holder, claimant)) return {How::kHolderKeeps, ""};
+  if (holder_koord == claimant_koord || side == OwnerSide::kRefuse) return {How::kConflict, ""};
+  std::string why = cat("[hooks.owners] ", cls.key, " = \"", ownerSideName(side), "\"");
+  return {side == sideOf(claimant_koord) ? How::kClaimantTakes : How::kHolderKeeps,
+          std::move(why)};
+}
+
+void HookChain::logOverrides(const HookInput& input, const MergedAdjustment& merged) const {
+  if (!log_ || merged.overrides().empty()) return;
+  std::string what;
+  for (const MergedAdjustment::Override& o : merged.overrides()) {
+    const std::string_view name = fieldSpec(o.key.field).name;
+    what += cat(what.empty() ? "" : "; ", "hook ", o.loser, "'s ", name,
+                o.key.key.empty() ? "" : cat(" ", quote(o.key.key, 128)), " ",
+                o.lost_value == kRemoved ? std::string(kRemoved) : quote(o.lost_value, 256),
+                " overridden by hook ", o.winner, " (", o.why, ")");
+  }
+  std::string who = "a pod crihook does not know";
+  if (input.identity != nullptr) {
+    who = cat("pod ", quote(cat(input.identity->pod_namespace, "/", input.identity->pod_name), 320));
+    if (!input.identity->container_name.empty())
+      who += cat(" container ", quote(input.identity->container_name, 128));
+  }
+  log_->info("{}", boundedMessage(cat(stageName(input.method, input.phase), " of ", who, ": ", what)));
 }
 
 namespace {
@@ -174,10 +227,13 @@ HookDecision HookChain::runOne(const Entry& e, const HookInput& input,
 }
 
 ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) const {
-  auto precedence = [this](const std::string& winner, const std::string& loser) {
-    return wins(winner, loser);
+  const topology::Snapshot* topology = input.topology.get();
+  auto resolver = [this, topology](const FieldKey& key, const std::string& holder,
+                                   std::string_view held, const std::string& claimant,
+                                   std::string_view claimed) {
+    return resolve(key, holder, held, claimant, claimed, topology);
   };
-  ChainOutcome out{absl::OkStatus(), MergedAdjustment(precedence), {}, {}};
+  ChainOutcome out{absl::OkStatus(), MergedAdjustment(resolver), {}, {}};
   // Only messages need the stage's name.
   auto stage = [&] { return stageName(input.method, input.phase); };
   for (const Entry& e : entries_) {
@@ -243,6 +299,7 @@ ChainOutcome HookChain::run(const HookInput& input, Clock::time_point deadline) 
       return out;
     }
   }
+  logOverrides(input, out.merged);
   return out;
 }
 

@@ -34,6 +34,9 @@ struct HookSettings {
   std::chrono::milliseconds timeout{2000};
   FailurePolicy failure_policy = FailurePolicy::kFail;
   std::vector<std::string> wins_over;  // hooks whose conflicting values this one overrides
+  // A Koordinator hook server (hookserver_dir): its differing values are
+  // decided by the chain's field owners (setOwners), not refused.
+  bool koordinator = false;
   // The executor a hook that may block gets when add() is given none
   // (hooks/executor.h; config/config.h has the reasons of the defaults).
   size_t workers = kDefaultHookWorkers;
@@ -84,6 +87,14 @@ class HookChain {
   // the first run().
   void setMountPolicy(MountPolicy policy) { mount_policy_ = std::move(policy); }
 
+  // Who decides a field that a crihook hook and a Koordinator hook server
+  // set to values that differ ([hooks.owners]); the defaults until set.
+  // Values that name the same thing (hooks/ownership.h) are never a
+  // conflict; the owner's spelling is kept. Each value that lost is
+  // logged, one line per call naming the pod, the loser, its value and the
+  // rule. Set up before the first run().
+  void setOwners(FieldOwners owners) { owners_ = owners; }
+
   // Runs the stage. Blocking (up to the sum of the subscribers' timeouts,
   // never past `deadline`); call it on a worker thread. Thread-safe.
   // Post-phase outcomes are always OK: post-stage failures are logged and
@@ -114,11 +125,19 @@ class HookChain {
   metrics::HookStageMetrics* exported(const Entry& e, const HookInput& input) const;
   // The configured precedence (`wins_over`): whether `winner` overrides `loser`.
   bool wins(const std::string& winner, const std::string& loser) const;
+  // How a claim on a key another hook holds with a different value ends.
+  MergedAdjustment::Resolution resolve(const FieldKey& key, const std::string& holder,
+                                       std::string_view held, const std::string& claimant,
+                                       std::string_view claimed,
+                                       const topology::Snapshot* topology) const;
+  bool isKoordinator(const std::string& hook) const;
+  void logOverrides(const HookInput& input, const MergedAdjustment& merged) const;
 
   std::shared_ptr<spdlog::logger> log_;
   metrics::HookMetrics* metrics_;
   std::vector<Entry> entries_;
   MountPolicy mount_policy_;
+  FieldOwners owners_ = kDefaultFieldOwners;
 };
 
 // The chain in force. Reloading (a hook server registered or removed)

@@ -200,17 +200,20 @@ void HookManager::reload() {
 void HookManager::publish() {
   auto chain = std::make_shared<HookChain>(log_, hook_metrics_.get());
   chain->setMountPolicy(mount_policy_);
+  chain->setOwners(config_.owners);
   for (const Entry& e : configured_) chain->add(e.hook, e.settings, e.executor);
   for (const auto& [file, entry] : servers_) {
     HookSettings s;
     s.timeout = config_.hookserver_timeout;
     s.failure_policy = entry.first.ignore_failures ? FailurePolicy::kIgnore : FailurePolicy::kFail;
+    s.koordinator = true;
     chain->add(entry.second, s);
   }
   std::string names;
   for (const auto& n : chain->names()) names += cat(names.empty() ? "" : ", ", n);
-  log_->info("hook chain: {}", names.empty() ? "no hooks" : names);
   chains_.set(std::move(chain));
+  // After the swap: a call that follows this line runs with this chain.
+  log_->info("hook chain: {}", names.empty() ? "no hooks" : names);
   published_ = true;
 }
 

@@ -213,12 +213,17 @@ absl::StatusOr<ContainerAnswer> adjustmentOf(const v1::CreateContainerRequest& b
   auto cannot = [&](std::string line) { answer.not_applied.push_back(std::move(line)); };
 
   // Env: NRI sets a name in place or appends it, in the order given, and
-  // removes "-NAME"; the hooks' order of new names is the request's.
+  // removes "-NAME"; the hooks' order of new names is the request's. A name
+  // the container already has is removed before it is set: NRI refuses a
+  // second plugin's value for a name an earlier plugin set (koordlet's own
+  // plugin sets NVIDIA_VISIBLE_DEVICES) unless the later one removes it
+  // first, and the value the hooks decided is meant to stand.
   const auto env_before = envMap(b);
   const auto env_after = envMap(a);
   for (const auto& kv : a.envs()) {
     auto it = env_before.find(kv.key());
     if (it != env_before.end() && it->second == kv.value()) continue;
+    if (it != env_before.end()) adj.add_env()->set_key("-" + kv.key());
     auto* e = adj.add_env();
     e->set_key(kv.key());
     e->set_value(kv.value());

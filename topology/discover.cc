@@ -12,9 +12,6 @@
 #include "topology/topology.h"
 
 namespace crihook::topology {
-namespace {
-
-constexpr long kMaxInt = std::numeric_limits<int>::max();
 
 // A PCI address as the kernel names a device: dddd:bb:dd.f, lowercase hex,
 // device 00-1f, function 0-7 (as the hooks check it, allocation.h), where
@@ -37,6 +34,10 @@ bool isPciAddress(std::string_view s) {
   }
   return rest[4] <= '1' && rest[7] >= '0' && rest[7] <= '7';
 }
+
+namespace {
+
+constexpr long kMaxInt = std::numeric_limits<int>::max();
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;

@@ -159,6 +159,11 @@ struct Snapshot {
 // server); call again to rediscover.
 Snapshot discover(const SysRoot& root);
 
+// A PCI address as the kernel names a device: dddd:bb:dd.f in lower-case
+// hex, device 00-1f, function 0-7, the domain 4 to 8 digits (Intel VMD's
+// domains are 10000 and up). What passes becomes a sysfs path.
+bool isPciAddress(std::string_view text);
+
 // "0-3,8,10-11" <-> {0,1,2,3,8,10,11}. parseCpuList returns false on garbage.
 bool parseCpuList(std::string_view text, std::vector<int>& out);
 std::string formatCpuList(std::vector<int> cpus);

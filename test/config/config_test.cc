@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "base/text.h"
 #include "test/support/fake_cri_server.h"
@@ -318,11 +319,42 @@ TEST(Config, BadHooksNameTheEntry) {
       {"[hooks]\nmodule_host = \"bin/host\"", "hooks.module_host: expected an absolute path"},
       {"[topology]\nroot = \"fixtures\"", "topology.root: expected an absolute path"},
       {"[topology]\nroute = \"/\"", "topology.route: unknown key"},
+      {"[hooks.owners]\ncpuset = \"koordlet\"",
+       "config f: hooks.owners.cpuset: expected \"crihook\", \"koordinator\" or \"refuse\", "
+       "got \"koordlet\""},
+      {"[hooks.owners]\ngpu = \"crihook\"",
+       "hooks.owners.gpu: unknown class of fields (known: device_env, cpuset, resources, other)"},
+      {"[hooks.owners]\ncpuset = 1", "hooks.owners.cpuset: expected a string, got 1"},
+      {"[hooks]\nowners = 1", "hooks.owners: expected a table"},
   };
   for (const Case& k : cases) {
     auto c = parseConfig(k.text, "f");
     ASSERT_FALSE(c.ok()) << k.text;
     EXPECT_THAT(message(c.status()), HasSubstr(k.want)) << k.text;
+  }
+}
+
+// Beside koordlet: who decides a field both set differently (hooks/ownership.h).
+TEST(Config, FieldOwnersHaveDefaultsAndAreSetByClass) {
+  auto c = parseConfig("", "f");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->owners, (FieldOwners{OwnerSide::kCrihook, OwnerSide::kKoordinator,
+                                    OwnerSide::kKoordinator, OwnerSide::kRefuse}));
+  c = parseConfig("[hooks.owners]\ncpuset = \"crihook\"\nother = \"koordinator\"\n", "f");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->owners, (FieldOwners{OwnerSide::kCrihook, OwnerSide::kCrihook,
+                                    OwnerSide::kKoordinator, OwnerSide::kKoordinator}));
+}
+
+// The README's [hooks.owners] table is kOwnerClasses, row by row.
+TEST(Config, TheReadmesOwnerTableIsTheCodes) {
+  std::ifstream in(CRIHOOK_SOURCE_DIR "/README.md");
+  ASSERT_TRUE(in) << CRIHOOK_SOURCE_DIR "/README.md";
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const OwnerClassSpec& c : kOwnerClasses) {
+    EXPECT_THAT(readme, HasSubstr(cat("| `", c.key, "` | ", c.holds, " | `\"",
+                                      ownerSideName(c.side), "\"` | ", c.why, " |\n")))
+        << "README.md: the [hooks.owners] row of " << c.key;
   }
 }
 

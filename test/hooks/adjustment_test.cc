@@ -250,9 +250,15 @@ TEST(MergedAdjustment, SameDecisionTwiceIsNoConflict) {
   for (const auto& [field, owner] : m.owners()) EXPECT_EQ(owner, "one") << field.str();
 }
 
-TEST(MergedAdjustment, ConfiguredPrecedenceDecidesAConflict) {
-  // "gpu" wins over anything.
-  MergedAdjustment m([](const std::string& winner, const std::string&) { return winner == "gpu"; });
+TEST(MergedAdjustment, TheResolverDecidesAConflict) {
+  // "gpu" wins over anything; a value that lost with a reason is listed.
+  using How = MergedAdjustment::Resolution::How;
+  MergedAdjustment m([](const FieldKey&, const std::string& holder, std::string_view,
+                        const std::string& claimant, std::string_view) {
+    if (claimant == "gpu") return MergedAdjustment::Resolution{How::kClaimantTakes, "gpu wins"};
+    if (holder == "gpu") return MergedAdjustment::Resolution{How::kHolderKeeps, ""};
+    return MergedAdjustment::Resolution{};
+  });
   Adjustment other{}, gpu{};
   other.cpuset_cpus = "0-63";
   gpu.cpuset_cpus = "8-15";
@@ -264,6 +270,18 @@ TEST(MergedAdjustment, ConfiguredPrecedenceDecidesAConflict) {
   late.cpuset_cpus = "0-1";
   ASSERT_TRUE(m.add("late", late).ok()) << "losing to the winner is no error";
   EXPECT_EQ(*m.result().cpuset_cpus, "8-15");
+  ASSERT_EQ(m.overrides().size(), 1u) << "a loss without a reason is not listed";
+  EXPECT_EQ(m.overrides()[0].loser, "other");
+  EXPECT_EQ(m.overrides()[0].lost_value, "0-63");
+  EXPECT_EQ(m.overrides()[0].why, "gpu wins");
+  // Neither decides: a conflict, and nothing of the adjustment is kept.
+  Adjustment a{}, b{};
+  a.env = {{"X", "1"}};
+  b.env = {{"Y", "2"}, {"X", "2"}};
+  ASSERT_TRUE(m.add("a", a).ok());
+  EXPECT_EQ(m.add("b", b).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.result().env.size(), 1u);
+  EXPECT_EQ(m.overrides().size(), 1u);
 }
 
 TEST(Apply, ContainerGetsEnvInOrderMountsDevicesCdiAndResources) {

@@ -3,13 +3,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "base/logging.h"
 #include "base/quote.h"
+#include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
+#include "hooks/ownership.h"
 
 namespace crihook {
 namespace {
@@ -200,6 +205,196 @@ TEST_F(ChainTest, ConflictFailsNamingBothHooksUnlessOneIsConfiguredToWin) {
   out = ordered.run(input(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().env[0].value, "0");
+}
+
+// Two GPUs as the node knows them: what koordlet's minors, crihook's UUIDs
+// and a PCI address name.
+std::shared_ptr<const topology::Snapshot> twoGpus() {
+  auto t = std::make_shared<topology::Snapshot>();
+  for (int minor : {2, 3}) {
+    topology::Gpu g;
+    g.address = cat("0000:1", minor, ":00.0");
+    g.vendor = "nvidia";
+    g.nvidia_driver = true;
+    g.minor = minor;
+    g.uuid = cat("GPU-0000000", minor, "-aaaa-bbbb-cccc-dddddddddddd");
+    t->gpus.push_back(g);
+  }
+  return t;
+}
+constexpr const char* kUuids =
+    "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd,GPU-00000003-aaaa-bbbb-cccc-dddddddddddd";
+
+TEST(SameDecision, GpusByMinorUuidOrAddressCpusetsByTheirCpus) {
+  auto topo = twoGpus();
+  const FieldKey visible{Field::kEnv, "NVIDIA_VISIBLE_DEVICES"};
+  EXPECT_TRUE(sameDecision(visible, "2,3", kUuids, topo.get()));
+  EXPECT_TRUE(sameDecision(visible, "3,2", kUuids, topo.get()));  // a set: CUDA orders by bus
+  EXPECT_TRUE(sameDecision(visible, "0000:12:00.0, 3", kUuids, topo.get()));
+  EXPECT_FALSE(sameDecision(visible, "2", kUuids, topo.get()));
+  EXPECT_TRUE(sameDecision(visible, "2,4", "4,2", nullptr));  // the same entries, reordered
+  EXPECT_FALSE(sameDecision(visible, "2,3", kUuids, nullptr));  // no node: spelling only
+  EXPECT_FALSE(sameDecision(visible, "all", kUuids, topo.get()));
+  EXPECT_FALSE(sameDecision(visible, "9,3", "GPU-x,3", topo.get()));  // neither names a GPU here
+  EXPECT_FALSE(sameDecision(visible, "2,3", "<removed>", topo.get()));
+  // Numbers mean minors only for the one variable the scheduler's minors go to.
+  EXPECT_FALSE(sameDecision({Field::kEnv, "CUDA_VISIBLE_DEVICES"}, "2,3", kUuids, topo.get()));
+  EXPECT_TRUE(sameDecision({Field::kCpusetCpus, ""}, "0-3,8", "8,2,3,0-1", nullptr));
+  EXPECT_TRUE(sameDecision({Field::kCpusetMems, ""}, "0,1", "0-1", nullptr));
+  EXPECT_FALSE(sameDecision({Field::kCpusetCpus, ""}, "0-3", "0-4", nullptr));
+  EXPECT_FALSE(sameDecision({Field::kCpusetCpus, ""}, "0-3", "three", nullptr));
+  EXPECT_FALSE(sameDecision({Field::kCpuQuota, ""}, "-1", "-01", nullptr));
+}
+
+TEST(OwnerClassOf, EachFieldHasTheClassTheReadmeGivesIt) {
+  EXPECT_EQ(ownerClassOf({Field::kEnv, "NVIDIA_VISIBLE_DEVICES"}), OwnerClass::kDeviceEnv);
+  EXPECT_EQ(ownerClassOf({Field::kEnv, "CUDA_DEVICE_MEMORY_LIMIT_1"}), OwnerClass::kDeviceEnv);
+  EXPECT_EQ(ownerClassOf({Field::kEnv, "CUDA_DEVICE_MEMORY_LIMIT_x"}), OwnerClass::kOther);
+  EXPECT_EQ(ownerClassOf({Field::kEnv, "LD_PRELOAD"}), OwnerClass::kDeviceEnv);
+  EXPECT_EQ(ownerClassOf({Field::kEnv, "HF_HOME"}), OwnerClass::kOther);
+  EXPECT_EQ(ownerClassOf({Field::kDevice, "/dev/nvidia2"}), OwnerClass::kDeviceEnv);
+  EXPECT_EQ(ownerClassOf({Field::kCpusetMems, ""}), OwnerClass::kCpuset);
+  EXPECT_EQ(ownerClassOf({Field::kCpuShares, ""}), OwnerClass::kResources);
+  EXPECT_EQ(ownerClassOf({Field::kUnified, "memory.high"}), OwnerClass::kResources);
+  EXPECT_EQ(ownerClassOf({Field::kAnnotation, "a"}), OwnerClass::kOther);
+  EXPECT_EQ(ownerClassOf({Field::kCgroupParent, ""}), OwnerClass::kOther);
+}
+
+// crihook's device hooks beside koordlet (issue 31): koordlet's answer as
+// its GPU and cpuset hooks give it, crihook's as its built-ins do.
+class BesideKoordletTest : public ChainTest {
+ protected:
+  BesideKoordletTest() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(lines_);
+    sink->set_pattern("%v");
+    log_ = std::make_shared<spdlog::logger>("beside-koordlet", sink);
+    log_->set_level(spdlog::level::info);
+    beside_ = std::make_unique<HookChain>(log_);
+    identity_.pod_namespace = "ml";
+    identity_.pod_name = "train-0";
+    identity_.container_name = "main";
+  }
+  HookInput onNode() {
+    HookInput in = input();
+    in.topology = twoGpus();
+    return in;
+  }
+  static HookDecision decide(Adjustment a) { return HookDecision::proceed(std::move(a)); }
+
+  std::ostringstream lines_;  // before log_: its sink writes here
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<HookChain> beside_;
+};
+
+TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) {
+  beside_->add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
+  beside_->add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
+             {.koordinator = true});
+  ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_THAT(out.merged.result().env, ElementsAre(EnvVar{"NVIDIA_VISIBLE_DEVICES", kUuids}));
+  EXPECT_EQ(out.merged.ownerOf("env:NVIDIA_VISIBLE_DEVICES"), "gpu");
+  EXPECT_TRUE(out.merged.overrides().empty());
+  EXPECT_EQ(lines_.str(), "");
+
+  // Whatever the order, the owner's spelling: crihook's, for device env.
+  HookChain reversed(log_);
+  reversed.add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
+               {.koordinator = true});
+  reversed.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
+  out = reversed.run(onNode(), Clock::time_point::max());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.merged.result().env[0].value, kUuids);
+  EXPECT_EQ(out.merged.ownerOf("env:NVIDIA_VISIBLE_DEVICES"), "gpu");
+
+  // Other GPUs than crihook's: crihook decides, and the loser is logged.
+  HookChain other(log_);
+  other.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
+  other.add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2"); }),
+            {.koordinator = true});
+  out = other.run(onNode(), Clock::time_point::max());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.merged.result().env[0].value, kUuids);
+  EXPECT_EQ(lines_.str(),
+            "PreCreateContainer of pod \"ml/train-0\" container \"main\": hook "
+            "hookserver/koordlet's env \"NVIDIA_VISIBLE_DEVICES\" \"2\" overridden by hook gpu "
+            "([hooks.owners] device_env = \"crihook\")\n");
+}
+
+TEST_F(BesideKoordletTest, ACpusetThatDiffersIsKoordletsOneSpeltOtherwiseIsNoConflict) {
+  Adjustment numa;  // crihook's cpuset hook: the node's CPUs minus the pins
+  numa.cpuset_cpus = "0-15";
+  numa.cpuset_mems = "0";
+  Adjustment pool;  // koordlet: the NUMA node's share pool
+  pool.cpuset_cpus = "4-15";
+  pool.cpu_shares = 2048;
+  beside_->add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
+  beside_->add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }), {.koordinator = true});
+  ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.merged.result().cpuset_cpus, "4-15");
+  EXPECT_EQ(out.merged.result().cpuset_mems, "0");  // koordlet has no opinion on mems
+  EXPECT_EQ(out.merged.ownerOf("cpuset_cpus"), "hookserver/koordlet");
+  EXPECT_EQ(out.merged.ownerOf("cpuset_mems"), "cpuset");
+  ASSERT_EQ(out.merged.overrides().size(), 1u);
+  EXPECT_EQ(out.merged.overrides()[0].loser, "cpuset");
+  EXPECT_EQ(out.merged.overrides()[0].lost_value, "0-15");
+  EXPECT_THAT(lines_.str(), HasSubstr("hook cpuset's cpuset_cpus \"0-15\" overridden by hook "
+                                      "hookserver/koordlet ([hooks.owners] cpuset = "
+                                      "\"koordinator\")"));
+
+  // The same CPUs in another spelling: one decision, nothing logged.
+  lines_.str("");
+  pool.cpuset_cpus = "8-15,0-7";
+  out = beside_->run(onNode(), Clock::time_point::max());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_TRUE(out.merged.overrides().empty());
+  EXPECT_EQ(lines_.str(), "");
+
+  // Configured otherwise: crihook keeps it, or the difference is refused.
+  pool.cpuset_cpus = "4-15";
+  HookChain mine(log_);
+  mine.setOwners({OwnerSide::kCrihook, OwnerSide::kCrihook, OwnerSide::kKoordinator,
+                  OwnerSide::kRefuse});
+  mine.add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
+  mine.add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }), {.koordinator = true});
+  out = mine.run(onNode(), Clock::time_point::max());
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.merged.result().cpuset_cpus, "0-15");
+  HookChain refusing(log_);
+  refusing.setOwners({OwnerSide::kCrihook, OwnerSide::kRefuse, OwnerSide::kKoordinator,
+                      OwnerSide::kRefuse});
+  refusing.add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
+  refusing.add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }),
+               {.koordinator = true});
+  out = refusing.run(onNode(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(out.status.message()),
+            "PreCreateContainer: hook cpuset and hook hookserver/koordlet both set cpuset_cpus: "
+            "\"0-15\" vs \"4-15\"");
+}
+
+TEST_F(BesideKoordletTest, TwoCrihookHooksOrAFieldNobodyOwnsAreStillRefused) {
+  beside_->add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
+  beside_->add(hook("site", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2"); }), {});
+  ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("hook gpu and hook site both set env NVIDIA_VISIBLE_DEVICES"));
+  // ... but the same GPUs spelt otherwise are one decision between them too.
+  HookChain same(log_);
+  same.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
+  same.add(hook("site", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "3,2"); }), {});
+  EXPECT_TRUE(same.run(onNode(), Clock::time_point::max()).status.ok());
+
+  HookChain other(log_);
+  other.add(hook("static", [](auto&) { return setEnv("HF_HOME", "/models"); }), {});
+  other.add(hook("hookserver/koordlet", [](auto&) { return setEnv("HF_HOME", "/data"); }),
+            {.koordinator = true});
+  out = other.run(onNode(), Clock::time_point::max());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("hook static and hook hookserver/koordlet both set env HF_HOME"));
 }
 
 TEST_F(ChainTest, PostStageFailuresNeverFailTheCall) {

@@ -238,6 +238,9 @@ TEST_F(CrihookctlTopology, PrintsTheFixtureAsTreeJsonAndDeviceObject) {
   // What the object lacks is said on stderr: no NVML for a fixture's GPUs.
   EXPECT_THAT(crd.err, HasSubstr("warning: NVML: not asked about a root other than /"));
   EXPECT_THAT(crd.err, HasSubstr("the Device report has no koordinator.sh/gpu-memory"));
+  EXPECT_THAT(crd.err, HasSubstr("WARNING: 8 of the 8 GPU(s) in this report have no "
+                                 "koordinator.sh/gpu-memory. Do not publish it on a node whose "
+                                 "GPUs are shared"));
   Result sw = ctl({"topology", "--root", root, "--output", "device-crd", "--format", "json",
                    "--pcie-id", "switch"});
   ASSERT_EQ(sw.code, 0) << sw.err;

@@ -516,6 +516,21 @@ int cmdTopology(const Options& o, const Args& args, std::ostream& out, std::ostr
     // The object goes to a scheduler: what it lacks (a GPU's memory, a GPU
     // without a minor) is said beside it, not in it.
     for (const std::string& w : snap.warnings) err << "warning: " << w << '\n';
+    // Without its memory a GPU cannot be shared: Koordinator's scheduler
+    // gives a gpu-memory-ratio request ratio x 0 bytes.
+    size_t without_memory = 0, reported = 0;
+    for (const topology::Gpu& g : snap.gpus) {
+      if (!g.nvidia_driver || g.minor < 0) continue;
+      ++reported;
+      if (g.memory_bytes == 0) ++without_memory;
+    }
+    if (without_memory > 0) {
+      err << "WARNING: " << without_memory << " of the " << reported
+          << " GPU(s) in this report have no koordinator.sh/gpu-memory. Do not publish it on a "
+             "node whose GPUs are shared: Koordinator's scheduler would give a pod asking for "
+             "koordinator.sh/gpu-memory-ratio 0 bytes of GPU memory (crihook's gpu hook refuses "
+             "such a pod). Run it where NVML answers.\n";
+    }
   }
   return 0;
 }

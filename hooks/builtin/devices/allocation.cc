@@ -125,7 +125,6 @@ absl::StatusOr<DeviceAllocation> device(const json& v, const std::string& field,
       if (!x.is_object()) return w.bad(f, cat("expected an object, got ", shown(x)));
       auto vfs = x.find("vfs");
       if (vfs == x.end() || vfs->is_null()) continue;  // other extensions: the device plugin's
-      if (!rdma) return w.bad(f + ".vfs", "only RDMA devices have virtual functions");
       if (!vfs->is_array()) return w.bad(f + ".vfs", cat("expected an array, got ", shown(*vfs)));
       if (vfs->size() > kMaxVirtualFunctions)
         return w.bad(f + ".vfs", cat(vfs->size(), " VFs, more than ", kMaxVirtualFunctions));
@@ -174,18 +173,24 @@ absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view text, std::s
   auto parsed = parseBounded(text, w);
   if (!parsed.ok()) return parsed.status();
   const json& v = *parsed;
-  if (!v.is_object()) return w.bad("", cat("expected an object by device type, got ", shown(v)));
   PodAllocation out;
+  // What Koordinator's Go types decode it to (DeviceAllocations, a map of
+  // []*DeviceAllocation): null is no devices, a null list none of that
+  // type, a null element no device.
+  if (v.is_null()) return out;
+  if (!v.is_object()) return w.bad("", cat("expected an object by device type, got ", shown(v)));
   for (const auto& [type, list] : v.items()) {
     std::vector<DeviceAllocation>* into = type == "gpu"    ? &out.gpu
                                           : type == "rdma" ? &out.rdma
                                           : type == "fpga" ? &out.fpga
                                                            : nullptr;
     if (into == nullptr) return w.bad(type, "unknown device type (expected gpu, rdma or fpga)");
+    if (list.is_null()) continue;
     if (!list.is_array()) return w.bad(type, cat("expected an array, got ", shown(list)));
     if (list.size() > kMaxDevicesPerType)
       return w.bad(type, cat(list.size(), " devices, more than ", kMaxDevicesPerType));
     for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i].is_null()) continue;
       auto d = device(list[i], cat(type, "[", i, "]"), type == "rdma", w);
       if (!d.ok()) return d.status();
       for (const DeviceAllocation& other : *into) {
@@ -258,15 +263,7 @@ absl::StatusOr<ResourceStatus> parseResourceStatus(std::string_view text, std::s
   return out;
 }
 
-bool isPciAddress(std::string_view s) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
-    if (!hex(s[i])) return false;
-  }
-  // Device 00-1f, function 0-7.
-  return s[8] <= '1' && s[11] >= '0' && s[11] <= '7';
-}
+bool isPciAddress(std::string_view s) { return topology::isPciAddress(s); }
 
 bool isNvidiaGpuUuid(std::string_view s) {
   // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx

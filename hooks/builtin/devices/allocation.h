@@ -75,7 +75,9 @@ struct DeviceAllocation {
   int minor = -1;
   std::string id;  // GPU UUID, RDMA PF PCI address (checked), ...; empty before Koordinator v1.6
   std::map<std::string, std::string> resources;  // koordinator.sh/gpu-core -> "100"
-  std::vector<VirtualFunctionAllocation> vfs;    // rdma: extension.vfs
+  // extension.vfs: read for any type (the scheduler allocates VFs of any);
+  // each hook says what it does with them.
+  std::vector<VirtualFunctionAllocation> vfs;
 };
 
 struct PodAllocation {
@@ -87,7 +89,8 @@ struct PodAllocation {
 // error (a newer scheduler than this crihook: better refused than ignored).
 absl::StatusOr<PodAllocation> parseDeviceAllocated(std::string_view json, std::string_view pod);
 
-// "0000:1f:00.2": DDDD:BB:DD.F in lower-case hex, as sysfs names functions.
+// "0000:1f:00.2": DDDD:BB:DD.F in lower-case hex, as sysfs names functions
+// (topology::isPciAddress: discovery's rule, a domain of up to 8 digits).
 bool isPciAddress(std::string_view text);
 
 // "GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d", as NVIDIA's driver and NVML

@@ -254,6 +254,12 @@ class GpuHook final : public DeviceHook {
                        cat("GPU minor ", d.minor, " is ", g->uuid, " on this node, not ",
                            quote(passthroughName(d))));
       }
+      if (!d.vfs.empty()) {
+        return notHere(pod, field + ".extension.vfs",
+                       cat(d.vfs.size(), " virtual function(s) of GPU minor ", d.minor,
+                           ": a container gets a whole NVIDIA GPU by its /dev/nvidia node; a "
+                           "GPU's SR-IOV functions are for virtual machines"));
+      }
       const std::string node = cat("nvidia", d.minor);
       if (!nodes.present(node))
         return notHere(pod, field, cat("no device node ", device_root_, "/", node));
@@ -317,22 +323,39 @@ class GpuHook final : public DeviceHook {
       }
       return *v;
     };
+    // A limit of 0 is never set. Koordinator's scheduler computes a ratio
+    // request's memory as ratio x the GPU's koordinator.sh/gpu-memory in the
+    // node's Device report; a report without it (NVML did not answer) makes
+    // that 0, and HAMi-core would give the pod no memory at all.
+    auto memoryOf = [&](size_t i) -> absl::StatusOr<int64_t> {
+      auto m = quantity(i, "koordinator.sh/gpu-memory");
+      if (!m.ok() || *m > 0) return m;
+      const DeviceAllocation& d = alloc.gpu[i];
+      const topo::Gpu* g = in.topology ? in.topology->gpuByMinor(d.minor) : nullptr;
+      return absl::FailedPreconditionError(cat(
+          "annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": gpu[", i,
+          "].resources.koordinator.sh/gpu-memory: ", *m, " bytes of GPU minor ", d.minor,
+          g && !g->uuid.empty() ? cat(" (", g->uuid, ")") : "",
+          " for a shared GPU: the node's Device report has no koordinator.sh/gpu-memory for it "
+          "(the scheduler's share of an unknown memory is 0); a CUDA_DEVICE_MEMORY_LIMIT of 0 "
+          "is never set. Publish a report with the GPUs' memory (NVML on this node)"));
+    };
     // Koordinator decides by the first GPU (a shared GPU is one GPU).
     const size_t first = nvidia.front();
     auto ratio = quantity(first, "koordinator.sh/gpu-memory-ratio");
     if (!ratio.ok()) return ratio.status();
     if (*ratio >= 100) return absl::OkStatus();
-    auto memory = quantity(first, "koordinator.sh/gpu-memory");
+    auto memory = memoryOf(first);
     if (!memory.ok()) return memory.status();
     a.env.push_back({"CUDA_DEVICE_MEMORY_LIMIT", std::to_string(*memory)});
     // HAMi-core reads a per-device limit first (by CUDA index: the position
     // among the visible GPUs): set them when the GPUs differ.
     for (size_t i : nvidia) {
-      auto m = quantity(i, "koordinator.sh/gpu-memory");
+      auto m = memoryOf(i);
       if (!m.ok()) return m.status();
       if (*m == *memory) continue;
       for (size_t j = 0; j < nvidia.size(); ++j) {
-        auto mj = quantity(nvidia[j], "koordinator.sh/gpu-memory");
+        auto mj = memoryOf(nvidia[j]);
         if (!mj.ok()) return mj.status();
         a.env.push_back({cat("CUDA_DEVICE_MEMORY_LIMIT_", j), std::to_string(*mj)});
       }
@@ -649,11 +672,24 @@ class CpusetHook final : public DeviceHook, public Reconciler {
     }
   }
 
+  // Whether another hook decided the container's cpuset at its creation
+  // (koordlet's share pool, by [hooks.owners] cpuset): that hook keeps it
+  // (koordlet moves its containers itself); this one never moves it.
+  bool cpusetDecidedElsewhere(const HookInput& in) const {
+    if (!in.container) return false;
+    for (const auto& d : in.container->decisions()) {
+      if (d.stage() != "PreCreateContainer") continue;
+      auto it = d.owners().find("cpuset_cpus");
+      return it != d.owners().end() && it->second != name_;
+    }
+    return false;
+  }
+
   // Container `id` of a NUMA-aware pod without a cpuset, which the runtime
   // now runs on `applied`, is moved from now on as pins come and go.
   void recordShared(const HookInput& in, const std::string& id, CpuOwner owner,
                     const std::string& applied) {
-    if (!in.pod) return;
+    if (!in.pod || cpusetDecidedElsewhere(in)) return;
     const std::string* text = annotation(in, kResourceStatusAnnotation);
     if (text == nullptr) return;
     const std::string pod = podName(in);

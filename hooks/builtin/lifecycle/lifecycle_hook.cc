@@ -343,6 +343,20 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   return absl::OkStatus();
 }
 
+namespace {
+
+// The scheduler may allocate VFs of any type; only an RDMA VF can be told
+// to be its PF's (the node's RDMA devices know their VFs), and an action such
+// as pci-reset must never reach a function the pod was not given.
+absl::Status vfsRefused(std::string_view pod, std::string_view field, std::string_view whose) {
+  return absl::FailedPreconditionError(
+      cat("annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": ", field,
+          ".extension.vfs: device-lifecycle acts on RDMA virtual functions only; ", whose,
+          " cannot be checked to belong to the allocated device"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInput& in,
                                                                   const std::string& pod) {
   const auto& annotations = in.pod->config().annotations();
@@ -363,6 +377,7 @@ absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInpu
                    quote(passthroughName(d)));
         continue;
       }
+      if (!d.vfs.empty()) return vfsRefused(pod, cat("gpu[", i, "]"), "an NVIDIA GPU's");
       DeviceFacts f{"gpu", static_cast<int>(i), d.minor, d.id};
       if (const topo::Gpu* g = t ? t->gpuByMinor(d.minor) : nullptr) {
         f.uuid = g->uuid;
@@ -407,6 +422,7 @@ absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInpu
   if (types_.count("fpga")) {
     for (size_t i = 0; i < alloc->fpga.size(); ++i) {
       const DeviceAllocation& d = alloc->fpga[i];
+      if (!d.vfs.empty()) return vfsRefused(pod, cat("fpga[", i, "]"), "an FPGA's");
       DeviceFacts f{"fpga", static_cast<int>(i), d.minor, d.id};
       if (isPciAddress(d.id)) f.pci = d.id;  // becomes a sysfs path
       out.push_back(std::move(f));

@@ -57,8 +57,6 @@ TEST(DeviceAllocated, EachKindOfBadInputNamesPodAnnotationAndField) {
       {R"({"gpu":[{"minor":0,"id":7}]})", "gpu[0].id: expected a string, got 7"},
       {R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":[1]}}]})",
        "gpu[0].resources.koordinator.sh/gpu-core: expected a quantity, got [1]"},
-      {R"({"gpu":[{"minor":0,"extension":{"vfs":[]}}]})",
-       "gpu[0].extension.vfs: only RDMA devices have virtual functions"},
       {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"minor":-1}]}}]})",
        "rdma[0].extension.vfs[0].busID: missing (a VF is found by its busID)"},
       {R"({"rdma":[{"minor":1,"extension":{"vfs":[{"minor":2,"busID":5}]}}]})",
@@ -184,11 +182,43 @@ TEST(DeviceAllocated, HostileSizesAreRefusedBeforeTheyCostAnything) {
   EXPECT_EQ(parseResourceStatus(big, "ml/a").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// What Koordinator's Go types (DeviceAllocations: a map of
+// []*DeviceAllocation) decode is accepted: null is no devices, a null list
+// none of its type, a null element no device; the scheduler may give any
+// type VFs (defaultAllocateDevices with vfGroups), read for the hooks to
+// decide; a 5-digit domain (Intel VMD) is a PCI address.
+TEST(DeviceAllocated, WhatTheSchedulersTypesDecodeIsAccepted) {
+  auto a = parseDeviceAllocated("null", "ml/a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->empty());
+  a = parseDeviceAllocated(R"({"gpu":null,"rdma":[null,{"minor":0,"id":"0000:1c:00.0"},null]})",
+                           "ml/a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->gpu.empty());
+  ASSERT_EQ(a->rdma.size(), 1u);
+  EXPECT_EQ(a->rdma[0].id, "0000:1c:00.0");
+  a = parseDeviceAllocated(
+      R"({"fpga":[{"minor":0,"id":"10000:3b:00.0","extension":{"vfs":[{"busID":"10000:3b:00.1"}]}}],)"
+      R"("gpu":[{"minor":1,"extension":{"vfs":[{"minor":-1,"busID":"0000:18:00.4"}]}}]})",
+      "ml/a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->fpga.size(), 1u);
+  EXPECT_EQ(a->fpga[0].id, "10000:3b:00.0");
+  ASSERT_EQ(a->fpga[0].vfs.size(), 1u);
+  EXPECT_EQ(a->fpga[0].vfs[0].bus_id, "10000:3b:00.1");
+  ASSERT_EQ(a->gpu[0].vfs.size(), 1u);
+  a = parseDeviceAllocated(R"({"rdma":[{"minor":0,"id":"10000:1c:00.0"}]})", "ml/a");
+  ASSERT_TRUE(a.ok()) << a.status();
+}
+
 TEST(DeviceAllocated, NamesAndAddressesAreCheckedForWhatTheyMustBe) {
   EXPECT_TRUE(isPciAddress("0000:1f:00.2"));
-  EXPECT_TRUE(isPciAddress("10000:1f:00.2") == false);
+  // Intel VMD's domains: discovery reports such functions, the hooks take them.
+  EXPECT_TRUE(isPciAddress("10000:1f:00.2"));
+  EXPECT_TRUE(isPciAddress("ffffffff:1f:00.2"));
   for (const char* bad : {"0000:1F:00.2", "0000:1f:20.0", "0000:1f:00.8", "0000:1f:00",
-                          "0000-1f:00.2", "../../../../xx", ""})
+                          "0000-1f:00.2", "../../../../xx", "", "100000000:1f:00.2",
+                          "000:1f:00.2", "1000g:1f:00.2"})
     EXPECT_FALSE(isPciAddress(bad)) << bad;
   EXPECT_TRUE(isNvidiaGpuUuid("GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"));
   for (const char* bad :

@@ -22,6 +22,7 @@
 #include "hooks/registry.h"
 #include "hooks/runtime_sandboxes.h"
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fixture_trees.h"
 #include "topology/report.h"
@@ -135,6 +136,12 @@ TEST_F(DeviceHooksTest, GpuHookRefusesWhatIsNotOnThisNode) {
        prefix + "gpu[0]: no device node " + dir_->file("dev") + "/nvidia3"},
       {R"({"gpu":[{"minor":"zero"}]})", absl::StatusCode::kInvalidArgument,
        prefix + "gpu[0].minor: expected a non-negative integer, got \"zero\""},
+      // The scheduler may give any type VFs; an NVIDIA GPU's are not a container's.
+      {R"({"gpu":[{"minor":1,"extension":{"vfs":[{"busID":"0000:18:00.4"}]}}]})",
+       absl::StatusCode::kFailedPrecondition,
+       prefix + "gpu[0].extension.vfs: 1 virtual function(s) of GPU minor 1: a container gets "
+                "a whole NVIDIA GPU by its /dev/nvidia node; a GPU's SR-IOV functions are for "
+                "virtual machines"},
   };
   for (const Case& c : cases) {
     HookDecision d = gpu->run(allocated(c.json));
@@ -206,6 +213,30 @@ TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
             "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: "
             "gpu[0].resources.koordinator.sh/gpu-memory: missing (pod labelled "
             "koordinator.sh/gpu-isolation-provider=HAMi-core)");
+  // A report without the GPU's memory made the scheduler's share 0 bytes: a
+  // limit of 0 is never set (issue 31). Refused naming the pod, the GPU and
+  // the missing figure; so is a second GPU's 0.
+  const std::string zero =
+      R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"50",)"
+      R"("koordinator.sh/gpu-memory":"0"}}]})";
+  d = gpu->run(pod(zero, "HAMi-core"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: "
+            "gpu[0].resources.koordinator.sh/gpu-memory: 0 bytes of GPU minor 0 "
+            "(GPU-00000000-aaaa-bbbb-cccc-dddddddddddd) for a shared GPU: the node's Device "
+            "report has no koordinator.sh/gpu-memory for it (the scheduler's share of an "
+            "unknown memory is 0); a CUDA_DEVICE_MEMORY_LIMIT of 0 is never set. Publish a "
+            "report with the GPUs' memory (NVML on this node)");
+  d = gpu->run(
+      pod(R"({"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-memory-ratio":"25",)"
+          R"("koordinator.sh/gpu-memory":"1Gi"}},{"minor":1,"resources":{)"
+          R"("koordinator.sh/gpu-memory-ratio":"25","koordinator.sh/gpu-memory":"0"}}]})",
+          "HAMi-core"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("gpu[1].resources.koordinator.sh/gpu-memory: 0 bytes of GPU minor 1 "));
   // A node without the library: refused, naming the path and the setting.
   auto without = make("gpu", R"({"device_root": ")" + dir_->file("dev") +
                                  R"(", "hami_core_library": "/nonexistent/libvgpu.so"})");
@@ -671,9 +702,12 @@ class CpusetCalls {
 
   // CreateContainer of container `id` (`name`) in sandbox `sandbox` of a pod
   // with `annotations` and `labels`; returns the pre-stage decision.
+  // `cpuset_owner`: the hook the merged decision gave cpuset_cpus (as the
+  // chain records it; beside koordlet, koordlet's server), when not this one.
   HookDecision create(const std::string& sandbox, const std::string& name, const std::string& id,
                       std::map<std::string, std::string> annotations,
-                      std::map<std::string, std::string> labels = {}) {
+                      std::map<std::string, std::string> labels = {},
+                      const std::string& cpuset_owner = "") {
     auto pod = std::make_shared<hv1::PodRecord>();
     pod->set_sandbox_id(sandbox);
     pod->mutable_config()->mutable_metadata()->set_name(sandbox);
@@ -697,6 +731,10 @@ class CpusetCalls {
     container->set_id(id);
     container->set_sandbox_id(sandbox);
     *container->mutable_requested() = req.config();
+    hv1::StageDecision& decision = *container->add_decisions();
+    decision.set_stage("PreCreateContainer");
+    (*decision.mutable_owners())["cpuset_cpus"] =
+        cpuset_owner.empty() ? hook_->name() : cpuset_owner;
     containers_[id] = container;
     HookInput post = base(LifecycleMethod::kCreateContainer, Phase::kPost, &req, pod);
     post.response = id.empty() ? nullptr : &resp;
@@ -831,6 +869,40 @@ TEST_F(DeviceHooksTest, CpusetHookPutsANumaOnlyPodOnItsNodesCpusThatNoPinHolds) 
 
   CpusetCalls off(make("cpuset", R"({"share_pool": false})"), topology_);
   EXPECT_TRUE(off.create("ls-a", "main", "c-a", node0).adjustment.empty());
+}
+
+// Beside koordlet: a NUMA-only container whose cpuset koordlet's share pool
+// won ([hooks.owners] cpuset) is koordlet's to move; the hook never moves it.
+TEST_F(DeviceHooksTest, CpusetHookNeverMovesAContainerWhoseCpusetAnotherHookDecided) {
+  TempDir dir;
+  FakeCriServer runtime(dir.file("runtime.sock"));
+  runtime.onUnary("/runtime.v1.RuntimeService/UpdateContainerResources",
+                  [](FakeCall&, std::string* out) {
+                    *out = "";
+                    return grpc::Status::OK;
+                  });
+  runtime.start();
+  BuiltinContext context;
+  context.runtime_endpoint = "unix://" + dir.file("runtime.sock");
+  auto hook = builtinHooks().create("cpuset", "cpuset", "{}", context);
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  CpusetCalls calls(*hook, topology_);
+  const auto node0 = numaOnly(R"([{"node":0,"resources":{"cpu":"4"}}])");
+  // "c-0" sorts first: were it tracked, it would be moved before "c-a".
+  calls.create("ls-k", "main", "c-0", node0, {}, "hookserver/koordlet");
+  calls.create("ls-a", "main", "c-a", node0);
+  calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
+  auto moved = [&] {
+    std::vector<std::string> ids;
+    for (const FakeCall& c : runtime.calls()) {
+      ::runtime::v1::UpdateContainerResourcesRequest r;
+      if (r.ParseFromString(c.request)) ids.push_back(r.container_id());
+    }
+    return ids;
+  };
+  ASSERT_TRUE(eventually([&] { return !moved().empty(); }));
+  EXPECT_THAT(moved(), ElementsAre("c-a"));
+  runtime.stop();
 }
 
 // The pools with a stand-in runtime: what is moved, when, and what survives.

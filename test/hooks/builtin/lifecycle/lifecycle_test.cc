@@ -463,6 +463,17 @@ TEST_F(LifecycleTest, KoordinatorsAnnotationIsResolvedByBusIdAndIdOrKoordletsMin
             "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-c: "
             "rdma[0].extension.vfs[0].busID: 0000:1c:00.2 is not a VF of mlx5_1 (0000:3c:00.0)");
   EXPECT_THAT(log(), IsEmpty());
+  // VFs of a GPU (the scheduler gives any type VFs): none of them can be
+  // checked to be the GPU's, so none is acted on.
+  d = runPre(*hook, sandbox("train-v", 0,
+                            R"({"gpu":[{"minor":0,"extension":{"vfs":[{"busID":"0000:18:00.4"}]}}]})"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-v: "
+            "gpu[0].extension.vfs: device-lifecycle acts on RDMA virtual functions only; an "
+            "NVIDIA GPU's cannot be checked to belong to the allocated device");
+  EXPECT_THAT(log(), IsEmpty());
   // Another vendor's GPU alone: nothing to initialise, nothing kept.
   const size_t kept = records();
   d = runPre(*hook,
