@@ -61,7 +61,7 @@ int32_t subscribedEvents(const StageSubscribed& has_hooks) {
 }
 
 absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plugin_request_timeout,
-                         std::chrono::milliseconds margin) {
+                         std::chrono::milliseconds margin, TimeoutSource source) {
   const std::chrono::milliseconds budget = plugin_request_timeout - margin;
   const EventStages* worst = nullptr;
   std::chrono::milliseconds worst_sum{0};
@@ -87,8 +87,9 @@ absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plug
       "NRI event ", worst->event, " runs hooks for up to ", durationText(worst_sum), ": ",
       worst_list,
       "; the runtime drops a plugin that answers later than its plugin_request_timeout (",
-      "nri.plugin_request_timeout = ", durationText(plugin_request_timeout),
-      ", less crihookd's margin of ", durationText(margin),
+      source == TimeoutSource::kConfig ? "nri.plugin_request_timeout = "
+                                       : "the runtime's own, sent at NRI Configure: ",
+      durationText(plugin_request_timeout), ", less crihookd's margin of ", durationText(margin),
       "), and the pod goes on without its "
       "hooks. Raise plugin_request_timeout in containerd's [plugins.\"io.containerd.nri.v1.nri\"] "
       "and nri.plugin_request_timeout to at least ",

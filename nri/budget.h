@@ -58,11 +58,17 @@ struct TimedHook {
 };
 using StageHooks = std::function<std::vector<TimedHook>(LifecycleMethod, Phase)>;
 
+// Where the plugin_request_timeout checked comes from: crihookd's
+// [nri] plugin_request_timeout (at start-up), or the runtime's own, which
+// NRI >= 0.7 sends in ConfigureRequest (at each registration).
+enum class TimeoutSource { kConfig, kRuntime };
+
 // OK when, for every event, the timeouts of `hooks` on its stages add up to
 // at most `plugin_request_timeout` - `margin`. Otherwise INVALID_ARGUMENT
-// naming the event that overflows most, its hooks with their timeouts, and
-// the plugin_request_timeout that would fit.
+// naming the event that overflows most, its hooks with their timeouts, where
+// the timeout came from, and the plugin_request_timeout that would fit.
 absl::Status checkBudget(const StageHooks& hooks, std::chrono::milliseconds plugin_request_timeout,
-                         std::chrono::milliseconds margin);
+                         std::chrono::milliseconds margin,
+                         TimeoutSource source = TimeoutSource::kConfig);
 
 }  // namespace crihook::nri

@@ -22,6 +22,13 @@ constexpr int32_t kAllEvents = 0x7ff;
 // Calls waiting for NRI's "done" event are forgotten past this many (the
 // event never came: a reconnect in between, a runtime that skips it).
 constexpr size_t kMaxWaiting = 4096;
+// A Synchronize in parts holds at most this many pods and containers in
+// all: kubelet runs at most 110 pods a node by default and a few thousand
+// containers is past any node's; more is a runtime gone wrong.
+constexpr size_t kMaxSyncObjects = 1 << 16;
+// A runtime's timeout above this is taken as this (a bogus figure must not
+// overflow the budget's sums).
+constexpr std::chrono::milliseconds kMaxRuntimeTimeout = std::chrono::hours(1);
 
 std::string emptyAnswer() { return api::Empty().SerializeAsString(); }
 
@@ -77,7 +84,8 @@ Front::Front(Interceptor& interceptor, Options options, std::shared_ptr<spdlog::
       options_(std::move(options)),
       log_(std::move(log)),
       reconnect_timer_(*io_),
-      backoff_(options_.reconnect_first) {}
+      backoff_(options_.reconnect_first),
+      request_timeout_(options_.request_timeout) {}
 
 Front::~Front() { stop(); }
 
@@ -136,47 +144,148 @@ void Front::scheduleReconnect() {
 
 void Front::onCall(std::string_view method, std::string payload, Clock::time_point deadline,
                    Reply reply) {
-  if (method == "Configure") {
-    api::ConfigureRequest req;
-    req.ParseFromString(payload);
-    log_->info("NRI: configured by {} {}", quote(req.runtime_name()), quote(req.runtime_version()));
-    events_ = options_.has_hooks ? subscribedEvents(options_.has_hooks) : kAllEvents;
-    for (size_t i = 0; i < kLifecycleMethods; ++i) {
-      const auto m = static_cast<LifecycleMethod>(i);
-      answer_first_[i] = options_.has_hooks && !options_.has_hooks(m, Phase::kPre) &&
-                         !options_.has_hooks(m, Phase::kPost);
-    }
-    api::ConfigureResponse resp;
-    resp.set_events(events_);
-    std::string names;
-    for (const EventStages& e : eventStages()) {
-      if (events_ & eventBit(e.number)) names += cat(names.empty() ? "" : ", ", e.event);
-    }
-    log_->info("NRI: subscribed to {}", names);
-    return reply(absl::OkStatus(), resp.SerializeAsString());
-  }
-  if (method == "Synchronize") {
-    api::SynchronizeRequest req;
-    req.ParseFromString(payload);
-    log_->info("NRI: the runtime has {} pods and {} containers", req.pods_size(),
-               req.containers_size());
-    if (options_.on_synchronize) options_.on_synchronize(synchronizedOf(req));
-    reply(absl::OkStatus(), api::SynchronizeResponse().SerializeAsString());
-    // Only now does the runtime send this plugin events: a pod made
-    // between the registration and here went without crihook's hooks (and
-    // is not in this list either), so ready means synchronised.
-    if (!registered_.exchange(true)) {
-      ++registrations_;
-      if (options_.on_registration) options_.on_registration(true);
-    }
-    return;
-  }
+  if (method == "Configure") return onConfigure(std::move(payload), std::move(reply));
+  if (method == "Synchronize") return onSynchronize(std::move(payload), std::move(reply));
   if (method == "CreateContainer") return onCreateContainer(std::move(payload), deadline, reply);
   if (method == "UpdateContainer") return onUpdateContainer(std::move(payload), deadline, reply);
   if (method == "StopContainer") return onStopContainer(std::move(payload), deadline, reply);
   if (method == "StateChange") return onStateChange(std::move(payload), deadline, reply);
   if (method == "Shutdown") return reply(absl::OkStatus(), emptyAnswer());
   reply(absl::UnimplementedError(cat("method ", quote(method))), {});
+}
+
+void Front::onConfigure(std::string payload, Reply reply) {
+  api::ConfigureRequest req;
+  if (!req.ParseFromString(payload))
+    return reply(absl::InvalidArgumentError("ConfigureRequest does not decode"), {});
+  runtime_ = cat(boundedMessage(req.runtime_name()), " ", boundedMessage(req.runtime_version()));
+  refused_sandbox_ = refusedSandboxOf(req.runtime_name(), req.runtime_version());
+  sync_parts_ = {};
+  using std::chrono::milliseconds;
+  // NRI >= 0.7 sends the runtime's timeouts (milliseconds); 0.6 sends none.
+  const bool sent = req.request_timeout() > 0;
+  log_->info("NRI: configured by {} {}; its plugin_request_timeout {}, registration timeout {}",
+             quote(req.runtime_name()), quote(req.runtime_version()),
+             sent ? durationText(milliseconds(req.request_timeout()))
+                  : "not sent (NRI < 0.7): nri.plugin_request_timeout = " +
+                        durationText(options_.request_timeout) + " is taken",
+             req.registration_timeout() > 0 ? durationText(milliseconds(req.registration_timeout()))
+                                            : std::string("not sent"));
+  request_timeout_ = options_.request_timeout;
+  if (sent) {
+    const milliseconds theirs = std::min(milliseconds(req.request_timeout()), kMaxRuntimeTimeout);
+    if (theirs != options_.request_timeout && theirs != warned_timeout_) {
+      warned_timeout_ = theirs;
+      log_->warn(
+          "NRI: {}'s plugin_request_timeout is {}, nri.plugin_request_timeout says {}: crihookd "
+          "goes by the runtime's; set nri.plugin_request_timeout = \"{}\" to match it",
+          runtime_, durationText(theirs), durationText(options_.request_timeout),
+          durationText(theirs));
+    }
+    if (options_.check_budget) {
+      if (absl::Status st = options_.check_budget(theirs); !st.ok()) {
+        const absl::Status why = absl::FailedPreconditionError(
+            cat("crihookd refuses the registration: ", sv(st.message())));
+        log_->error("NRI: {}", sv(why.message()));
+        if (options_.on_refused) options_.on_refused(why);
+        return reply(why, {});
+      }
+    }
+    request_timeout_ = theirs;
+  }
+  if (refused_sandbox_ == RefusedSandbox::kLeaked && warned_leaks_.insert(runtime_).second) {
+    log_->warn(
+        "NRI: {} leaves the sandbox of a pod an NRI plugin refuses at RunPodSandbox running, "
+        "listed by no CRI call, and fails its next start on that pod's name (containerd #13355, "
+        "fixed in 2.2.6 and 2.3.3): crihookd lets such a pod's sandbox be made and refuses each "
+        "of its containers instead, naming the refusal",
+        runtime_);
+  }
+  events_ = options_.has_hooks ? subscribedEvents(options_.has_hooks) : kAllEvents;
+  for (size_t i = 0; i < kLifecycleMethods; ++i) {
+    const auto m = static_cast<LifecycleMethod>(i);
+    answer_first_[i] = options_.has_hooks && !options_.has_hooks(m, Phase::kPre) &&
+                       !options_.has_hooks(m, Phase::kPost);
+  }
+  api::ConfigureResponse resp;
+  resp.set_events(events_);
+  std::string names;
+  for (const EventStages& e : eventStages()) {
+    if (events_ & eventBit(e.number)) names += cat(names.empty() ? "" : ", ", e.event);
+  }
+  log_->info("NRI: subscribed to {}", names);
+  reply(absl::OkStatus(), resp.SerializeAsString());
+}
+
+void Front::onSynchronize(std::string payload, Reply reply) {
+  api::SynchronizeRequest req;
+  if (!req.ParseFromString(payload))
+    return reply(absl::InvalidArgumentError("SynchronizeRequest does not decode"), {});
+  Synchronized part = synchronizedOf(req);
+  if (sync_parts_.pods.size() + sync_parts_.containers.size() + part.pods.size() +
+          part.containers.size() >
+      kMaxSyncObjects) {
+    sync_parts_ = {};
+    return reply(absl::ResourceExhaustedError(
+                     cat("NRI Synchronize: over ", kMaxSyncObjects, " pods and containers")),
+                 {});
+  }
+  auto append = [](std::vector<CallIdentity>& to, std::vector<CallIdentity>& from) {
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  };
+  append(sync_parts_.pods, part.pods);
+  append(sync_parts_.containers, part.containers);
+  api::SynchronizeResponse resp;
+  if (req.more()) {
+    // NRI 0.8 checks that a part's answer says `more` and updates nothing.
+    resp.set_more(true);
+    return reply(absl::OkStatus(), resp.SerializeAsString());
+  }
+  const Synchronized all = std::move(sync_parts_);
+  sync_parts_ = {};
+  log_->info("NRI: the runtime has {} pods and {} containers", all.pods.size(),
+             all.containers.size());
+  if (options_.on_synchronize) options_.on_synchronize(all);
+  reply(absl::OkStatus(), resp.SerializeAsString());
+  // Only now does the runtime send this plugin events: a pod made
+  // between the registration and here went without crihook's hooks (and
+  // is not in this list either), so ready means synchronised.
+  if (!registered_.exchange(true)) {
+    ++registrations_;
+    if (options_.on_registration) options_.on_registration(true);
+  }
+}
+
+void Front::refusePod(const InterceptedCall& call, const std::string& pod, const absl::Status& why,
+                      const Reply& reply) {
+  if (refused_sandbox_ != RefusedSandbox::kLeaked) return reply(why, {});
+  // The runtime would keep this sandbox's pause task running where no CRI
+  // call sees it (runtime_facts.h): the sandbox is let through, to be
+  // stopped and removed as any other, and what the hooks refused is
+  // refused at each container, where the runtime does clean up.
+  if (refused_pods_.size() >= kMaxWaiting && !refused_pods_.count(pod)) {
+    auto oldest = refused_pods_.begin();
+    for (auto it = refused_pods_.begin(); it != refused_pods_.end(); ++it) {
+      if (it->second.first < oldest->second.first) oldest = it;
+    }
+    refused_pods_.erase(oldest);
+  }
+  refused_pods_[pod] = {refused_next_++, why};
+  ++refused_at_containers_;
+  log_->warn(
+      "NRI: RunPodSandbox {}: refused: {}; {} would leak a refused sandbox: the sandbox is let "
+      "through and its containers are refused",
+      identityTags(call.identity), why.ToString(), runtime_);
+  reply(absl::OkStatus(), emptyAnswer());
+}
+
+absl::Status Front::refusedPod(const std::string& sandbox) const {
+  auto it = refused_pods_.find(sandbox);
+  if (it == refused_pods_.end()) return absl::OkStatus();
+  const absl::Status& why = it->second.second;
+  return absl::Status(why.code(), cat("crihook refused this pod at RunPodSandbox (its sandbox "
+                                      "was let through: ",
+                                      runtime_, " would leak it): ", sv(why.message())));
 }
 
 bool Front::waitsForDone(LifecycleMethod method) const {
@@ -189,7 +298,7 @@ std::shared_ptr<InterceptedCall> Front::newCall(LifecycleMethod method,
   auto call = std::make_shared<InterceptedCall>();
   call->method = method;
   call->api = CriApi::kV1;
-  if (deadline == Clock::time_point::max()) deadline = Clock::now() + options_.request_timeout;
+  if (deadline == Clock::time_point::max()) deadline = Clock::now() + request_timeout_;
   call->deadline = deadline - options_.answer_margin;
   call->identity = identityFromRequest(specOf(method), *request);
   call->request = std::move(request);
@@ -254,6 +363,15 @@ void Front::onCreateContainer(std::string payload, Clock::time_point deadline, R
   api::CreateContainerRequest req;
   if (!req.ParseFromString(payload))
     return reply(absl::InvalidArgumentError("CreateContainerRequest does not decode"), {});
+  if (absl::Status refused = refusedPod(req.pod().id()); !refused.ok()) {
+    CallIdentity id;
+    id.pod_namespace = req.pod().namespace_();
+    id.pod_name = req.pod().name();
+    id.sandbox_id = req.pod().id();
+    id.container_id = req.container().id();
+    log_->warn("NRI: CreateContainer {}: {}", identityTags(id), refused.ToString());
+    return reply(refused, {});
+  }
   auto request = std::make_unique<v1::CreateContainerRequest>(
       createContainerRequestOf(req.pod(), req.container()));
   auto before = std::make_shared<v1::CreateContainerRequest>(*request);
@@ -353,7 +471,7 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
       auto before = std::make_shared<v1::RunPodSandboxRequest>(*request);
       auto call = newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline);
       return pre(call, [this, call, before, pod, reply](absl::Status st) {
-        if (!st.ok()) return reply(st, {});
+        if (!st.ok()) return refusePod(*call, pod, st, reply);
         if (call->request_changed && !MessageDifferencer::Equals(*before, *call->request)) {
           noteNotApplied(*call,
                          "sandbox labels, annotations, cgroup parent, resources: NRI 0.6.1 "
@@ -399,6 +517,7 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
                   std::make_unique<v1::RemoveContainerResponse>(), reply, emptyAnswer());
     }
     case api::REMOVE_POD_SANDBOX: {
+      refused_pods_.erase(ev.pod().id());
       auto request = std::make_unique<v1::RemovePodSandboxRequest>();
       request->set_pod_sandbox_id(ev.pod().id());
       return both(newCall(LifecycleMethod::kRemovePodSandbox, std::move(request), deadline),

@@ -9,6 +9,13 @@
 // goes back as NRI's adjustment or update; what NRI 0.6.1 cannot carry is
 // logged, naming the pod, and counted.
 //
+// Speaks NRI 0.8.0's messages and serves 0.6.1 runtimes (containerd 1.7)
+// as well: from a runtime that sends its timeouts at Configure (NRI >= 0.7,
+// containerd 2.x) the budget is checked against its plugin_request_timeout;
+// on a runtime that leaves a refused sandbox running (runtime_facts.h) a
+// pod refused at RunPodSandbox is refused at each of its containers
+// instead.
+//
 // Owns one thread running its io_context: the connection, its reconnects
 // and every answer. The Interceptor's stages run where the Interceptor runs
 // them and answer from there.
@@ -22,6 +29,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +37,7 @@
 #include "cri/interceptor.h"
 #include "nri/budget.h"
 #include "nri/plugin_connection.h"
+#include "nri/runtime_facts.h"
 #include "nri/translate.h"
 
 namespace crihook::nri {
@@ -54,9 +63,21 @@ class Front {
     // What crihookd keeps of the runtime's deadline for itself: the stages
     // must be done this much before it (answering late drops the plugin).
     std::chrono::milliseconds answer_margin{100};
-    // The deadline of an event the runtime sent without one (containerd
-    // always sends one): this long from its arrival.
+    // What crihookd's config says the runtime's plugin_request_timeout is
+    // ([nri] plugin_request_timeout). The deadline of an event the runtime
+    // sent without one (containerd always sends one) is this long from its
+    // arrival, or the runtime's own figure once its Configure sent one.
     std::chrono::milliseconds request_timeout{2000};
+    // Asked at each Configure whose runtime sends its plugin_request_timeout
+    // (NRI >= 0.7): whether the hooks fit under it (budget.h checkBudget
+    // with TimeoutSource::kRuntime). Not OK: the Configure is refused with
+    // FAILED_PRECONDITION and that message (the runtime drops the plugin,
+    // as it would at the first event cut short), logged, on_refused is
+    // called, and the connection is tried again with backoff. Null: not
+    // checked.
+    std::function<absl::Status(std::chrono::milliseconds runtime_timeout)> check_budget;
+    // Called on the Front's thread when a Configure was refused (why).
+    std::function<void(const absl::Status& why)> on_refused;
     DeviceLookup lookup = statDevice;
     // Called on the Front's thread (keep it short: the runtime waits): with
     // true once a connection is registered and synchronised (registered()),
@@ -93,6 +114,10 @@ class Front {
   // Whether the current connection is registered and synchronised: the
   // runtime sends it every event from then on.
   bool registered() const { return registered_.load(); }
+  // How many pods refused at RunPodSandbox were let through because the
+  // runtime would leak their sandbox (RefusedSandbox::kLeaked), their
+  // containers refused instead.
+  uint64_t refusedAtContainers() const { return refused_at_containers_.load(); }
   // How many connections were synchronised so far (a reconnect adds one).
   int registrations() const { return registrations_.load(); }
   // How many changes the hooks made that NRI could not carry.
@@ -101,6 +126,16 @@ class Front {
  private:
   void connect();
   void scheduleReconnect();
+  void onConfigure(std::string payload, Reply reply);
+  void onSynchronize(std::string payload, Reply reply);
+  // A pod's RunPodSandbox pre-stage refused with `why`: answered with `why`
+  // where the runtime removes a refused sandbox, else let through and
+  // remembered, so that its containers are refused (refusedPod).
+  void refusePod(const InterceptedCall& call, const std::string& pod, const absl::Status& why,
+                 const Reply& reply);
+  // The refusal a container of `sandbox` gets: OK when its pod was not
+  // refused.
+  absl::Status refusedPod(const std::string& sandbox) const;
   void onCall(std::string_view method, std::string payload,
               std::chrono::steady_clock::time_point deadline, Reply reply);
   void onCreateContainer(std::string payload, std::chrono::steady_clock::time_point deadline,
@@ -162,6 +197,23 @@ class Front {
   std::atomic<bool> registered_{false};
   std::atomic<int> registrations_{0};
   std::atomic<uint64_t> not_applied_{0};
+  std::atomic<uint64_t> refused_at_containers_{0};
+  // Of the runtime that configured the current connection. Front thread
+  // only.
+  std::string runtime_;  // "containerd 2.1.9+unknown"
+  RefusedSandbox refused_sandbox_ = RefusedSandbox::kUnknown;
+  std::chrono::milliseconds request_timeout_;  // the runtime's, else the config's
+  // Runtime versions already warned about (once per version per process),
+  // and the runtime's timeout last warned about. Front thread only.
+  std::set<std::string> warned_leaks_;
+  std::chrono::milliseconds warned_timeout_{0};
+  // A Synchronize in parts (NRI 0.8's `more`): what came so far.
+  Synchronized sync_parts_;
+  // Pods refused at RunPodSandbox and let through (refusePod), by sandbox
+  // id, with their refusal; forgotten at RemovePodSandbox, and past
+  // kMaxWaiting the oldest. Front thread only.
+  std::map<std::string, std::pair<uint64_t, absl::Status>> refused_pods_;
+  uint64_t refused_next_ = 0;
   // The events the current connection subscribed to (its Configure answer).
   // Front thread only.
   int32_t events_ = 0;

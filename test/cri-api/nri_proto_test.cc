@@ -4,14 +4,19 @@
 // compared both ways with the tables below.
 //
 // The NRI tables are taken from github.com/containerd/nri pkg/api/api.proto
-// at tag v0.6.1 (commit fa64d110ed4a), the revision containerd v1.7.24's
-// go.mod requires; ttrpc's from github.com/containerd/ttrpc request.proto at
-// v1.2.5 and googleapis' google/rpc/status.proto. To move to another NRI
-// revision, change these tables from its file first, then crihook's proto
-// until this test passes.
+// at tag v0.8.0 (commit 6d486acd3f71), the revision containerd v2.1.x's
+// go.mod requires (Debian unstable's 2.1.9 carries the same descriptor);
+// the lines v0.8.0 added to v0.6.1 (commit fa64d110ed4a, containerd
+// v1.7.24's, Debian 13's) are marked and listed in kNriAddedSince061, and a
+// test checks that they only add to 0.6.1's messages (new numbers above the
+// old ones), which keeps the 1.7 runtimes served; ttrpc's from github.com/containerd/ttrpc
+// request.proto at v1.2.5 and googleapis' google/rpc/status.proto. To move to another NRI revision,
+// change these tables from its file first, then crihook's proto until this test passes.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -35,10 +40,14 @@ const std::set<std::string> kNriFields = {
     "ConfigureRequest.config = 1: string",
     "ConfigureRequest.runtime_name = 2: string",
     "ConfigureRequest.runtime_version = 3: string",
+    "ConfigureRequest.registration_timeout = 4: int64",  // 0.7
+    "ConfigureRequest.request_timeout = 5: int64",       // 0.7
     "ConfigureResponse.events = 2: int32",
     "SynchronizeRequest.pods = 1: repeated PodSandbox",
     "SynchronizeRequest.containers = 2: repeated Container",
+    "SynchronizeRequest.more = 3: bool",  // 0.8
     "SynchronizeResponse.update = 1: repeated ContainerUpdate",
+    "SynchronizeResponse.more = 2: bool",  // 0.8
     "CreateContainerRequest.pod = 1: PodSandbox",
     "CreateContainerRequest.container = 2: Container",
     "CreateContainerResponse.adjust = 1: ContainerAdjustment",
@@ -64,6 +73,7 @@ const std::set<std::string> kNriFields = {
     "PodSandbox.runtime_handler = 7: string",
     "PodSandbox.linux = 8: LinuxPodSandbox",
     "PodSandbox.pid = 9: uint32",
+    "PodSandbox.ips = 10: repeated string",  // 0.8
     "LinuxPodSandbox.pod_overhead = 1: LinuxResources",
     "LinuxPodSandbox.pod_resources = 2: LinuxResources",
     "LinuxPodSandbox.cgroup_parent = 3: string",
@@ -123,6 +133,8 @@ const std::set<std::string> kNriFields = {
     "LinuxResources.rdt_class = 5: OptionalString",
     "LinuxResources.unified = 6: map<string, string>",
     "LinuxResources.devices = 7: repeated LinuxDeviceCgroup",
+    "LinuxResources.pids = 8: LinuxPids",  // 0.7
+    "LinuxPids.limit = 1: int64",          // 0.7
     "LinuxMemory.limit = 1: OptionalInt64",
     "LinuxMemory.reservation = 2: OptionalInt64",
     "LinuxMemory.swap = 3: OptionalInt64",
@@ -149,9 +161,12 @@ const std::set<std::string> kNriFields = {
     "ContainerAdjustment.hooks = 5: Hooks",
     "ContainerAdjustment.linux = 6: LinuxContainerAdjustment",
     "ContainerAdjustment.rlimits = 7: repeated POSIXRlimit",
+    "ContainerAdjustment.CDI_devices = 8: repeated CDIDevice",  // 0.7
+    "CDIDevice.name = 1: string",                               // 0.7
     "LinuxContainerAdjustment.devices = 1: repeated LinuxDevice",
     "LinuxContainerAdjustment.resources = 2: LinuxResources",
     "LinuxContainerAdjustment.cgroups_path = 3: string",
+    "LinuxContainerAdjustment.oom_score_adj = 4: OptionalInt",  // 0.7
     "ContainerUpdate.container_id = 1: string",
     "ContainerUpdate.linux = 2: LinuxContainerUpdate",
     "ContainerUpdate.ignore_failure = 3: bool",
@@ -168,6 +183,21 @@ const std::set<std::string> kNriFields = {
     "OptionalUInt64.value = 1: uint64",
     "OptionalBool.value = 1: bool",
     "OptionalFileMode.value = 1: uint32",
+};
+
+// The lines of kNriFields that NRI v0.7.0 and v0.8.0 added to v0.6.1 (git
+// diff v0.6.1 v0.8.0 -- pkg/api/api.proto): the rest is 0.6.1's table.
+const std::set<std::string> kNriAddedSince061 = {
+    "ConfigureRequest.registration_timeout = 4: int64",
+    "ConfigureRequest.request_timeout = 5: int64",
+    "SynchronizeRequest.more = 3: bool",
+    "SynchronizeResponse.more = 2: bool",
+    "PodSandbox.ips = 10: repeated string",
+    "LinuxResources.pids = 8: LinuxPids",
+    "LinuxPids.limit = 1: int64",
+    "ContainerAdjustment.CDI_devices = 8: repeated CDIDevice",
+    "CDIDevice.name = 1: string",
+    "LinuxContainerAdjustment.oom_score_adj = 4: OptionalInt",
 };
 
 // "Enum.VALUE = number".
@@ -234,7 +264,32 @@ TEST(NriProtoTest, FilesAreTheirPackagesInProto3) {
 }
 
 TEST(NriProtoTest, EveryMessageAndFieldMatchesNris) {
-  expectSameLines(kNriFields, protoFieldsOf(nriFile()), "NRI v0.6.1");
+  expectSameLines(kNriFields, protoFieldsOf(nriFile()), "NRI v0.8.0");
+}
+
+// A 0.6.1 peer skips what 0.8.0 added only if no added field takes a
+// number 0.6.1 used (or left free on purpose: field 1 of ConfigureResponse
+// and ContainerAdjustment) in a message 0.6.1 has.
+TEST(NriProtoTest, WhatNri08AddedOnlyExtends061) {
+  std::map<std::string, int> highest_061;  // message -> its highest 0.6.1 number
+  for (const auto& line : kNriFields) {
+    if (kNriAddedSince061.count(line)) continue;
+    const std::string message = line.substr(0, line.find('.'));
+    const int number = std::stoi(line.substr(line.find(" = ") + 3));
+    highest_061[message] = std::max(highest_061[message], number);
+  }
+  int extended = 0;
+  for (const auto& line : kNriAddedSince061) {
+    ASSERT_TRUE(kNriFields.count(line)) << line;
+    const std::string message = line.substr(0, line.find('.'));
+    const int number = std::stoi(line.substr(line.find(" = ") + 3));
+    auto it = highest_061.find(message);
+    if (it == highest_061.end()) continue;  // a message 0.6.1 lacks
+    ++extended;
+    EXPECT_GT(number, it->second) << line << ": 0.6.1's " << message << " goes up to "
+                                  << it->second;
+  }
+  EXPECT_EQ(extended, 8);  // all but LinuxPids and CDIDevice, new in 0.7
 }
 
 TEST(NriProtoTest, EveryEnumValueMatchesNris) {
@@ -245,7 +300,7 @@ TEST(NriProtoTest, EveryEnumValueMatchesNris) {
       ours.insert(en.name() + "." + en.value(v)->name() + " = " +
                   std::to_string(en.value(v)->number()));
   }
-  expectSameLines(kNriEnumValues, ours, "NRI v0.6.1");
+  expectSameLines(kNriEnumValues, ours, "NRI v0.8.0");
 }
 
 TEST(NriProtoTest, EveryRpcMatchesNris) {
@@ -253,7 +308,7 @@ TEST(NriProtoTest, EveryRpcMatchesNris) {
   for (int s = 0; s < nriFile().service_count(); ++s)
     EXPECT_EQ(nriFile().service(s)->full_name(),
               "nri.pkg.api.v1alpha1." + nriFile().service(s)->name());
-  expectSameLines(kNriMethods, protoMethodsOf(nriFile()), "NRI v0.6.1");
+  expectSameLines(kNriMethods, protoMethodsOf(nriFile()), "NRI v0.8.0");
 }
 
 TEST(NriProtoTest, TtrpcsEnvelopeMatchesTtrpcs) {

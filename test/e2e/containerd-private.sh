@@ -3,9 +3,12 @@
 # end-to-end tests and the demo, imports the locally built busybox image, and
 # prints the containerd PID. Stop it with: kill PID.
 # CONTAINERD-BINARY defaults to the containerd on PATH (Debian 12's 1.6); a
-# containerd 1.7 (the one containerd17.sh prints) is started with NRI on, its
-# socket DIR/nri.sock, its plugin_request_timeout $CRIHOOK_NRI_REQUEST_TIMEOUT
-# (default 2s, containerd's own default).
+# containerd 1.7 or 2.x (the ones containerd17.sh and containerd2.sh print)
+# is started with NRI on, its socket DIR/nri.sock, its
+# plugin_request_timeout $CRIHOOK_NRI_REQUEST_TIMEOUT (default 2s,
+# containerd's own default). 1.6 and 1.7 get a `version = 2` config, 2.x a
+# `version = 3` one (the CRI settings under io.containerd.cri.v1.runtime and
+# io.containerd.cri.v1.images), the same settings in each.
 # Usage: containerd-private.sh DIR IMAGE-NAME IMAGE-TAR [CONTAINERD-BINARY]
 set -euo pipefail
 dir=$1
@@ -19,7 +22,11 @@ containerd=$(realpath "${4:-$(command -v containerd)}")
 bindir=$(dirname "$containerd")
 ctr=$bindir/ctr
 nri=false
-[[ "$("$containerd" --version)" == *" 1.7."* ]] && nri=true
+series=1
+case "$("$containerd" --version)" in
+  *" 1.7."*) nri=true ;;
+  *" 2."*) nri=true series=2 ;;
+esac
 mkdir -p "$dir/root" "$dir/state"
 sock="$dir/containerd.sock"
 
@@ -31,7 +38,8 @@ sock="$dir/containerd.sock"
 # that is the shared /opt/containerd/bin.
 snapshotter=overlayfs
 if ! grep -qw overlay /proc/filesystems; then snapshotter=native; fi
-cat >"$dir/config.toml" <<CONF
+if [[ $series == 1 ]]; then
+  cat >"$dir/config.toml" <<CONF
 version = 2
 root = "$dir/root"
 state = "$dir/state"
@@ -51,9 +59,35 @@ state = "$dir/state"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$dir/opt"
 CONF
+else
+  # The keys of internal/cri/config/config.go at v2.1.9: the sandbox image is
+  # pinned_images' "sandbox", the snapshotter an images setting, the CNI
+  # directories bin_dirs (bin_dir is deprecated in 2.1).
+  cat >"$dir/config.toml" <<CONF
+version = 3
+root = "$dir/root"
+state = "$dir/state"
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = "$dir/containerd-ttrpc.sock"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "$snapshotter"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$image"
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$dir/cni-bin"]
+    conf_dir = "$dir/cni-conf"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/opt"
+CONF
+fi
 if $nri; then
-  # NRI is off by default in 1.7; the keys are those of pkg/nri/config.go at
-  # v1.7.24. disable_connections = false lets an externally started plugin
+  # NRI is off by default in 1.7 (on in 2.x); the keys are those of
+  # pkg/nri/config.go at v1.7.24, internal/nri/config.go at v2.1.9. disable_connections = false lets an externally started plugin
   # (crihookd in NRI mode) connect; plugin_path is where plugins started by
   # containerd itself would live.
   mkdir -p "$dir/nri-plugins" "$dir/nri-conf"

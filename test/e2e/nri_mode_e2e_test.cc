@@ -1,7 +1,9 @@
 // End to end, NRI mode: the real crihookd binary with [server] mode = "nri"
 // as a plugin of the real containerd 1.7 (Debian 13's, fetched into a cache
-// by containerd17.sh; NRI on), the client making kubelet's CRI calls straight
-// to containerd's CRI socket.
+// by containerd17.sh; NRI on), or with CRIHOOK_TEST_CONTAINERD=2 of
+// containerd 2.x (Debian unstable's, containerd2.sh; NRI 0.8), the client
+// making kubelet's CRI calls straight to containerd's CRI socket. The same
+// tests on both (meson.build: containerd17_nri_mode, containerd2_nri_mode).
 //
 // The e2e suite's device pod (test/support/device_pod.h: two GPUs, an RDMA VF
 // and a CPU on the DGX fixture, device-lifecycle's actions logged) runs
@@ -14,11 +16,17 @@
 // hook servers are called in NRI mode exactly when koordlet runs no NRI
 // plugin of its own (nri.koordlet_plugin = false). The cpuset hook's share
 // pools move a running container through containerd, which asks crihookd
-// about that move over NRI: the move stands.
+// about that move over NRI: the move stands. A pod whose device init fails
+// leaves no sandbox behind on either runtime (containerd 2.1 would leak it:
+// crihookd refuses it at its containers there), and containerd restarts
+// cleanly after it and its retry. The budget is checked against the
+// timeout a 2.x containerd announces.
 //
 // Needs what containerd17_nri needs (the other e2e suites' root, containerd,
 // runc, busybox; deb.debian.org on the first run, or the cache
-// CRIHOOK_CONTAINERD17_CACHE, default /var/cache/crihook-test/containerd17).
+// CRIHOOK_CONTAINERD17_CACHE, default /var/cache/crihook-test/containerd17;
+// for 2.x CRIHOOK_CONTAINERD2_CACHE, default
+// /var/cache/crihook-test/containerd2).
 // Skipped without them unless CRIHOOK_E2E_REQUIRED is truthy, where it fails.
 
 #include <gmock/gmock.h>
@@ -40,6 +48,7 @@
 #include "base/text.h"
 #include "config/config.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "nri/runtime_facts.h"
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
 #include "test/support/device_pod.h"
@@ -57,6 +66,7 @@ using RS = v1::RuntimeService::Stub;
 using namespace std::chrono_literals;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // containerd's plugin_request_timeout here, and crihookd's [nri] one (they
 // must be equal), and device-lifecycle's timeout, the same in both modes:
@@ -115,12 +125,7 @@ class Crihookd {
   // (one more "NRI: the runtime has" line than before).
   ::testing::AssertionResult start() {
     const size_t synced = logCount(kSynchronized);
-    std::filesystem::remove(criSocket());
-    process_ = std::make_unique<ChildProcess>(
-        CRIHOOKD_BINARY,
-        std::vector<std::string>{"--config", dir_ + "/crihookd.toml", "--listen", criSocket(),
-                                 "--backend", "unix://" + containerd_, "--log-level", "info"},
-        dir_ + "/crihookd.log");
+    launch();
     if (!nri_) {
       if (waitForFile(criSocket(), 10s)) return ::testing::AssertionSuccess();
       return ::testing::AssertionFailure() << "no CRI socket after 10 s:\n" << log();
@@ -131,6 +136,15 @@ class Crihookd {
     // answer: a pod run in between would not reach it.
     std::this_thread::sleep_for(200ms);
     return ::testing::AssertionSuccess();
+  }
+  // Starts it without waiting for anything.
+  void launch() {
+    std::filesystem::remove(criSocket());
+    process_ = std::make_unique<ChildProcess>(
+        CRIHOOKD_BINARY,
+        std::vector<std::string>{"--config", dir_ + "/crihookd.toml", "--listen", criSocket(),
+                                 "--backend", "unix://" + containerd_, "--log-level", "info"},
+        dir_ + "/crihookd.log");
   }
   void kill() {
     if (!process_) return;
@@ -171,7 +185,12 @@ class NriModeE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL();
-    CRIHOOK_E2E_CONTAINERD17_OR_SKIP(containerd_binary_);
+    CRIHOOK_E2E_NRI_CONTAINERD_OR_SKIP(containerd_binary_);
+    // "containerd github.com/containerd/containerd/v2 2.1.9+unknown ": the
+    // version as containerd also sends it at NRI's Configure.
+    const std::string line = runShellOrThrow(containerd_binary_ + " --version");
+    std::istringstream words(line);
+    for (int i = 0; i < 3; ++i) words >> containerd_version_;
     char tmpl[] = "/tmp/crihook-nri-mode-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -183,13 +202,52 @@ class NriModeE2E : public ::testing::Test {
   }
 
   // Guarded: containerd and its shims die with the test (child_process.h).
-  void startContainerd() {
+  // Its plugin_request_timeout is `request_timeout`. Each start logs to its
+  // own file (ctd-start-N.log).
+  void startContainerd(const std::string& request_timeout = kRequestTimeout) {
     containerd_ =
         startGuardedDaemon(guard_, "env",
-                           {cat("CRIHOOK_NRI_REQUEST_TIMEOUT=", kRequestTimeout),
+                           {cat("CRIHOOK_NRI_REQUEST_TIMEOUT=", request_timeout),
                             CRIHOOK_SOURCE_DIR "/test/e2e/containerd-private.sh", dir_ + "/ctd",
                             kE2eImage, dir_ + "/busybox.tar", containerd_binary_},
-                           dir_ + "/ctd-start.log", 120s);
+                           cat(dir_, "/ctd-start-", ++containerd_starts_, ".log"), 120s);
+  }
+  // Whether this containerd leaves a sandbox NRI refused behind
+  // (nri/runtime_facts.h; containerd 2.1.9 does).
+  bool leaksRefusedSandbox() const {
+    return nri::refusedSandboxOf("containerd", containerd_version_) == nri::RefusedSandbox::kLeaked;
+  }
+  // What containerd itself holds in the CRI's namespace: its containers
+  // (sandboxes' pause containers included) and running tasks, sorted, one
+  // id a line; what the CRI lists no call can see otherwise.
+  std::string containerdHolds() const {
+    const std::string ctr = cat(std::filesystem::path(containerd_binary_).parent_path().string(),
+                                "/ctr --address ", containerdSocket(), " -n k8s.io ");
+    return cat("containers:\n", runShellOrThrow(ctr + "containers ls -q | sort"), "tasks:\n",
+               runShellOrThrow(ctr + "tasks ls -q | sort"));
+  }
+  // The same as the CRI lists them: its sandboxes and containers.
+  std::string criHolds(RS& stub) const {
+    v1::ListPodSandboxResponse pods;
+    v1::ListContainersResponse ctrs;
+    EXPECT_TRUE(call(stub, &RS::ListPodSandbox, v1::ListPodSandboxRequest(), &pods).ok());
+    EXPECT_TRUE(call(stub, &RS::ListContainers, v1::ListContainersRequest(), &ctrs).ok());
+    std::vector<std::string> all, running;
+    for (const auto& p : pods.items()) {
+      all.push_back(p.id());
+      if (p.state() == v1::SANDBOX_READY) running.push_back(p.id());
+    }
+    for (const auto& c : ctrs.containers()) {
+      all.push_back(c.id());
+      if (c.state() == v1::CONTAINER_RUNNING) running.push_back(c.id());
+    }
+    std::sort(all.begin(), all.end());
+    std::sort(running.begin(), running.end());
+    std::string out = "containers:\n";
+    for (const auto& id : all) out += id + "\n";
+    out += "tasks:\n";
+    for (const auto& id : running) out += id + "\n";
+    return out;
   }
   void stopContainerd() {
     ::kill(containerd_, SIGTERM);
@@ -312,6 +370,8 @@ class NriModeE2E : public ::testing::Test {
 
   std::string dir_;
   std::string containerd_binary_;
+  std::string containerd_version_;  // "1.7.24~ds1", "2.1.9+unknown"
+  int containerd_starts_ = 0;
   pid_t containerd_ = -1;
   std::unique_ptr<ChildProcess> guard_;
   std::unique_ptr<RS> direct_;
@@ -767,6 +827,138 @@ TEST_F(NriModeE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
       << crihookd_->log();
   EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_not_applied"), 0)
       << crihookd_->log();
+  EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
+}
+
+// A pod whose device init fails is refused, and leaves nothing behind in
+// containerd: on 1.7 (which removes a sandbox NRI refused) RunPodSandbox
+// fails; on 2.1 (which would keep its pause task running unlisted, and then
+// fail its own restart once the pod's retry reuses the name: containerd
+// #13355) the sandbox is let through and its container refused with the
+// init's failure, and kubelet removes it as any pod's. The retry (the init
+// fixed) runs with its devices; containerd, restarted, comes back with
+// exactly that pod, and crihookd registers again.
+TEST_F(NriModeE2E, ARefusedPodLeavesNoSandboxBehindAndContainerdRestartsCleanly) {
+  const std::string dir = dir_ + "/refused";
+  makeDeviceTree(dir);
+  // act.sh fails every init while dir/fail-init exists.
+  std::ofstream(dir + "/act.sh") << "#!/bin/sh\necho \"$*\" >> " << dir << "/actions.log\n"
+                                 << "case $1 in init) test -e " << dir
+                                 << "/fail-init && exit 1;; esac\nexit 0\n";
+  std::ofstream(dir + "/fail-init") << "";
+  writeConfig(dir, "nri", deviceHooksConfig(dir, fixtures(), kLifecycleTimeout));
+  crihookd_ = std::make_unique<Crihookd>(dir, containerdSocket(), true);
+  ASSERT_TRUE(crihookd_->start());
+  RS& kubelet = *direct_;
+  const std::string before = containerdHolds();
+  if (leaksRefusedSandbox()) {
+    EXPECT_THAT(crihookd_->log(),
+                HasSubstr(cat("containerd ", containerd_version_,
+                              " leaves the sandbox of a pod an NRI plugin refuses")));
+  } else {
+    EXPECT_THAT(crihookd_->log(), Not(HasSubstr("leaves the sandbox of a pod")));
+  }
+
+  v1::RunPodSandboxRequest run;
+  *run.mutable_config() = podConfig("e2e-refused");
+  allocateDevicePod(*run.mutable_config());
+  v1::RunPodSandboxResponse ran;
+  grpc::Status s = call(kubelet, &RS::RunPodSandbox, run, &ran);
+  if (!leaksRefusedSandbox()) {
+    ASSERT_FALSE(s.ok()) << crihookd_->log();
+    EXPECT_THAT(s.error_message(), HasSubstr("devices")) << s.error_message();
+  } else {
+    // kubelet's sync: the sandbox, then its container, refused; the pod is
+    // then stopped and removed (kubelet does so when the pod goes, or
+    // makes a new sandbox once this one is not ready).
+    ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << crihookd_->log();
+    v1::CreateContainerRequest create;
+    create.set_pod_sandbox_id(ran.pod_sandbox_id());
+    *create.mutable_sandbox_config() = run.config();
+    create.mutable_config()->mutable_metadata()->set_name("box");
+    create.mutable_config()->mutable_image()->set_image(kE2eImage);
+    create.mutable_config()->add_command("/bin/sleep");
+    v1::CreateContainerResponse created;
+    s = call(kubelet, &RS::CreateContainer, create, &created);
+    ASSERT_FALSE(s.ok()) << crihookd_->log();
+    EXPECT_THAT(s.error_message(), HasSubstr("crihook refused this pod at RunPodSandbox"));
+    EXPECT_THAT(s.error_message(), HasSubstr("devices"));
+    EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_pods_refused_at_containers"),
+              1);
+    EXPECT_TRUE(stopAndRemovePod(kubelet, ran.pod_sandbox_id()).ok());
+  }
+  // Nothing of the refused pod is left: containerd holds what it held.
+  EXPECT_EQ(containerdHolds(), before) << crihookd_->log();
+  EXPECT_EQ(criHolds(kubelet), before);
+
+  // The retry, the init fixed: it runs. kubelet lists no sandbox of the
+  // pod now, so it retries with attempt 0 again: the same sandbox name.
+  std::filesystem::remove(dir + "/fail-init");
+  s = call(kubelet, &RS::RunPodSandbox, run, &ran);
+  ASSERT_TRUE(s.ok()) << s.error_message() << "\n" << crihookd_->log();
+  const std::string box = startContainer(kubelet, ran.pod_sandbox_id(), run.config(), "box");
+  ASSERT_FALSE(box.empty()) << crihookd_->log();
+  EXPECT_EQ(exec(kubelet, box, kDevicePodProbe), devicePodProbeExpected()) << crihookd_->log();
+  const std::string holds = containerdHolds();
+  EXPECT_EQ(criHolds(kubelet), holds);
+
+  // containerd restarted: it starts (a leaked sandbox of the same name
+  // would stop it: "failed to recover state"), with the pod's sandbox and
+  // container as they were. (Its tasks do not outlive the restart here: the
+  // test's guard of the first containerd takes its shims with it.)
+  const auto containersOf = [](const std::string& holds) {
+    return holds.substr(0, holds.find("tasks:"));
+  };
+  const size_t synced = crihookd_->logCount(Crihookd::kSynchronized);
+  stopContainerd();
+  ASSERT_NO_THROW(startContainerd()) << readFile(dir_ + "/ctd/containerd.log");
+  direct_ = v1::RuntimeService::NewStub(unixChannel(containerdSocket()));
+  EXPECT_EQ(containersOf(containerdHolds()), containersOf(holds));
+  EXPECT_EQ(containersOf(criHolds(*direct_)), containersOf(holds));
+  EXPECT_THAT(readFile(dir_ + "/ctd/containerd.log"), Not(HasSubstr("failed to recover state")));
+  ASSERT_TRUE(crihookd_->waitForLogCount(Crihookd::kSynchronized, synced + 1, 30s))
+      << crihookd_->log();
+  EXPECT_TRUE(stopAndRemovePod(*direct_, ran.pod_sandbox_id()).ok());
+  EXPECT_EQ(containerdHolds(), before);
+  EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
+}
+
+// The case: crihookd told 12 s, containerd at 2 s, a 3 s device
+// init. The config's figure passes crihookd's start-up check; a containerd
+// 2.x sends its own at NRI's Configure, and crihookd refuses to register
+// under it, naming the event, the hook and the figure, and stays not
+// ready. containerd 1.7 (NRI 0.6.1) sends none: there the config's stands,
+// and crihookd says so as it registers.
+TEST_F(NriModeE2E, TheBudgetIsCheckedAgainstTheTimeoutTheRuntimeAnnounces) {
+  stopContainerd();
+  startContainerd("2s");
+  const std::string dir = dir_ + "/budget";
+  std::filesystem::create_directories(dir + "/hookserver.d");
+  makeDeviceTree(dir);
+  writeConfig(dir, "nri", deviceHooksConfig(dir, fixtures(), "3s"));
+  crihookd_ = std::make_unique<Crihookd>(dir, containerdSocket(), true);
+  if (!e2eContainerd2()) {
+    ASSERT_TRUE(crihookd_->start());
+    EXPECT_THAT(crihookd_->log(), HasSubstr("its plugin_request_timeout not sent (NRI < 0.7): "
+                                            "nri.plugin_request_timeout = 12s is taken"));
+    EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 1);
+    EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
+    return;
+  }
+  const std::string refused =
+      "crihookd refuses the registration: NRI event RunPodSandbox runs "
+      "hooks for up to 6s";
+  crihookd_->launch();
+  ASSERT_TRUE(crihookd_->waitForLogCount(refused, 1, 10s)) << crihookd_->log();
+  EXPECT_THAT(crihookd_->log(), HasSubstr("the runtime's own, sent at NRI Configure: 2s"));
+  EXPECT_THAT(crihookd_->log(), HasSubstr("to at least 6100ms"));
+  EXPECT_THAT(crihookd_->log(), HasSubstr("plugin_request_timeout is 2s, "
+                                          "nri.plugin_request_timeout says 12s"));
+  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 0);
+  EXPECT_EQ(crihookd_->logCount(Crihookd::kSynchronized), 0u);
+  // containerd, told why, dropped the plugin.
+  EXPECT_THAT(readFile(dir_ + "/ctd/containerd.log"),
+              HasSubstr("crihookd refuses the registration"));
   EXPECT_EQ(crihookd_->stop(), 0) << crihookd_->log();
 }
 

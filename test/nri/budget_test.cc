@@ -15,6 +15,7 @@ namespace crihook::nri {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 using M = LifecycleMethod;
 
@@ -78,6 +79,19 @@ TEST(NriBudget, AnEventWhoseHooksOverflowIsNamedWithTheValueThatWouldFit) {
   EXPECT_TRUE(checkBudget(c.fn(), 2600ms, 100ms).ok());
   // The margin is kept: exactly the timeout does not fit.
   EXPECT_FALSE(checkBudget(c.fn(), 2500ms, 100ms).ok());
+}
+
+// The runtime's own figure (NRI >= 0.7 sends it at Configure) is named as
+// such: the config's key is not what was checked.
+TEST(NriBudget, TheRuntimesOwnTimeoutIsNamedAsTheRuntimes) {
+  Chain c;
+  c.hooks[{M::kRunPodSandbox, Phase::kPre}] = {{"devices", 3s}};
+  EXPECT_TRUE(checkBudget(c.fn(), 12s, 100ms).ok());
+  auto s = checkBudget(c.fn(), 2s, 100ms, TimeoutSource::kRuntime);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(message(s), HasSubstr("the runtime's own, sent at NRI Configure: 2s"));
+  EXPECT_THAT(message(s), Not(HasSubstr("nri.plugin_request_timeout = ")));
+  EXPECT_THAT(message(s), HasSubstr("to at least 3100ms"));
 }
 
 // A post-stage that waits for its own Post* event has its own budget.

@@ -7,6 +7,7 @@
 
 #include "nri/front.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 
@@ -181,6 +182,216 @@ TEST_F(FrontTest, CreateContainerIsAnsweredOnceItsHookRanAndBeforeItsRecords) {
   EXPECT_FALSE(resp.has_status() && resp.status().code() != 0) << resp.status().message();
   hooks_.open();
   EXPECT_TRUE(hooks_.waitFor("post CreateContainer"));
+}
+
+// Refuses RunPodSandbox's pre-stage as a device init that fails would; every
+// other stage passes. Records what ran, as GateInterceptor does.
+class RefusingInterceptor final : public Interceptor {
+ public:
+  void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
+    note(cat("pre ", methodName(call->method)));
+    if (call->method == LifecycleMethod::kRunPodSandbox)
+      return done(absl::UnavailableError("devices: init of gpu 0 failed"));
+    done(absl::OkStatus());
+  }
+  void post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) override {
+    note(cat("post ", methodName(call->method)));
+    done();
+  }
+  std::vector<std::string> ran() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
+
+ private:
+  void note(const std::string& stage) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ran_.push_back(stage);
+  }
+  std::mutex mu_;
+  std::vector<std::string> ran_;
+};
+
+// A Front with a hook on RunPodSandbox's pre-stage (a device init of 3 s)
+// and the budget check the daemon gives it; each test plays the runtime's
+// Configure itself.
+class ConfigureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Front::Options options;
+    options.socket_path = runtime_.path();
+    options.request_timeout = 12s;  // [nri] plugin_request_timeout, as told
+    options.has_hooks = [](LifecycleMethod m, Phase p) {
+      return m == LifecycleMethod::kRunPodSandbox && p == Phase::kPre;
+    };
+    options.check_budget = [this](std::chrono::milliseconds runtime_timeout) {
+      std::lock_guard<std::mutex> lock(mu_);
+      checked_.push_back(runtime_timeout);
+      return checkBudget(
+          [](LifecycleMethod m, Phase p) {
+            return m == LifecycleMethod::kRunPodSandbox && p == Phase::kPre
+                       ? std::vector<TimedHook>{{"devices", 3s}}
+                       : std::vector<TimedHook>{};
+          },
+          runtime_timeout, 100ms, TimeoutSource::kRuntime);
+    };
+    options.on_refused = [this](const absl::Status& why) {
+      std::lock_guard<std::mutex> lock(mu_);
+      refused_.push_back(std::string(why.message()));
+    };
+    options.on_synchronize = [this](const Synchronized& sync) {
+      std::lock_guard<std::mutex> lock(mu_);
+      synchronized_.push_back(sync);
+    };
+    front_ = std::make_unique<Front>(
+        hooks_, options,
+        std::make_shared<spdlog::logger>("nri", std::make_shared<spdlog::sinks::null_sink_mt>()));
+    front_->start();
+    ASSERT_TRUE(runtime_.accept());
+    runtime_.answerRegistration();
+  }
+  void TearDown() override { front_->stop(); }
+
+  // The runtime's Configure on stream 1: its name, version and (NRI >= 0.7)
+  // request timeout in ms, 0 for none; the plugin's answer.
+  ::ttrpc::Response configure(const std::string& name, const std::string& version,
+                              int64_t request_timeout_ms) {
+    api::ConfigureRequest req;
+    req.set_runtime_name(name);
+    req.set_runtime_version(version);
+    req.set_request_timeout(request_timeout_ms);
+    req.set_registration_timeout(request_timeout_ms > 0 ? 5000 : 0);
+    runtime_.call(1, "Configure", req.SerializeAsString());
+    return runtime_.answer().second;
+  }
+  void synchronize(uint32_t stream, bool more, const std::string& pod) {
+    api::SynchronizeRequest req;
+    req.set_more(more);
+    req.add_pods()->set_id(pod);
+    runtime_.call(stream, "Synchronize", req.SerializeAsString());
+  }
+  ::ttrpc::Response runPod(uint32_t stream) {
+    api::StateChangeEvent ev;
+    ev.set_event(api::RUN_POD_SANDBOX);
+    ev.mutable_pod()->set_id("pod-1");
+    ev.mutable_pod()->set_name("train-0");
+    ev.mutable_pod()->set_namespace_("default");
+    runtime_.call(stream, "StateChange", ev.SerializeAsString());
+    return runtime_.answer().second;
+  }
+  ::ttrpc::Response createContainer(uint32_t stream) {
+    api::CreateContainerRequest req;
+    req.mutable_pod()->set_id("pod-1");
+    req.mutable_pod()->set_name("train-0");
+    req.mutable_pod()->set_namespace_("default");
+    req.mutable_container()->set_id("ctr-1");
+    req.mutable_container()->set_pod_sandbox_id("pod-1");
+    req.mutable_container()->set_name("main");
+    runtime_.call(stream, "CreateContainer", req.SerializeAsString());
+    return runtime_.answer().second;
+  }
+  static bool failed(const ::ttrpc::Response& r) {
+    return r.has_status() && r.status().code() != 0;
+  }
+
+  ::crihook::testing::TempDir dir_;
+  ::crihook::testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};
+  RefusingInterceptor hooks_;
+  std::unique_ptr<Front> front_;
+  std::mutex mu_;
+  std::vector<std::chrono::milliseconds> checked_;
+  std::vector<std::string> refused_;
+  std::vector<Synchronized> synchronized_;
+};
+
+// The case: crihookd told 12 s, containerd at 2 s, a 3 s device
+// init. The config's figure passed at start-up; the runtime's does not.
+TEST_F(ConfigureTest, ARuntimesOwnTimeoutTooShortForTheHooksRefusesTheRegistration) {
+  const ::ttrpc::Response r = configure("containerd", "2.1.9+unknown", 2000);
+  ASSERT_TRUE(failed(r));
+  EXPECT_EQ(r.status().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("NRI event RunPodSandbox runs hooks for up to 3s"));
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("the runtime's own, sent at NRI Configure: 2s"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("at least 3100ms"));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(checked_, std::vector<std::chrono::milliseconds>{2000ms});
+  ASSERT_EQ(refused_.size(), 1u);
+  EXPECT_FALSE(front_->registered());
+}
+
+TEST_F(ConfigureTest, ARuntimesOwnTimeoutThatFitsIsTaken) {
+  EXPECT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(checked_, std::vector<std::chrono::milliseconds>{5000ms});
+  EXPECT_TRUE(refused_.empty());
+}
+
+// containerd 1.7's NRI 0.6.1 sends no timeouts: the config's figure, checked
+// at start-up, stands.
+TEST_F(ConfigureTest, ARuntimeThatSendsNoTimeoutIsNotChecked) {
+  EXPECT_FALSE(failed(configure("containerd", "1.7.24~ds1", 0)));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_TRUE(checked_.empty());
+}
+
+// NRI 0.8 closes a plugin whose answer to a part does not say `more`.
+TEST_F(ConfigureTest, ASynchronizeInPartsIsAnsweredPartByPartAndDeliveredWhole) {
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  synchronize(3, true, "pod-a");
+  api::SynchronizeResponse part;
+  ASSERT_TRUE(part.ParseFromString(runtime_.answer().second.payload()));
+  EXPECT_TRUE(part.more());
+  EXPECT_FALSE(front_->registered());
+  synchronize(5, false, "pod-b");
+  api::SynchronizeResponse last;
+  ASSERT_TRUE(last.ParseFromString(runtime_.answer().second.payload()));
+  EXPECT_FALSE(last.more());
+  EXPECT_TRUE(front_->registered());
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSERT_EQ(synchronized_.size(), 1u);
+  ASSERT_EQ(synchronized_[0].pods.size(), 2u);
+  EXPECT_EQ(synchronized_[0].pods[0].sandbox_id, "pod-a");
+  EXPECT_EQ(synchronized_[0].pods[1].sandbox_id, "pod-b");
+}
+
+// containerd 1.7 removes a sandbox NRI refused: the refusal is the answer.
+TEST_F(ConfigureTest, OnARuntimeThatRemovesARefusedSandboxThePodIsRefusedAtRunPodSandbox) {
+  ASSERT_FALSE(failed(configure("containerd", "1.7.24~ds1", 0)));
+  synchronize(3, false, "other");
+  runtime_.answer();
+  const ::ttrpc::Response r = runPod(5);
+  ASSERT_TRUE(failed(r));
+  EXPECT_EQ(r.status().code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("devices: init of gpu 0 failed"));
+  EXPECT_EQ(front_->refusedAtContainers(), 0u);
+}
+
+// containerd 2.1 would leak the sandbox: it is let through and the pod's
+// containers are refused with the hooks' refusal, without running their
+// stages; once the pod is removed, its id is forgotten.
+TEST_F(ConfigureTest, OnARuntimeThatLeaksARefusedSandboxItsContainersAreRefusedInstead) {
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  synchronize(3, false, "other");
+  runtime_.answer();
+  EXPECT_FALSE(failed(runPod(5)));
+  EXPECT_EQ(front_->refusedAtContainers(), 1u);
+  const ::ttrpc::Response r = createContainer(7);
+  ASSERT_TRUE(failed(r));
+  EXPECT_EQ(r.status().code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("refused this pod at RunPodSandbox"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("containerd 2.1.9+unknown"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("devices: init of gpu 0 failed"));
+  for (const auto& stage : hooks_.ran()) EXPECT_NE(stage, "pre CreateContainer");
+
+  api::StateChangeEvent removed;
+  removed.set_event(api::REMOVE_POD_SANDBOX);
+  removed.mutable_pod()->set_id("pod-1");
+  runtime_.call(9, "StateChange", removed.SerializeAsString());
+  EXPECT_FALSE(failed(runtime_.answer().second));
+  // A container of a pod id seen again (a runtime reusing it) is not refused.
+  EXPECT_FALSE(failed(createContainer(11)));
 }
 
 }  // namespace

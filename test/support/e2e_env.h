@@ -60,14 +60,17 @@ inline std::string e2eMissing() {
   return missing;
 }
 
-// containerd 1.7 for the NRI suites: test/e2e/containerd17.sh's binary,
-// from its cache ($CRIHOOK_CONTAINERD17_CACHE, default
-// /var/cache/crihook-test/containerd17; filled from deb.debian.org on the
-// first run). "" when it could not be had, `why` saying so.
-inline std::string containerd17Binary(const std::string& source_dir, std::string* why) {
-  const char* env = std::getenv("CRIHOOK_CONTAINERD17_CACHE");
-  const std::string cache = env && *env ? env : "/var/cache/crihook-test/containerd17";
-  const std::string cmd = source_dir + "/test/e2e/containerd17.sh " + cache + " 2>/dev/null";
+// A containerd for the NRI suites, as test/e2e/`script` (containerd17.sh:
+// Debian 13's 1.7; containerd2.sh: Debian unstable's 2.x) prints it from its
+// cache ($`cache_env`, default /var/cache/crihook-test/`cache_name`;
+// filled from deb.debian.org on the first run). "" when it could not be
+// had, `why` saying so.
+inline std::string debianContainerdBinary(const std::string& source_dir, const std::string& script,
+                                          const char* cache_env, const std::string& cache_name,
+                                          std::string* why) {
+  const char* env = std::getenv(cache_env);
+  const std::string cache = env && *env ? env : "/var/cache/crihook-test/" + cache_name;
+  const std::string cmd = source_dir + "/test/e2e/" + script + " " + cache + " 2>/dev/null";
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) {
@@ -77,10 +80,26 @@ inline std::string containerd17Binary(const std::string& source_dir, std::string
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
   if (::pclose(p) != 0 || out.empty()) {
-    *why = "containerd17.sh " + cache + " failed (run it by hand to see why): " + out;
+    *why = script + " " + cache + " failed (run it by hand to see why): " + out;
     return "";
   }
   return out.substr(0, out.find('\n'));  // the binary's path
+}
+
+inline std::string containerd17Binary(const std::string& source_dir, std::string* why) {
+  return debianContainerdBinary(source_dir, "containerd17.sh", "CRIHOOK_CONTAINERD17_CACHE",
+                                "containerd17", why);
+}
+inline std::string containerd2Binary(const std::string& source_dir, std::string* why) {
+  return debianContainerdBinary(source_dir, "containerd2.sh", "CRIHOOK_CONTAINERD2_CACHE",
+                                "containerd2", why);
+}
+
+// Which containerd an NRI suite runs against: CRIHOOK_TEST_CONTAINERD "2"
+// (test/e2e/meson.build's containerd2_* programs) for 2.x, else 1.7.
+inline bool e2eContainerd2() {
+  const char* v = std::getenv("CRIHOOK_TEST_CONTAINERD");
+  return v != nullptr && std::string(v) == "2";
 }
 
 }  // namespace crihook::testing
@@ -92,6 +111,21 @@ inline std::string containerd17Binary(const std::string& source_dir, std::string
 // In an NRI suite's SetUp(): `binary` (a std::string) gets containerd 1.7's
 // path (containerd17Binary); when it cannot be had, the test fails if
 // CRIHOOK_E2E_REQUIRED is set and is skipped otherwise.
+// The same for the containerd e2eContainerd2() names.
+#define CRIHOOK_E2E_NRI_CONTAINERD_OR_SKIP(binary)                                            \
+  do {                                                                                        \
+    std::string crihook_why_;                                                                 \
+    const bool crihook_2_ = ::crihook::testing::e2eContainerd2();                             \
+    binary = crihook_2_                                                                       \
+                 ? ::crihook::testing::containerd2Binary(CRIHOOK_SOURCE_DIR, &crihook_why_)   \
+                 : ::crihook::testing::containerd17Binary(CRIHOOK_SOURCE_DIR, &crihook_why_); \
+    if (binary.empty()) {                                                                     \
+      if (::crihook::testing::e2eRequired()) FAIL() << crihook_why_;                          \
+      GTEST_SKIP() << "containerd " << (crihook_2_ ? "2.x" : "1.7")                           \
+                   << " could not be fetched (deb.debian.org unreachable?)";                  \
+    }                                                                                         \
+  } while (0)
+
 #define CRIHOOK_E2E_CONTAINERD17_OR_SKIP(binary)                                           \
   do {                                                                                     \
     std::string crihook_why_;                                                              \

@@ -313,6 +313,19 @@ void Daemon::startNriFront() {
   o.identity = {config.nri.plugin_name, config.nri.plugin_index};
   o.answer_margin = kNriAnswerMargin;
   o.request_timeout = config.nri.plugin_request_timeout;
+  // A runtime that sends its own plugin_request_timeout (NRI >= 0.7) is
+  // checked against it at each registration, as the config's figure was at
+  // start-up (step 10).
+  o.check_budget = [&chains = p.hooks->chains()](std::chrono::milliseconds runtime_timeout) {
+    return nri::checkBudget(stageHooks(chains), runtime_timeout, kNriAnswerMargin,
+                            nri::TimeoutSource::kRuntime);
+  };
+  o.on_refused = [&p](const absl::Status& why) {
+    p.readiness.set(false, cat("NRI registration refused: ", sv(why.message())));
+    notifySystemd(
+        "STATUS=NRI plugin: registration refused (the hooks do not fit the runtime's "
+        "plugin_request_timeout; see the log)");
+  };
   o.on_registration = [&p, path = config.nri.socket_path](bool registered) {
     p.readiness.set(registered, registered ? "registered with the runtime's NRI"
                                            : "NRI connection lost; reconnecting");
@@ -339,6 +352,12 @@ void Daemon::startNriFront() {
   registry.gaugeFunction("crihook_nri_not_applied",
                          "Changes the hooks made that NRI cannot carry (logged, naming the pod).",
                          [&front] { return static_cast<double>(front.notApplied()); });
+  registry.gaugeFunction(
+      "crihook_nri_pods_refused_at_containers",
+      "Pods refused at RunPodSandbox whose sandbox was let through, each of their containers "
+      "refused instead: the runtime (containerd 2.0-2.2.5, 2.3.0-2.3.2) would leak a refused "
+      "sandbox.",
+      [&front] { return static_cast<double>(front.refusedAtContainers()); });
   registry.gaugeFunction(
       "crihook_nri_unhooked_pods",
       "Pods the runtime had at the last Synchronize that crihookd never saw made: their hooks "
