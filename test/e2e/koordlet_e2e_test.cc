@@ -1,6 +1,6 @@
-// End to end beside koordlet: the real containerd ($CRIHOOK_CONTAINERD, else
-// the one on PATH: Debian 12's 1.6), the real crihookd with its built-in
-// gpu, rdma, cpuset and device-lifecycle hooks at their default settings
+// End to end beside koordlet: the real containerd (the one on PATH, Debian
+// 12's 1.6, or with CRIHOOK_TEST_CONTAINERD=2 containerd 2.x's), the real
+// crihookd with its built-in gpu, rdma, cpuset and device-lifecycle hooks at their default settings
 // (only the device root, and HAMi-core's library and lock directory, point
 // into this test's tree), and test/e2e/koordlet/: a Koordinator hook server
 // written from koordlet's own code, registered in hookserver.d as koordlet
@@ -227,7 +227,10 @@ void startDaemons() {
     runShellOrThrow(
         cat(scripts, "make-busybox-image.sh ", dir, "/busybox.tar ", kE2eImage, " 2>&1"));
     std::vector<std::string> args = {dir + "/ctd", kE2eImage, dir + "/busybox.tar"};
-    if (const char* b = std::getenv("CRIHOOK_CONTAINERD"); b && *b) args.push_back(b);
+    std::string why;
+    const std::string binary = e2eProxyContainerd(CRIHOOK_SOURCE_DIR, &why);
+    if (e2eContainerd2() && binary.empty()) throw std::runtime_error(why);
+    if (!binary.empty()) args.push_back(binary);
     env->containerd = startGuardedDaemon(env->containerd_guard, scripts + "containerd-private.sh",
                                          args, dir + "/ctd-start.log", 120s);
     makeDeviceTree(dir);  // nvidia0, nvidia1, uverbs6, the control nodes, hookserver.d

@@ -89,6 +89,7 @@ class Soak : public ::testing::Test {
  protected:
   void SetUp() override {
     CRIHOOK_E2E_SKIP_UNLESS_MACHINE_HAS_ALL();
+    if (e2eContainerd2()) CRIHOOK_E2E_NRI_CONTAINERD_OR_SKIP(binary_);  // 2.x's
     char tmpl[] = "/tmp/crihook-soak-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     runShellOrThrow(
@@ -167,9 +168,10 @@ class Soak : public ::testing::Test {
     // shims die with the test, even a killed one. A stopped containerd's
     // guard stays until the end: the shims it left serve the next one.
     containerd_guards_.emplace_back();
+    std::vector<std::string> args = {dir_ + "/ctd", kE2eImage, dir_ + "/busybox.tar"};
+    if (!binary_.empty()) args.push_back(binary_);
     containerd_ = startGuardedDaemon(
-        containerd_guards_.back(), kScripts + "containerd-private.sh",
-        {dir_ + "/ctd", kE2eImage, dir_ + "/busybox.tar"},
+        containerd_guards_.back(), kScripts + "containerd-private.sh", args,
         cat(dir_, "/containerd-start-", containerd_guards_.size(), ".log"), 120s);
   }
   void stopContainerd() {
@@ -496,6 +498,7 @@ class Soak : public ::testing::Test {
 
   static inline const std::string kScripts = CRIHOOK_SOURCE_DIR "/test/e2e/";
   std::string dir_;
+  std::string binary_;  // containerd 2.x's with CRIHOOK_TEST_CONTAINERD=2; else "": the one on PATH
   pid_t containerd_ = -1;
   std::vector<std::unique_ptr<ChildProcess>> containerd_guards_;
   std::unique_ptr<ChildProcess> crihookd_;

@@ -102,6 +102,14 @@ inline bool e2eContainerd2() {
   return v != nullptr && std::string(v) == "2";
 }
 
+// The containerd a proxy-mode suite (containerd, soak, koordlet) runs
+// against: "" for the one on PATH (Debian 12's 1.6), or, with
+// CRIHOOK_TEST_CONTAINERD=2, containerd 2.x's binary; "" with `why` set when
+// that could not be had.
+inline std::string e2eProxyContainerd(const std::string& source_dir, std::string* why) {
+  return e2eContainerd2() ? containerd2Binary(source_dir, why) : "";
+}
+
 }  // namespace crihook::testing
 
 // In an end-to-end test's SetUp(): when the machine lacks what the suites
