@@ -273,7 +273,7 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
   if (*owners == nullptr) return absl::OkStatus();
   TableReader o(**owners, "hooks.owners.", origin);
   for (const auto& [key, value] : **owners) {
-    const std::string name = key.str();  // clang 14 cannot capture a structured binding
+    const std::string name(key.str());  // clang 14 cannot capture a structured binding
     const auto* spec = std::find_if(kOwnerClasses.begin(), kOwnerClasses.end(),
                                     [&](const OwnerClassSpec& x) { return x.key == name; });
     if (spec == kOwnerClasses.end()) {
