@@ -47,6 +47,17 @@ class ByteQueue {
     }
     return n;
   }
+  // Drops up to `n` bytes from the front (those view() showed, once sent).
+  void drop(size_t n) {
+    head_ += std::min(n, buf_.size() - head_);
+    if (head_ == buf_.size()) {
+      buf_.clear();
+      head_ = 0;
+    } else if (head_ > (1u << 20) && head_ > buf_.size() / 2) {
+      buf_.erase(0, head_);
+      head_ = 0;
+    }
+  }
   // What the queue holds; valid until the next call that changes it.
   std::string_view view() const { return std::string_view(buf_).substr(head_); }
   // Empties the queue, handing over what it held.

@@ -53,20 +53,17 @@ int connectNow(const std::string& path) {
 
 Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx) {
   if (ctx.transparent) {
-    // The transparent relay needs the runtime's connection from the start
-    // (its SETTINGS are kubelet's to read). When the runtime cannot be
-    // reached now, the terminating relay serves this connection: it answers
-    // each call UNAVAILABLE naming the backend and tries again per call;
-    // once the runtime answers, it sends kubelet GOAWAY, and kubelet's next
-    // connection is the transparent relay's.
-    if (const int up = connectNow(ctx.backend_path); up >= 0) {
-      tstarting_ = std::make_shared<relay::Transparent>(loop, fd, up, ctx);
-      tweak_ = tstarting_;
-      return;
-    }
+    // The runtime's connection is opened at once: its SETTINGS are kubelet's
+    // to read. When the runtime cannot be reached now, crihookd stands in
+    // for it (-1): each call goes on a side connection that tries the
+    // runtime again, answered UNAVAILABLE naming the backend while it is
+    // down; once the runtime answers, kubelet gets GOAWAY, and its next
+    // connection is relayed frame by frame.
+    tstarting_ = std::make_shared<relay::Transparent>(loop, fd, connectNow(ctx.backend_path), ctx);
+    tweak_ = tstarting_;
+    return;
   }
   starting_ = std::make_shared<Impl>(loop, fd, ctx);
-  if (ctx.transparent) starting_->reconnectOnceRuntimeAnswers();
   weak_ = starting_;
 }
 

@@ -92,18 +92,22 @@ struct Transparent::Handler final : IoHandler {
 };
 
 Transparent::Transparent(EventLoop& loop, int kubelet_fd, int runtime_fd, RelayContext& ctx)
-    : loop_(loop), ctx_(ctx), side_(*this, loop, ctx) {
+    : loop_(loop), ctx_(ctx), stand_in_(runtime_fd < 0), side_(*this, loop, ctx) {
   kubelet_.fd = kubelet_fd;
   // kubelet's blocks go to the runtime as they came (blockToRuntime); the
   // runtime's are forwarded frame by frame as they arrive.
-  kubelet_.keeps_frames = true;
+  kubelet_.keeps_frames = !stand_in_;
   runtime_.fd = runtime_fd;
+  // Standing in, crihookd's own SETTINGS open the connection for kubelet.
+  runtime_settings_seen_ = stand_in_;
   ctx_.open_connections.fetch_add(1);
+  if (stand_in_) ctx_.terminating_connections.fetch_add(1);
 }
 
 Transparent::~Transparent() {
   if (kubelet_.fd >= 0) ::close(kubelet_.fd);
   if (runtime_.fd >= 0) ::close(runtime_.fd);
+  if (stand_in_) ctx_.terminating_connections.fetch_sub(1);
   ctx_.open_connections.fetch_sub(1);
 }
 
@@ -111,9 +115,22 @@ void Transparent::start() {
   auto self = shared_from_this();
   if (auto st = loop_.watch(kubelet_.fd, std::make_shared<Handler>(self, true)); !st.ok())
     return close(cat("watch: ", st.message()));
-  if (auto st = loop_.watch(runtime_.fd, std::make_shared<Handler>(self, false)); !st.ok())
+  if (stand_in_) {
+    standInPreface();
+    flush(true);
+  } else if (auto st = loop_.watch(runtime_.fd, std::make_shared<Handler>(self, false)); !st.ok()) {
     return close(cat("watch: ", st.message()));
-  armTick();
+  }
+  if (!closed_) armTick();
+}
+
+void Transparent::standInPreface() {
+  h2::appendSettings(kubelet_.out, {{h2::setting::kMaxConcurrentStreams, kMaxConcurrentStreams},
+                                    {h2::setting::kInitialWindowSize, kStreamWindow},
+                                    {h2::setting::kMaxHeaderListSize,
+                                     static_cast<uint32_t>(kMaxHeaderListBytes)}});
+  h2::appendWindowUpdate(kubelet_.out, 0,
+                         static_cast<uint32_t>(kConnectionWindow - h2::kDefaultWindow));
 }
 
 void Transparent::shutdown() {
@@ -248,7 +265,7 @@ void Transparent::sendPingAcks() {
 
 void Transparent::flush(bool kubelet) {
   Side& s = kubelet ? kubelet_ : runtime_;
-  if (closed_ || s.writing || (!kubelet && runtime_lost_)) return;
+  if (closed_ || s.writing || (!kubelet && (runtime_lost_ || stand_in_))) return;
   if (!kubelet && !runtime_write_error_.empty()) {
     s.out.clear();  // the runtime reads no more (runtimeDeaf)
     s.out_sent = 0;
@@ -422,7 +439,7 @@ void Transparent::fromKubelet(std::string_view in) {
     const size_t at = h2::kClientPreface.size() - preface_left_;
     if (in.substr(0, n) != h2::kClientPreface.substr(at, n))
       return close("not an HTTP/2 client preface");
-    runtime_.out.append(in.substr(0, n));
+    if (!stand_in_) runtime_.out.append(in.substr(0, n));
     preface_left_ -= n;
     in.remove_prefix(n);
   }
@@ -456,26 +473,20 @@ void Transparent::fromKubelet(std::string_view in) {
           // A stream crihookd answered and no longer holds (reset at once,
           // or kZombieLinger past): the runtime never saw it, so crihookd
           // takes the bytes and credits kubelet's connection window for them.
-          if (h.length > 0) {
-            std::string frames;
-            h2::appendWindowUpdate(frames, 0, h.length);
-            inject(frames);
-          }
+          creditKubelet(h.stream_id, h.length, false);
           kubelet_route_ = Route::kDrop;
           continue;
         }
+        if (stand_in_) return protocolError(cat("DATA on stream ", h.stream_id, ", not open"));
         kubelet_route_ = Route::kForward;
         runtime_.out.append(ev.bytes);
         continue;
       }
       // Bytes of a stream crihookd answers: the runtime never credits them.
-      if (h.length > 0) {
-        auto credit = FlowLedger::creditForTaken(h.length, !h.has(h2::flags::kEndStream));
-        std::string frames;
-        h2::appendWindowUpdate(frames, 0, credit.connection);
-        if (credit.stream != 0) h2::appendWindowUpdate(frames, h.stream_id, credit.stream);
-        inject(frames);
-      }
+      // A forwarded stream's are credited as the side connection sends them
+      // (consumeRequestBytes), or once they are dropped (ownData).
+      if (it->second.kind != Own::Kind::kForwarded)
+        creditKubelet(h.stream_id, h.length, !h.has(h2::flags::kEndStream));
       if (h.has(h2::flags::kPadded)) {
         if (auto st = reader.wantWhole(); !st.ok()) return protocolError(std::string(st.message()));
       }
@@ -496,13 +507,20 @@ void Transparent::fromKubelet(std::string_view in) {
 }
 
 void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payload) {
-  auto forward = [&] { h2::appendFrame(runtime_.out, h, payload); };
+  // Standing in for the runtime, nothing of kubelet's goes anywhere else.
+  auto forward = [&] {
+    if (!stand_in_) h2::appendFrame(runtime_.out, h, payload);
+  };
   switch (h.type) {
     case h2::FrameType::kData: {
       auto it = own_.find(h.stream_id);
       if (it == own_.end()) return relayedRequestData(h, payload);
       auto data = h2::dataOf(h, payload);  // padded, of an own stream
       if (!data.ok()) return protocolError(std::string(data.status().message()));
+      if (it->second.kind == Own::Kind::kForwarded) {  // the padding is taken here
+        creditKubelet(h.stream_id, h.length - static_cast<uint32_t>(data->size()),
+                      !h.has(h2::flags::kEndStream));
+      }
       ownData(it->second, h, *data, true);
       return;
     }
@@ -521,7 +539,13 @@ void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payloa
       } else {
         auto settings = h2::settingsOf(payload);
         if (!settings.ok()) return protocolError(std::string(settings.status().message()));
-        appendKnownSettings(runtime_.out, *settings, kMaxWholeFrame);
+        if (stand_in_) {
+          std::string ack;
+          h2::appendSettingsAck(ack);
+          inject(ack);
+        } else {
+          appendKnownSettings(runtime_.out, *settings, kMaxWholeFrame);
+        }
         for (auto [id, value] : *settings) {
           if (id == h2::setting::kInitialWindowSize && !ledger_.onKubeletInitialWindow(value))
             return protocolError("SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1");
@@ -543,7 +567,7 @@ void Transparent::kubeletFrame(const h2::FrameHeader& h, std::string_view payloa
       auto inc = h2::windowIncrementOf(payload);
       if (!inc.ok()) return protocolError(std::string(inc.status().message()));
       if (h.stream_id == 0) {
-        if (const uint32_t fwd = ledger_.forwardedIncrement(*inc); fwd > 0)
+        if (const uint32_t fwd = ledger_.forwardedIncrement(*inc); fwd > 0 && !stand_in_)
           h2::appendWindowUpdate(runtime_.out, 0, fwd);
         pumpAllOwn();
         resumeRuntime();
@@ -603,8 +627,10 @@ void Transparent::kubeletBlock() {
     return;
   }
   last_kubelet_stream_ = id;
-  if (goaway_sent_ || runtime_lost_) {
-    // After GOAWAY: refused, and safe for kubelet to send again elsewhere.
+  if (goaway_sent_ || runtime_lost_ || (stand_in_ && own_.size() >= kMaxConcurrentStreams)) {
+    // After GOAWAY: refused, and safe for kubelet to send again elsewhere;
+    // so is a stream past the SETTINGS_MAX_CONCURRENT_STREAMS crihookd
+    // announced standing in.
     leaveBlockOut();
     std::string frames;
     h2::appendRstStream(frames, id, h2::error::kRefusedStream);
@@ -622,7 +648,7 @@ void Transparent::kubeletBlock() {
   const std::string* path = findHeader(headers, ":path");
   auto intercepted = findInterceptedMethod(path ? *path : std::string());
   if (intercepted) {
-    if (!to_runtime_.on && hpack::changesDynamicTable(kubelet_.block)) {
+    if (!stand_in_ && !to_runtime_.on && hpack::changesDynamicTable(kubelet_.block)) {
       // The runtime's decoder must see the block, which changes its table;
       // the runtime must not see the call: without END_STREAM, and
       // cancelled at once (grpc-go's handler is then still waiting for the
@@ -639,6 +665,7 @@ void Transparent::kubeletBlock() {
     budget_.chargeRequestHeaders(ctx_, check.list_bytes);
     Own& own = openOwn(id, std::move(headers));
     own.call->check = check;
+    own.kind = Own::Kind::kIntercepted;
     own.call->intercepted = intercepted;
     own.call->headers_done = true;
     own.call->deadline = grpcDeadline(own.call->req_headers, own.call->start);
@@ -649,6 +676,7 @@ void Transparent::kubeletBlock() {
     }
     return;
   }
+  if (stand_in_) return forwardOwn(id, std::move(headers), check);
   Relayed& r = relayed_.try_emplace(id, ctx_.max_message_bytes).first->second;
   r.path = path ? *path : std::string();
   r.start = Clock::now();
@@ -1096,6 +1124,46 @@ Transparent::Own& Transparent::openOwn(uint32_t id, Headers headers) {
   return own;
 }
 
+void Transparent::forwardOwn(uint32_t id, Headers headers, const RequestCheck& check) {
+  budget_.chargeRequestHeaders(ctx_, check.list_bytes);
+  Own& own = openOwn(id, std::move(headers));
+  own.kind = Own::Kind::kForwarded;
+  Call& call = *own.call;
+  call.check = check;
+  call.headers_done = true;
+  call.deadline = grpcDeadline(call.req_headers, call.start);
+  if (kubelet_.block_end_stream) {
+    own.kubelet_done = true;
+    call.client_done = true;
+    call.req_end = true;
+  }
+  side_.forward(call);
+}
+
+void Transparent::creditKubelet(uint32_t id, uint32_t bytes, bool stream_open) {
+  if (bytes == 0) return;
+  auto credit = FlowLedger::creditForTaken(bytes, stream_open);
+  std::string frames;
+  h2::appendWindowUpdate(frames, 0, credit.connection);
+  if (credit.stream != 0) h2::appendWindowUpdate(frames, id, credit.stream);
+  inject(frames);
+}
+
+void Transparent::consumeRequestBytes(Call& call, size_t n) {
+  // The side connection sent `n` bytes of a forwarded request: kubelet may
+  // send as many more.
+  auto it = own_.find(static_cast<uint32_t>(call.down_id));
+  creditKubelet(static_cast<uint32_t>(call.down_id), static_cast<uint32_t>(n),
+                it != own_.end() && !it->second.kubelet_done);
+  scheduleFlush();
+}
+
+void Transparent::returnReplyWindow(Call& call, size_t n) {
+  if (n == 0 || !call.window_up || call.window_up->closed()) return;
+  nghttp2_session_consume(call.window_up->session(), call.window_up_id, n);
+  call.window_up->scheduleFlush();
+}
+
 void Transparent::refuse(uint32_t id, Headers headers, const RequestRefusal& refusal) {
   const std::string* path = findHeader(headers, ":path");
   warnRefused(ctx_, id, path, refusal.why);
@@ -1123,7 +1191,8 @@ void Transparent::ownData(Own& own, const h2::FrameHeader& h, std::string_view d
                           bool frame_end) {
   Call& call = *own.call;
   const bool end = frame_end && h.has(h2::flags::kEndStream);
-  if (own.reply_done || !call.intercepted || own.kubelet_done) {
+  if (own.kind == Own::Kind::kForwarded) return forwardedData(own, data, end);
+  if (own.reply_done || own.kind != Own::Kind::kIntercepted || own.kubelet_done) {
     if (end) own.kubelet_done = true;
     if (end && own.reply_done) finishOwn(h.stream_id);
     return;
@@ -1147,6 +1216,35 @@ void Transparent::ownData(Own& own, const h2::FrameHeader& h, std::string_view d
     own.kubelet_done = true;
     call.client_done = true;
     startPreStage(own);
+  }
+}
+
+void Transparent::forwardedData(Own& own, std::string_view data, bool end) {
+  Call& call = *own.call;
+  const auto id = static_cast<uint32_t>(call.down_id);
+  const auto n = static_cast<uint32_t>(data.size());
+  if (own.reply_done || own.kubelet_done || call.answered) {
+    // The runtime gets no more of it: the bytes are taken here.
+    creditKubelet(id, n, false);
+    if (end) own.kubelet_done = true;
+    if (end && own.reply_done) finishOwn(id);
+    return;
+  }
+  call.req_frames.feed(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+  if (call.req_frames.tooLarge()) {
+    creditKubelet(id, n, false);
+    if (end) own.kubelet_done = true;
+    return answerOwn(own, messageTooLarge(ctx_, "request", call.req_frames), false);
+  }
+  call.req_body.append(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+  if (end) {
+    own.kubelet_done = true;
+    call.client_done = true;
+    call.req_end = true;
+  }
+  if (call.up && call.up_id != 0) {
+    nghttp2_session_resume_data(call.up->session(), call.up_id);
+    call.up->scheduleFlush();
   }
 }
 
@@ -1179,9 +1277,31 @@ void Transparent::onPreStageDone(int32_t id, absl::Status status) {
   side_.forward(*own.call);
 }
 
-void Transparent::onResponseData(Call& call, const uint8_t* data, size_t len) {
-  if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len);
+void Transparent::onResponseHeaders(Call& call) {
+  if (stand_in_ && !runtime_answered_) {
+    // The calls in flight finish here; kubelet opens its next connection
+    // for what comes after, as on any GOAWAY, and that one is relayed.
+    runtime_answered_ = true;
+    ctx_.log->debug(
+        "the runtime answers again: GOAWAY, so that the client's next connection is relayed "
+        "frame by frame");
+    goawayToKubelet();
+    scheduleFlush();
+  }
   auto it = own_.find(static_cast<uint32_t>(call.down_id));
+  if (it == own_.end() || it->second.kind != Own::Kind::kForwarded || it->second.reply_done) return;
+  std::string frames;
+  h2::appendHeaderBlock(frames, static_cast<uint32_t>(call.down_id),
+                        literalBlock(call.resp_headers), false, kubelet_max_frame_);
+  inject(frames);
+  it->second.reply_started = true;
+}
+
+void Transparent::onResponseData(Call& call, const uint8_t* data, size_t len) {
+  auto it = own_.find(static_cast<uint32_t>(call.down_id));
+  if (it != own_.end() && it->second.kind == Own::Kind::kForwarded)
+    return forwardedReplyData(it->second, data, len);
+  if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len);
   if (it == own_.end()) return;
   const size_t ok = call.resp_frames.feed(data, len);
   if (call.resp_frames.tooLarge()) {
@@ -1192,11 +1312,41 @@ void Transparent::onResponseData(Call& call, const uint8_t* data, size_t len) {
   call.resp_body.append(data, ok);
 }
 
+void Transparent::forwardedReplyData(Own& own, const uint8_t* data, size_t len) {
+  Call& call = *own.call;
+  const size_t ok = call.resp_frames.feed(data, len);
+  if (!call.resp_frames.tooLarge()) {
+    // Handed back to the side connection's windows as kubelet's take them
+    // (pumpOwn).
+    call.resp_body.append(data, ok);
+    return pumpOwn(static_cast<uint32_t>(call.down_id));
+  }
+  // The whole messages before the one over the limit still go, then the
+  // status; the bytes past the cut are dropped here.
+  const bool clean = call.resp_frames.cleanCut();
+  if (call.up) nghttp2_session_consume(call.up->session(), call.up_id, len - (clean ? ok : 0));
+  if (clean) call.resp_body.append(data, ok);
+  answerOwn(own, messageTooLarge(ctx_, "response", call.resp_frames), false);
+}
+
 void Transparent::onResponseEnd(Call& call) {
   call.resp_end = true;
   auto it = own_.find(static_cast<uint32_t>(call.down_id));
   if (it == own_.end() || it->second.reply_done) return;
   Own& own = it->second;
+  if (own.kind == Own::Kind::kForwarded) {
+    // The runtime's own end: trailers-only, trailers, or none (END_STREAM
+    // on its last DATA).
+    if (call.resp_trailers_only || !own.reply_started) {
+      call.final_status = statusFrom(call.resp_headers);
+      call.resp_trailers_only = true;
+      return replyOwn(own);
+    }
+    call.final_status = statusFrom(call.resp_trailers);
+    own.trailers_block = literalBlock(call.resp_trailers);
+    own.reply_ends = call.resp_trailers.empty();
+    return pumpOwn(static_cast<uint32_t>(call.down_id));
+  }
   decodeInterceptedReply(call);
   own.in_stage = true;
   auto self = shared_from_this();
@@ -1221,7 +1371,9 @@ void Transparent::onPostStageDone(int32_t id) {
 
 void Transparent::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
   if (call.resp_end || call.answered) return;
-  if (error_code == NGHTTP2_REFUSED_STREAM && !call.retried) {
+  auto it = own_.find(static_cast<uint32_t>(call.down_id));
+  const bool forwarded = it != own_.end() && it->second.kind == Own::Kind::kForwarded;
+  if (error_code == NGHTTP2_REFUSED_STREAM && !call.retried && !forwarded) {
     // A runtime going away refused the stream before processing it; the
     // request is still whole here: send it on a fresh connection.
     call.retried = true;
@@ -1229,9 +1381,16 @@ void Transparent::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
     side_.forward(call);
     return;
   }
-  replyWithStatus(
-      call, absl::Status(grpcwire::codeOfReset(error_code),
-                         cat("crihookd: backend reset the stream, HTTP/2 error ", error_code)));
+  const absl::Status status(grpcwire::codeOfReset(error_code),
+                            cat("crihookd: backend reset the stream, HTTP/2 error ", error_code));
+  if (forwarded) {
+    // The reset passed on: kubelet maps its code to the status it would
+    // have had from the runtime directly.
+    call.final_status = status;
+    return resetOwn(it->second,
+                    error_code == NGHTTP2_NO_ERROR ? uint32_t{NGHTTP2_INTERNAL_ERROR} : error_code);
+  }
+  replyWithStatus(call, status);
   onResponseEnd(call);
 }
 
@@ -1252,19 +1411,15 @@ void Transparent::answerOwn(Own& own, const absl::Status& status, bool reset) {
   const uint32_t id = static_cast<uint32_t>(call.down_id);
   cancelSide(call);
   call.final_status = status;
-  if (reset || (own.reply_started && (!own.body.empty() || !call.resp_frames.atBoundary()))) {
-    std::string frames;
-    h2::appendRstStream(frames, id, reset ? h2::error::kProtocolError : h2::error::kInternalError);
-    inject(frames);
-    own.body.clear();
-    own.reply_done = true;
-    own.kubelet_done = true;
-    markAnswered(own);
-    finishOwn(id);
-    return;
+  // A reply begun ends with the status after its whole messages; one cut
+  // inside a message cannot.
+  if (reset ||
+      (own.reply_started && !call.resp_frames.atBoundary() && !call.resp_frames.cleanCut())) {
+    return resetOwn(own, reset ? h2::error::kProtocolError : h2::error::kInternalError);
   }
   if (own.reply_started) {
     own.trailers_block = literalBlock(statusTrailers(status));
+    own.reply_ends = false;
     pumpOwn(id);
     return;
   }
@@ -1272,6 +1427,34 @@ void Transparent::answerOwn(Own& own, const absl::Status& status, bool reset) {
   call.resp_trailers = trailersOnly(status);
   call.resp_trailers_only = true;
   replyOwn(own);
+}
+
+void Transparent::resetOwn(Own& own, uint32_t code) {
+  Call& call = *own.call;
+  const uint32_t id = static_cast<uint32_t>(call.down_id);
+  cancelSide(call);
+  std::string frames;
+  h2::appendRstStream(frames, id, code);
+  inject(frames);
+  dropOwnBytes(own);
+  own.trailers_block.clear();
+  own.reply_done = true;
+  own.kubelet_done = true;
+  markAnswered(own);
+  finishOwn(id);
+}
+
+void Transparent::dropOwnBytes(Own& own) {
+  Call& call = *own.call;
+  if (own.kind == Own::Kind::kForwarded) {
+    // Counted against both connections' windows, and never to be sent:
+    // handed back, or a few abandoned calls stall the connection.
+    returnReplyWindow(call, call.resp_body.size());
+    creditKubelet(static_cast<uint32_t>(call.down_id), static_cast<uint32_t>(call.req_body.size()),
+                  false);
+    call.req_body.drop(call.req_body.size());
+  }
+  call.resp_body.drop(call.resp_body.size());
 }
 
 void Transparent::replyOwn(Own& own) {
@@ -1282,6 +1465,7 @@ void Transparent::replyOwn(Own& own) {
     const Headers& h = call.resp_headers.empty() ? call.resp_trailers : call.resp_headers;
     h2::appendHeaderBlock(frames, id, literalBlock(h), true, kubelet_max_frame_);
     inject(frames);
+    dropOwnBytes(own);
     own.reply_started = true;
     own.reply_done = true;
     markAnswered(own);
@@ -1291,8 +1475,8 @@ void Transparent::replyOwn(Own& own) {
   h2::appendHeaderBlock(frames, id, literalBlock(call.resp_headers), false, kubelet_max_frame_);
   inject(frames);
   own.reply_started = true;
-  own.body = call.resp_body.take();
   own.trailers_block = literalBlock(call.resp_trailers);
+  own.reply_ends = call.resp_trailers.empty();
   pumpOwn(id);
 }
 
@@ -1301,22 +1485,29 @@ void Transparent::pumpOwn(uint32_t id) {
   if (it == own_.end()) return;
   Own& own = it->second;
   if (!own.reply_started || own.reply_done) return;
+  Call& call = *own.call;
   std::string frames;
-  while (!own.body.empty()) {
+  size_t sent = 0;
+  while (!call.resp_body.empty()) {
     const int64_t room = ledger_.ownRoom(id);
     if (room <= 0) break;
-    const size_t n = std::min<size_t>(
-        {own.body.size(), static_cast<size_t>(room), static_cast<size_t>(kubelet_max_frame_)});
-    h2::appendData(frames, id, std::string_view(own.body).substr(0, n), false, kubelet_max_frame_);
+    const size_t n = std::min<size_t>({call.resp_body.size(), static_cast<size_t>(room),
+                                       static_cast<size_t>(kubelet_max_frame_)});
+    h2::appendData(frames, id, call.resp_body.view().substr(0, n), false, kubelet_max_frame_);
     ledger_.onOwnSent(id, static_cast<uint32_t>(n));
-    own.body.erase(0, n);
+    call.resp_body.drop(n);
+    sent += n;
   }
-  if (own.body.empty() && !own.trailers_block.empty()) {
+  if (call.resp_body.empty() && !own.trailers_block.empty()) {
     h2::appendHeaderBlock(frames, id, own.trailers_block, true, kubelet_max_frame_);
     own.trailers_block.clear();
     own.reply_done = true;
+  } else if (call.resp_body.empty() && own.reply_ends) {
+    h2::appendData(frames, id, {}, true, kubelet_max_frame_);
+    own.reply_done = true;
   }
   inject(frames);
+  if (own.kind == Own::Kind::kForwarded) returnReplyWindow(call, sent);
   if (own.reply_done) {
     markAnswered(own);
     finishOwn(id);
@@ -1358,11 +1549,7 @@ void Transparent::finishOwn(uint32_t id) {
     return;
   }
   if (!own.kubelet_done) return;
-  releaseLimits(*own.call);
-  ledger_.closeOwn(id);
-  own_.erase(it);
-  if (relayed_.empty() && own_.empty()) idle_since_ = Clock::now();
-  maybeFinish();
+  eraseOwn(it);
 }
 
 void Transparent::endOwn(uint32_t id, const char* why) {
@@ -1375,7 +1562,13 @@ void Transparent::endOwn(uint32_t id, const char* why) {
     if (call.final_status.ok()) call.final_status = absl::CancelledError(why);
     markAnswered(own);
   }
-  releaseLimits(call);
+  eraseOwn(it);
+}
+
+void Transparent::eraseOwn(std::unordered_map<uint32_t, Own>::iterator it) {
+  const uint32_t id = it->first;
+  dropOwnBytes(it->second);
+  releaseLimits(*it->second.call);
   ledger_.closeOwn(id);
   own_.erase(it);
   if (relayed_.empty() && own_.empty()) idle_since_ = Clock::now();
@@ -1414,7 +1607,9 @@ void Transparent::onTick() {
   std::vector<uint32_t> late, gone;
   for (const auto& [id, own] : own_) {
     if (own.reply_done && own.reset_sent && now - own.done_at >= kZombieLinger) gone.push_back(id);
-    if (!own.reply_done && !own.kubelet_done && now - own.call->start >= l.request_timeout)
+    // A forwarded request may stream for as long as the call lasts.
+    if (!own.reply_done && !own.kubelet_done && own.kind != Own::Kind::kForwarded &&
+        now - own.call->start >= l.request_timeout)
       late.push_back(id);
   }
   for (uint32_t id : late) {

@@ -11,6 +11,15 @@
 // Interceptor's stages, and their answers are written to kubelet as literal
 // header fields (hpack.h) and DATA within kubelet's windows (FlowLedger).
 //
+// A connection accepted while the runtime cannot be reached has no runtime
+// connection to relay: crihookd stands in for the runtime. It sends kubelet
+// SETTINGS of its own, answers kubelet's SETTINGS and PINGs, and makes every
+// stream one of its own, forwarded on the side connection (which connects
+// per call, and answers UNAVAILABLE naming the backend when it cannot) as it
+// comes: request and reply messages stream through, held to both sides'
+// windows. Once the runtime answers a call, kubelet gets GOAWAY, so that its
+// next connection is relayed frame by frame.
+//
 // Runs on its EventLoop; not thread-safe (Connection, relay.h, posts to it).
 
 #include <chrono>
@@ -36,8 +45,9 @@ namespace crihook::relay {
 class Transparent final : public UpstreamOwner, public std::enable_shared_from_this<Transparent> {
  public:
   // `kubelet_fd`: the accepted socket; `runtime_fd`: a connected socket to
-  // the runtime; both non-blocking, now the connection's. `loop` and `ctx`
-  // outlive it.
+  // the runtime, or -1 when the runtime could not be reached (crihookd
+  // stands in for it); both non-blocking, now the connection's. `loop` and
+  // `ctx` outlive it.
   Transparent(EventLoop& loop, int kubelet_fd, int runtime_fd, RelayContext& ctx);
   ~Transparent();
   Transparent(const Transparent&) = delete;
@@ -54,13 +64,13 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
 
   // UpstreamOwner (the side connection of intercepted calls).
   Call* find(int32_t id) override;
-  void onResponseHeaders(Call& call) override {}
+  void onResponseHeaders(Call& call) override;
   void onResponseData(Call& call, const uint8_t* data, size_t len) override;
   void onResponseEnd(Call& call) override;
   void onUpstreamStreamClosed(Call& call, uint32_t error_code) override;
   void onUpstreamLost(Upstream& up, const std::string& why) override { side_.onLost(up, why); }
   void onUpstreamGoaway(Upstream& up) override { side_.onGoaway(up); }
-  void consumeRequestBytes(Call&, size_t) override {}
+  void consumeRequestBytes(Call& call, size_t n) override;
   bool chargeReplyHeader(Call& call, size_t bytes) override;
   void answer(Call& call, const absl::Status& status) override;
   void scheduleFlush() override;
@@ -97,12 +107,17 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   };
   // What the current frame's payload pieces are for.
   enum class Route { kForward, kOwnData, kDrop };
-  // A stream crihookd answers (a refused request, an intercepted call).
+  // A stream crihookd answers: a refused request, an intercepted call, or
+  // (standing in for the runtime) a call forwarded as it comes on the side
+  // connection.
   struct Own {
+    enum class Kind : uint8_t { kRefused, kIntercepted, kForwarded };
+    Kind kind = Kind::kRefused;
     std::unique_ptr<Call> call;
-    // The reply waiting for kubelet's windows: body bytes, then trailers.
-    std::string body;
+    // The reply waits for kubelet's windows in call->resp_body, then
+    // trailers.
     std::string trailers_block;  // literal block; empty: none yet
+    bool reply_ends = false;     // a forwarded reply without trailers: END_STREAM on its DATA
     bool reply_started = false;
     bool reply_done = false;    // END_STREAM (or RST_STREAM) written
     bool kubelet_done = false;  // kubelet sends nothing more on it
@@ -221,9 +236,26 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   bool unknownToRuntime(uint32_t id) const {
     return id > runtime_last_stream_ && id <= last_kubelet_stream_;
   }
+  // Standing in for the runtime: crihookd's own SETTINGS (those nghttp2's
+  // server sent as the terminating relay) and the connection window.
+  void standInPreface();
+  // Standing in: a stream crihookd forwards as it comes on the side
+  // connection (the current block is its request's).
+  void forwardOwn(uint32_t id, Headers headers, const RequestCheck& check);
+  // WINDOW_UPDATE to kubelet for `bytes` of a stream crihookd takes: the
+  // connection, and the stream while kubelet still sends on it.
+  void creditKubelet(uint32_t id, uint32_t bytes, bool stream_open);
+  // `n` reply bytes of forwarded `call` went to kubelet: the side
+  // connection may send as many more.
+  void returnReplyWindow(Call& call, size_t n);
   Own& openOwn(uint32_t id, Headers headers);
   void refuse(uint32_t id, Headers headers, const RequestRefusal& refusal);
   void ownData(Own& own, const h2::FrameHeader& h, std::string_view data, bool frame_end);
+  // kubelet's request bytes of a forwarded stream, to the side connection.
+  void forwardedData(Own& own, std::string_view data, bool end);
+  // The runtime's reply bytes of a forwarded stream, to kubelet within its
+  // windows.
+  void forwardedReplyData(Own& own, const uint8_t* data, size_t len);
   void startPreStage(Own& own);
   void onPreStageDone(int32_t id, absl::Status status);
   void onPostStageDone(int32_t id);
@@ -231,12 +263,18 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   // Ends the reply with `status`: trailers-only, or trailers after the
   // messages written, or (`reset`, or mid-message) RST_STREAM.
   void answerOwn(Own& own, const absl::Status& status, bool reset);
+  // Ends the stream with RST_STREAM `code`.
+  void resetOwn(Own& own, uint32_t code);
+  // What the stream still holds of both directions' bytes, dropped; a
+  // forwarded stream's handed back to the windows that counted them.
+  void dropOwnBytes(Own& own);
   void replyOwn(Own& own);
   void pumpOwn(uint32_t id);
   void pumpAllOwn();
   void markAnswered(Own& own);
   void finishOwn(uint32_t id);
   void endOwn(uint32_t id, const char* why);
+  void eraseOwn(std::unordered_map<uint32_t, Own>::iterator it);
 
   void armTick();
   void onTick();
@@ -247,6 +285,9 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
 
   EventLoop& loop_;
   RelayContext& ctx_;
+  // No runtime connection: crihookd stands in for the runtime.
+  const bool stand_in_;
+  bool runtime_answered_ = false;  // standing in: GOAWAY sent once the runtime answered
   Side kubelet_;
   Side runtime_;
   UpstreamSet side_;

@@ -23,13 +23,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <thread>
 
+#include "base/text.h"
+#include "cri-api/runtime_v1.grpc.pb.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "cri/interceptor.h"
 #include "proxy/event_loop.h"
 #include "proxy/h2_frame.h"
 #include "proxy/hpack.h"
+#include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"
@@ -125,7 +129,8 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
   RawH2Result down =
       kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("down"));
   EXPECT_EQ(down.grpc_status, 14) << down.grpc_message;
-  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "the terminating relay stands in";
+  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "crihookd stands in for the runtime";
+  EXPECT_EQ(kubelet.peerMaxHeaderListSize(), 64u << 10) << "in crihookd's own SETTINGS";
   EXPECT_FALSE(kubelet.goawayReceived());
 
   RawH2Backend runtime(dir_.file("backend.sock"));
@@ -134,9 +139,9 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
   EXPECT_EQ(up.grpc_status, 0) << up.grpc_message;
   EXPECT_EQ(up.body, grpcFrame("up")) << "the call that found the runtime back is answered";
   EXPECT_TRUE(kubelet.goawayReceived()) << "and kubelet is told to reconnect";
-  // The terminating relay, done, waits for kubelet to close: what kubelet
-  // still writes is taken (a write that failed could make a gRPC client
-  // drop answers it had not read yet).
+  // The connection, done, waits for kubelet to close: what kubelet still
+  // writes is taken (a write that failed could make a gRPC client drop
+  // answers it had not read yet).
   EXPECT_TRUE(kubelet.pingFlood(1));
   EXPECT_EQ(proxy_->terminatingConnections(), 1);
 
@@ -145,15 +150,169 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
       next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("next"));
   EXPECT_EQ(r.grpc_status, 0) << r.grpc_message;
   // The old connection ends once its calls have (crihookd closes it after
-  // its GOAWAY); the new one is the transparent relay's.
-  for (int i = 0; i < 500 && proxy_->terminatingConnections() > 0; ++i)
-    std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(proxy_->terminatingConnections(), 0);
+  // its GOAWAY); the new one is relayed frame by frame.
+  EXPECT_TRUE(eventually([&] { return proxy_->terminatingConnections() == 0; }));
   EXPECT_GE(proxy_->connections(), 1);
   RawH2Result again =
       next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("again"));
   EXPECT_EQ(again.grpc_status, 0) << again.grpc_message;
   EXPECT_FALSE(next.goawayReceived());
+}
+
+// A connection accepted while the runtime is down, on which crihookd stands
+// in for the runtime, once the runtime is back: every call goes on
+// crihookd's side connection as it comes, both ways (what the terminating
+// relay, which served such connections before, did for every call).
+class StandInTest : public ProxyFixture {
+ protected:
+  // The proxy started with no runtime, and `channel_` connected to it: its
+  // first call is answered UNAVAILABLE by the connection that stands in.
+  void openWhileTheRuntimeIsDown() {
+    startProxy();
+    channel_ = proxyChannel();
+    std::string reply;
+    const grpc::Status down = call("/runtime.v1.RuntimeService/Version", "", &reply);
+    ASSERT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE) << down.error_message();
+    ASSERT_EQ(proxy_->terminatingConnections(), 1);
+  }
+  grpc::Status call(const std::string& method, const std::string& request, std::string* reply,
+                    std::chrono::milliseconds timeout = 10s) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    return genericUnary(channel_, &ctx, method, request, reply);
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(StandInTest, AStreamOpenedOnceTheRuntimeIsBackDeliversEveryEventAsItHappens) {
+  const std::string events = "/runtime.v1.RuntimeService/GetContainerEvents";
+  // The runtime writes its next event only once the test has read the one
+  // before: a reply held back until the call ends would never end.
+  std::promise<void> read[2];
+  backend_.onStream(events, [&](FakeCall&, const std::function<bool(const std::string&)>& write) {
+    for (int i = 0; i < 3; ++i) {
+      runtime::v1::ContainerEventResponse ev;
+      ev.set_container_id(cat("c", i));  // not "c" + to_string: GCC 12 warns (bug 105329)
+      if (!write(ev.SerializeAsString())) return grpc::Status::CANCELLED;
+      if (i < 2 && read[i].get_future().wait_for(10s) != std::future_status::ready)
+        return grpc::Status(grpc::StatusCode::INTERNAL, "fake: the event was never read");
+    }
+    return grpc::Status::OK;
+  });
+  openWhileTheRuntimeIsDown();
+  backend_.start();
+  auto stub = runtime::v1::RuntimeService::NewStub(channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto reader = stub->GetContainerEvents(&ctx, runtime::v1::GetEventsRequest());
+  runtime::v1::ContainerEventResponse ev;
+  std::vector<std::string> ids;
+  while (reader->Read(&ev)) {
+    ids.push_back(ev.container_id());
+    if (ids.size() <= 2) read[ids.size() - 1].set_value();
+  }
+  const grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_THAT(ids, ::testing::ElementsAre("c0", "c1", "c2"));
+}
+
+TEST_F(StandInTest, SixteenMebibyteMessagesCrossBothWays) {
+  // Far past the side connection's 1 MiB stream window and kubelet's: both
+  // directions are held to the windows and keep them moving.
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
+    *out = call.request;
+    return grpc::Status::OK;
+  });
+  openWhileTheRuntimeIsDown();
+  backend_.start();
+  std::string request((16 << 20) - 64, '\0');
+  for (size_t i = 0; i < request.size(); ++i) request[i] = static_cast<char>(i * 131);
+  std::string reply;
+  const grpc::Status s = call(echo, request, &reply, 30s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(reply == request);
+  EXPECT_EQ(proxy_->activeCalls(), 0);
+}
+
+TEST_F(StandInTest, ARequestOverTheLimitIsRefusedAndTheConnectionServesOn) {
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
+    *out = call.request;
+    return grpc::Status::OK;
+  });
+  openWhileTheRuntimeIsDown();  // a client that would send 64 MiB: the refusal is crihookd's
+  backend_.start();
+  std::string reply;
+  const grpc::Status s = call(echo, std::string((16u << 20) + 1, 'x'), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("request message of 16777217 bytes is "
+                                                      "larger than the limit of 16777216 bytes"));
+  EXPECT_EQ(backend_.callCount(echo), 0u) << "the runtime got the message whole";
+  const std::string small(1000, 'y');
+  const grpc::Status next = call(echo, small, &reply);
+  ASSERT_TRUE(next.ok()) << next.error_message();
+  EXPECT_EQ(reply, small);
+}
+
+TEST_F(StandInTest, TheRuntimesResetsAndTrailersOnlyRepliesReachTheCallerAsTheyCame) {
+  openWhileTheRuntimeIsDown();
+  RawH2Backend raw(dir_.file("backend.sock"));
+  std::string reply;
+  EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetCancel", "x", &reply).error_code(),
+            grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetInternal", "x", &reply).error_code(),
+            grpc::StatusCode::INTERNAL);
+  const grpc::Status denied = call("/runtime.v1.RuntimeService/TrailersOnly", "x", &reply);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(), "denied by raw backend");
+  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "all on the connection that stands in";
+  EXPECT_EQ(raw.connections(), 1) << "all on one side connection";
+  const grpc::Status echo = call("/runtime.v1.RuntimeService/Echo", "still here", &reply);
+  ASSERT_TRUE(echo.ok()) << echo.error_message();
+  EXPECT_EQ(reply, "still here");
+}
+
+// The runtime shuts its reading side right behind its last reply: a frame
+// the side connection writes meanwhile (the ACK of the runtime's SETTINGS)
+// fails, EPIPE. The reply, sent before the runtime closed, still reaches the
+// caller (H2Endpoint::readToEnd).
+TEST_F(StandInTest, AReplySentBeforeTheRuntimeClosedArrivesThoughAWriteFailed) {
+  openWhileTheRuntimeIsDown();
+  RawH2Backend raw(dir_.file("backend.sock"));
+  std::string reply;
+  const grpc::Status last =
+      call("/runtime.v1.RuntimeService/DeafGoawayEcho", "sent before the close", &reply);
+  ASSERT_TRUE(last.ok()) << last.error_message();
+  EXPECT_EQ(reply, "sent before the close");
+  const grpc::Status lost = call("/runtime.v1.RuntimeService/DeafSilent", "x", &reply);
+  EXPECT_EQ(lost.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(lost.error_message(), "crihookd: backend connection lost: write: Broken pipe");
+}
+
+TEST_F(StandInTest, ClientCancellationReachesTheRuntime) {
+  const std::string events = "/runtime.v1.RuntimeService/GetContainerEvents";
+  std::promise<void> started, cancelled;
+  backend_.onStream(events,
+                    [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
+                      write(runtime::v1::ContainerEventResponse().SerializeAsString());
+                      started.set_value();
+                      if (eventually([&] { return call.cancelled(); })) cancelled.set_value();
+                      return grpc::Status::OK;
+                    });
+  openWhileTheRuntimeIsDown();
+  backend_.start();
+  auto stub = runtime::v1::RuntimeService::NewStub(channel_);
+  grpc::ClientContext ctx;
+  auto reader = stub->GetContainerEvents(&ctx, runtime::v1::GetEventsRequest());
+  runtime::v1::ContainerEventResponse ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  started.get_future().wait();
+  ctx.TryCancel();
+  EXPECT_EQ(cancelled.get_future().wait_for(3s), std::future_status::ready);
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(eventually([&] { return proxy_->activeCalls() == 0; }));
 }
 
 // The transparent relay between two socketpairs, its loop run by hand: what
@@ -165,7 +324,10 @@ class TransparentWireTest : public ::testing::Test {
     std::string payload;
   };
 
-  void SetUp() override {
+  void SetUp() override { open(false); }
+
+  // `stand_in`: no runtime connection (crihookd stands in for the runtime).
+  void open(bool stand_in) {
     ctx_.backend_path = dir_.file("no-backend.sock");  // intercepted calls: UNAVAILABLE
     ctx_.backend_endpoint = "unix://" + ctx_.backend_path;
     ctx_.interceptor = &pass_;
@@ -174,9 +336,11 @@ class TransparentWireTest : public ::testing::Test {
     auto loop = relay::EventLoop::create();
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
-    int k[2], r[2];
+    int k[2], r[2] = {-1, -1};
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, k), 0);
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, r), 0);
+    if (!stand_in) {
+      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, r), 0);
+    }
     kubelet_ = k[1];
     runtime_ = r[1];
     // Held by its loop's handlers only, as crihookd's Connection does: it
@@ -185,6 +349,7 @@ class TransparentWireTest : public ::testing::Test {
     conn_ = conn;
     loop_->post([conn] { conn->start(); });
     send(kubelet_, relay::h2::kClientPreface);
+    if (stand_in) return;
     std::string settings;
     relay::h2::appendSettings(settings, {});
     send(runtime_, settings);
@@ -215,6 +380,7 @@ class TransparentWireTest : public ::testing::Test {
   }
 
   static void readAll(int fd, std::string& got, bool& eof) {
+    if (fd < 0) return;
     char buf[16384];
     ssize_t n;
     while ((n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) got.append(buf, n);
@@ -649,6 +815,82 @@ TEST_F(TransparentWireTest, AKubeletThatDoesNotCloseADoneConnectionIsClosedAfter
   loop_->expireTimers();  // the linger's second
   settle();
   EXPECT_TRUE(conn_.expired());
+}
+
+}  // namespace
+}  // namespace crihook::testing
+
+namespace crihook::testing {
+namespace {
+
+// No runtime connection: crihookd stands in for the runtime, as for a
+// connection accepted while the runtime cannot be reached.
+class TransparentStandInWireTest : public TransparentWireTest {
+ protected:
+  void SetUp() override { open(true); }
+};
+
+TEST_F(TransparentStandInWireTest, CrihookdsOwnSettingsOpenTheConnectionAndItAnswersKubelet) {
+  using relay::h2::FrameType;
+  namespace flags = relay::h2::flags;
+  // Sent at once, before kubelet's SETTINGS: those nghttp2's server sent for
+  // the terminating relay, and a connection window of 16 MiB.
+  std::vector<Frame> frames = framesOf(kubelet_got_);
+  ASSERT_GE(frames.size(), 2u);
+  ASSERT_EQ(frames[0].header.type, FrameType::kSettings);
+  auto settings = relay::h2::settingsOf(frames[0].payload);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_THAT(*settings, ::testing::UnorderedElementsAre(std::pair<uint16_t, uint32_t>{3, 1024},
+                                                         std::pair<uint16_t, uint32_t>{4, 1 << 20},
+                                                         std::pair<uint16_t, uint32_t>{6, 65536}));
+  ASSERT_EQ(frames[1].header.type, FrameType::kWindowUpdate);
+  EXPECT_EQ(frames[1].header.stream_id, 0u);
+  EXPECT_EQ(relay::h2::windowIncrementOf(frames[1].payload).value_or(0), (16u << 20) - 65535u);
+  kubelet_got_.clear();
+
+  std::string mine;
+  relay::h2::appendSettings(mine, {{relay::h2::setting::kInitialWindowSize, 100000}});
+  send(kubelet_, mine + frame(FrameType::kPing, 0, 0, "12345678"));
+  loop_->expireTimers();
+  settle();
+  frames = framesOf(kubelet_got_);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kSettings);
+  EXPECT_TRUE(frames[0].header.has(flags::kAck)) << "kubelet's SETTINGS acknowledged";
+  EXPECT_EQ(frames[1].header.type, FrameType::kPing);
+  EXPECT_TRUE(frames[1].header.has(flags::kAck));
+  EXPECT_EQ(frames[1].payload, "12345678");
+  EXPECT_FALSE(kubelet_eof_);
+}
+
+TEST_F(TransparentStandInWireTest, ACallIsAnsweredUnavailableNamingTheBackend) {
+  sendVersionCall();
+  auto blocks = decodedBlocks(framesOf(kubelet_got_));
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0].first, 1u);
+  EXPECT_TRUE(hasField(blocks[0].second, "grpc-status", "14"));
+  const auto message = std::find_if(blocks[0].second.begin(), blocks[0].second.end(),
+                                    [](const auto& f) { return f.first == "grpc-message"; });
+  ASSERT_NE(message, blocks[0].second.end());
+  EXPECT_THAT(message->second, ::testing::HasSubstr("crihookd: backend unix://"));
+  EXPECT_THAT(message->second, ::testing::HasSubstr("no-backend.sock unavailable"));
+  EXPECT_EQ(ctx_.active_calls.load(), 0);
+  EXPECT_FALSE(kubelet_eof_);
+}
+
+TEST_F(TransparentStandInWireTest, DataOnAStreamNeverOpenedEndsTheConnection) {
+  using relay::h2::FrameType;
+  std::string settings, data;
+  relay::h2::appendSettings(settings, {});
+  relay::h2::appendData(data, 5, "x", false, 16384);
+  send(kubelet_, settings + data);
+  const std::vector<Frame> frames = framesOf(kubelet_got_);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_EQ(frames.back().header.type, FrameType::kGoaway);
+  auto goaway = relay::h2::goawayOf(frames.back().payload);
+  ASSERT_TRUE(goaway.ok());
+  EXPECT_EQ(goaway->second, relay::h2::error::kProtocolError);
+  EXPECT_TRUE(kubelet_eof_);
 }
 
 }  // namespace
