@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Runs crihook_bench against the in-process fake runtime and a private
-# containerd, with crihookd (its default, transparent relay), crihookd's
-# terminating relay ([server] relay = "terminating") and, as the baseline a
-# proxy must be measured against, a raw byte relay (socat) in the same
-# place; then the grpc-go client (gocri bench, kubelet's client library)
-# against containerd direct, through crihookd's two relays and through
-# socat, in alternating rounds, and one connection's added p50 over many
+# containerd, with crihookd (its relay, the transparent one) and, as the
+# baseline a proxy must be measured against, a raw byte relay (socat) in the
+# same place; then the grpc-go client (gocri bench, kubelet's client
+# library) against containerd direct, through crihookd and through socat,
+# in alternating rounds, and one connection's added p50 over many
 # alternated rounds, paired with socat's.
 # Usage: bash bench/run.sh [crihook_bench flags, e.g. --iterations 8000]
 set -euo pipefail
@@ -37,40 +36,22 @@ cat >"$work/raw-relay.sh" <<'SH'
 exec socat "UNIX-LISTEN:$2,fork" "UNIX-CONNECT:${4#unix://}"
 SH
 chmod +x "$work/raw-relay.sh"
-cat >"$work/terminating.sh" <<SH
-#!/usr/bin/env bash
-# crihookd's command line, with the terminating relay.
-printf '[server]\\nrelay = "terminating"\\n' >"$work/terminating.toml"
-exec $PWD/build/tools/crihookd --config "$work/terminating.toml" "\$@"
-SH
-chmod +x "$work/terminating.sh"
 
-echo "### through crihookd (the transparent relay, the default)"
+echo "### through crihookd (the transparent relay)"
 build/bench/crihook_bench --crihookd build/tools/crihookd --containerd "$work/ctd/containerd.sock" "$@"
-echo
-echo "### through crihookd's terminating relay"
-build/bench/crihook_bench --crihookd "$work/terminating.sh" --containerd "$work/ctd/containerd.sock" "$@"
 echo
 echo "### through a raw byte relay (socat), for comparison"
 build/bench/crihook_bench --crihookd "$work/raw-relay.sh" --containerd "$work/ctd/containerd.sock" "$@" \
   | grep -v -e 'resident memory' -e 'CPU time' -e 'system calls'
 
 # The grpc-go client: Version against containerd, direct, through crihookd
-# (no config file, a state directory of its own: the transparent relay),
-# through crihookd's terminating relay ([server] relay = "terminating") and
-# through socat, three alternating rounds; one line each, medians over the
-# rounds.
+# (no config file, a state directory of its own) and through socat, three
+# alternating rounds; one line each, medians over the rounds.
 gocri=build/test/e2e/gocri/gocri
 ctd="$work/ctd/containerd.sock"
 build/tools/crihookd --listen "$work/go-crihook.sock" --backend "unix://$ctd" \
   --state-dir "$work/go-state" --log-level warn &
 go_crihookd=$!
-# In a directory of its own: two crihookds side by side must not share one.
-mkdir -p "$work/te"
-printf '[server]\nrelay = "terminating"\n' >"$work/te/crihookd.toml"
-build/tools/crihookd --config "$work/te/crihookd.toml" --listen "$work/te/go-terminating.sock" \
-  --backend "unix://$ctd" --state-dir "$work/te/go-state" --log-level warn &
-go_terminating=$!
 socat "UNIX-LISTEN:$work/go-socat.sock,fork" "UNIX-CONNECT:$ctd" &
 go_socat=$!
 sleep 1
@@ -78,10 +59,9 @@ echo
 echo "### grpc-go client (gocri bench), Version against containerd: p50 µs (1 client), calls/s (4 connections; 16 streams on 1 connection)"
 for shape in "-conns 1 -streams 1" "-conns 4 -streams 1" "-conns 1 -streams 16"; do
   for round in 1 2 3; do
-    for via in direct crihookd terminating socat; do
+    for via in direct crihookd socat; do
       sock=$ctd
       [[ $via == crihookd ]] && sock=$work/go-crihook.sock
-      [[ $via == terminating ]] && sock=$work/te/go-terminating.sock
       [[ $via == socat ]] && sock=$work/go-socat.sock
       # shellcheck disable=SC2086
       echo "$shape $via $("$gocri" -endpoint "$sock" bench -calls 4000 $shape)"
@@ -98,7 +78,7 @@ for shape, vias in rows.items():
     med = {v: (statistics.median(x["p50_us"] for x in rs), statistics.median(x["calls_per_s"] for x in rs)) for v, rs in vias.items()}
     d = med["direct"]
     out = [shape]
-    for v in ("direct", "crihookd", "terminating", "socat"):
+    for v in ("direct", "crihookd", "socat"):
         p50, thr = med[v]
         out.append(f"{v}: p50 {p50:.1f} thr {thr:.0f}" + ("" if v == "direct" else f" ({p50/d[0]:.2f}x, thr {thr/d[1]:.2f}x)"))
     print("  " + "; ".join(out))
@@ -111,13 +91,12 @@ for shape, vias in rows.items():
 # direct's in the same round, and crihookd's p50 less socat's paired by
 # round, with a bootstrap 95% interval of that median.
 rounds=${CRIHOOK_BENCH_P50_ROUNDS:-20}
-vias=(direct crihookd terminating socat)
+vias=(direct crihookd socat)
 for ((round = 0; round < rounds; round++)); do
-  for k in 0 1 2 3; do
-    via=${vias[$(((k + round) % 4))]}
+  for k in 0 1 2; do
+    via=${vias[$(((k + round) % 3))]}
     sock=$ctd
     [[ $via == crihookd ]] && sock=$work/go-crihook.sock
-    [[ $via == terminating ]] && sock=$work/te/go-terminating.sock
     [[ $via == socat ]] && sock=$work/go-socat.sock
     echo "$round $via $("$gocri" -endpoint "$sock" bench -calls 2000 -conns 1 -streams 1)"
   done
@@ -128,7 +107,7 @@ for line in sys.stdin:
     parts = line.split(maxsplit=2)
     p50.setdefault(int(parts[0]), {})[parts[1]] = json.loads(parts[2])["p50_us"]
 rounds = list(p50.values())
-added = {v: statistics.median(r[v] - r["direct"] for r in rounds) for v in ("crihookd", "terminating", "socat")}
+added = {v: statistics.median(r[v] - r["direct"] for r in rounds) for v in ("crihookd", "socat")}
 paired = [r["crihookd"] - r["socat"] for r in rounds]
 rng = random.Random(1)
 boot = sorted(statistics.median(rng.choices(paired, k=len(paired))) for _ in range(2000))
@@ -144,7 +123,6 @@ print(f"  added p50, 1 connection, {len(rounds)} alternated rounds (median of p5
 # calls gocri makes on each connection).
 go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
   local pid=$go_crihookd sock=$work/go-crihook.sock
-  [[ ${TERMINATING:-} ]] && pid=$go_terminating sock=$work/te/go-terminating.sock
   strace -f -c -o "$work/go-strace.txt" -p "$pid" 2>/dev/null &
   local tracer=$!
   sleep 0.5
@@ -157,8 +135,5 @@ go_syscalls() {  # CONNS STREAMS CALLS [GAP between one caller's calls]
 echo "  system calls per relayed call (crihookd, strace -c): 1 client $(go_syscalls 1 1 2000);" \
   "1 client, 5 ms apart $(go_syscalls 1 1 300 5ms);" \
   "16 streams on one connection $(go_syscalls 1 16 4000)"
-echo "  the same, terminating relay: 1 client $(TERMINATING=1 go_syscalls 1 1 2000);" \
-  "1 client, 5 ms apart $(TERMINATING=1 go_syscalls 1 1 300 5ms);" \
-  "16 streams on one connection $(TERMINATING=1 go_syscalls 1 16 4000)"
-kill $go_crihookd $go_terminating $go_socat 2>/dev/null || true
+kill $go_crihookd $go_socat 2>/dev/null || true
 

@@ -92,8 +92,8 @@ inline constexpr std::array<OwnerClassSpec, 4> kOwnerClasses = {{
 }};
 std::string_view ownerSideName(OwnerSide side);
 using FieldOwners = std::array<OwnerSide, kOwnerClasses.size()>;
-inline constexpr FieldOwners kDefaultFieldOwners = {
-    kOwnerClasses[0].side, kOwnerClasses[1].side, kOwnerClasses[2].side, kOwnerClasses[3].side};
+inline constexpr FieldOwners kDefaultFieldOwners = {kOwnerClasses[0].side, kOwnerClasses[1].side,
+                                                    kOwnerClasses[2].side, kOwnerClasses[3].side};
 
 // NRI mode's defaults (README "NRI mode"). containerd drops a plugin that
 // answers an event later than its plugin_request_timeout (2 s by default) and
@@ -136,8 +136,10 @@ struct Config {
   std::string socket_group;  // empty: the daemon's own group
   int workers = 2;           // event-loop threads
   // How connections are relayed: "transparent" (frames passed through;
-  // docs/transparent-relay.md) or "terminating" (HTTP/2 ended on both
-  // sides, nghttp2).
+  // docs/transparent-relay.md), the one relay. "terminating" (HTTP/2 ended
+  // on both sides), a relay of its own before, is still accepted so that an
+  // existing configuration starts: crihookd logs a warning naming the key,
+  // and the transparent relay serves.
   std::string relay = "transparent";
   std::chrono::milliseconds shutdown_grace{10000};
   // gRPC's message limit, applied to every message in both directions.

@@ -6,10 +6,12 @@
 // answers drained as they come. Then the connection is closed and must have
 // released everything.
 //
-// The runtime is absent (the backend socket does not exist): a forwarded
-// call ends UNAVAILABLE at once, which keeps an exec short and the harness
-// on what kubelet sends (framing, request headers, flow control, the
-// decoding of intercepted requests) rather than on a backend's replies.
+// The runtime is absent (the backend socket does not exist), so crihookd
+// stands in for it (relay::Transparent without a runtime connection: its
+// own SETTINGS, every stream one of its own): a forwarded call ends
+// UNAVAILABLE at once, which keeps an exec short and the harness on what
+// kubelet sends (framing, request headers, flow control, the decoding of
+// intercepted requests) rather than on a backend's replies.
 // The input's first byte picks the interceptor: pass-through (the call is
 // decoded, then forwarded) or one that refuses every intercepted call (the
 // answer is made without the runtime).
@@ -91,7 +93,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = pair[1];  // kubelet's end
   {
     crihook::Connection conn(loop, pair[0], ctx);
-    conn.start();
     size_t written = 0;
     bool timers_expired = false;
     for (int round = 0; round < kMaxRounds; ++round) {

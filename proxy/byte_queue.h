@@ -4,7 +4,7 @@
 //
 // Header-only on purpose: append and read run once per DATA chunk in both
 // directions, and the release build has no LTO, so they must be inlinable
-// into the nghttp2 callbacks that call them (upstream.cc, downstream*.cc).
+// into the code that calls them (upstream.cc, transparent.cc).
 
 #include <algorithm>
 #include <cstddef>

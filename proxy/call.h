@@ -1,9 +1,11 @@
 #pragma once
 
-// One relayed stream: what the relay knows of a kubelet stream and, once
-// forwarded, of its runtime stream. Plain data, owned by the Downstream of
-// its connection (downstream.h) and touched only on that connection's
-// io_context thread.
+// A stream crihookd answers itself (a refused request, an intercepted call,
+// a call forwarded on the side connection while crihookd stands in for the
+// runtime): what the relay knows of the kubelet stream and, once forwarded,
+// of its stream on the side connection. Plain data, owned by its
+// connection (Transparent, transparent.h) and touched only on that
+// connection's EventLoop thread.
 
 #include <chrono>
 #include <cstdint>
@@ -12,10 +14,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "base/grpc_wire.h"
 #include "cri/interceptor.h"
 #include "cri/lifecycle.h"
 #include "proxy/byte_queue.h"
-#include "base/grpc_wire.h"
 #include "proxy/h2_headers.h"
 #include "proxy/request_check.h"
 
@@ -25,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 class Upstream;
 
-// One relayed stream: a kubelet stream and, once forwarded, its runtime stream.
+// A kubelet stream and, once forwarded, its stream on the side connection.
 struct Call {
   int32_t down_id = 0;
   Clock::time_point start = Clock::now();
@@ -36,10 +38,7 @@ struct Call {
   // Request: kubelet -> runtime.
   Headers req_headers;
   RequestCheck check;
-  bool headers_done = false;         // the request's header block has ended
-  bool client_done = false;          // kubelet's END_STREAM has arrived (or is about to)
-  bool reset_when_answered = false;  // RST_STREAM NO_ERROR once the answer is sent
-  size_t buffered = 0;               // message bytes charged to the buffer budgets
+  size_t buffered = 0;  // message bytes charged to the buffer budgets
   ByteQueue req_body;
   bool req_end = false;
   grpcwire::FrameTracker req_frames;
@@ -62,9 +61,8 @@ struct Call {
   bool resp_end = false;
   bool resp_trailers_only = false;
   grpcwire::FrameTracker resp_frames;
-  bool resp_submitted = false;  // response HEADERS handed to nghttp2
-  bool answered = false;        // crihookd produced the final status itself
-  absl::Status final_status;    // for the log line
+  bool answered = false;      // the reply's end (or a reset) went to kubelet
+  absl::Status final_status;  // for the log line
 
   // Intercepted calls only: the stages' view, and the framed request as
   // forwarded (kept whole so a refused stream can be sent again).
@@ -79,8 +77,7 @@ struct Call {
 
 // Makes the reply crihookd sends a trailers-only one carrying `status`, in
 // place of whatever the runtime sent or would have sent. Reply bytes already
-// buffered stay counted until the call ends (Downstream::eraseCall hands them
-// back).
+// buffered stay counted until the call ends.
 inline void replyWithStatus(Call& call, const absl::Status& status, int http_status = 200) {
   call.resp_headers.clear();
   call.resp_trailers = trailersOnly(status, http_status);

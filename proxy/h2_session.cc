@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -27,58 +26,8 @@ H2Endpoint::~H2Endpoint() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool H2Endpoint::owePingAck(const uint8_t* opaque_data) {
-  std::array<uint8_t, 8> ack;
-  std::memcpy(ack.data(), opaque_data, ack.size());
-  owed_ping_acks_.push_back(ack);
-  if (owed_ping_acks_.size() < kMaxOwedPingAcks) return true;
-  // A peer that sends PINGs and does not read (this socket is full, flush
-  // waits): handed to nghttp2, whose bound on queued ACKs ends it.
-  if (int rv = submitOwedPingAcks(); rv != 0) {
-    input_error_ = cat("PING ACKs: ", nghttp2_strerror(rv));
-    return false;
-  }
-  return true;
-}
-
-int H2Endpoint::submitOwedPingAcks() {
-  if (ping_ack_timer_ != 0) {
-    loop_.cancel(ping_ack_timer_);
-    ping_ack_timer_ = 0;
-  }
-  for (const auto& ack : owed_ping_acks_) {
-    if (int rv = nghttp2_submit_ping(session_, NGHTTP2_FLAG_ACK, ack.data()); rv != 0) return rv;
-  }
-  owed_ping_acks_.clear();
-  return 0;
-}
-
-bool H2Endpoint::sendOwedPingAcks() {
-  if (int rv = submitOwedPingAcks(); rv != 0) {
-    fail(cat("HTTP/2 PING ACKs: ", nghttp2_strerror(rv)));
-    return false;
-  }
-  return true;
-}
-
 void H2Endpoint::flush() {
-  if (closed_ || writing_ || session_ == nullptr || !write_error_.empty()) return;
-  // Owed PING ACKs go out with whatever else is to be sent. With nothing
-  // else, they wait for a reply expected soon, at most kPingAckDelay.
-  if (!owed_ping_acks_.empty()) {
-    if (nghttp2_session_want_write(session_) != 0 || !replyExpected()) {
-      if (!sendOwedPingAcks()) return;
-    } else if (ping_ack_timer_ == 0) {
-      std::weak_ptr<H2Endpoint> weak = weak_from_this();
-      ping_ack_timer_ = loop_.runAfter(kPingAckDelay, [weak] {
-        auto self = weak.lock();
-        if (!self) return;
-        self->ping_ack_timer_ = 0;
-        if (self->closed_ || self->owed_ping_acks_.empty()) return;
-        if (self->sendOwedPingAcks()) self->flush();
-      });
-    }
-  }
+  if (closed_ || writing_ || session_ == nullptr || to_end_.active()) return;
   for (;;) {
     out_.clear();
     out_sent_ = 0;
@@ -94,10 +43,8 @@ void H2Endpoint::flush() {
       if (out_.size() >= kWriteBatchBytes) break;
     }
     if (out_.empty()) {
-      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) {
-        if (server_) return linger();
+      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_))
         fail("HTTP/2 session finished");
-      }
       return;
     }
     if (!sendPending()) return;
@@ -121,7 +68,7 @@ bool H2Endpoint::sendPending() {
     }
     const int e = errno;
     const std::string why = cat("write: ", std::strerror(e));
-    if (!server_ && (e == EPIPE || e == ECONNRESET)) {
+    if (e == EPIPE || e == ECONNRESET) {
       readToEnd(why);
     } else {
       fail(why);
@@ -132,22 +79,20 @@ bool H2Endpoint::sendPending() {
 }
 
 void H2Endpoint::readToEnd(const std::string& write_error) {
-  write_error_ = write_error;
   out_.clear();
   out_sent_ = 0;
   if (writing_) loop_.wantWritable(fd_, false);
   writing_ = false;
   std::weak_ptr<H2Endpoint> weak = weak_from_this();
-  linger_timer_ = loop_.runAfter(kLingerAfterFinish, [weak] {
-    auto self = weak.lock();
-    if (!self) return;
-    self->linger_timer_ = 0;
-    self->fail(self->write_error_);
-  });
-  // Posted: the write may have failed inside this connection's own input.
-  loop_.post([self = shared_from_this()] {
-    if (!self->closed_) self->readAvailable(true);
-  });
+  to_end_.start(
+      write_error,
+      // Posted: the write may have failed inside this connection's own input.
+      [self = shared_from_this()] {
+        if (!self->closed_) self->readAvailable(true);
+      },
+      [weak](const std::string& why) {
+        if (auto self = weak.lock()) self->fail(why);
+      });
 }
 
 void H2Endpoint::onWritable() {
@@ -160,37 +105,14 @@ void H2Endpoint::onWritable() {
 
 void H2Endpoint::startReading() {
   read_buf_.resize(kReadBufferBytes);
-  // Already readable (a kubelet preface that came with the connection) is
-  // reported at once.
   if (absl::Status s = loop_.watch(fd_, shared_from_this()); !s.ok())
     fail(cat("watch: ", s.message()));
-}
-
-void H2Endpoint::linger() {
-  if (lingering_ || closed_) return;
-  lingering_ = true;
-  ::shutdown(fd_, SHUT_WR);
-  std::weak_ptr<H2Endpoint> weak = weak_from_this();
-  linger_timer_ = loop_.runAfter(kLingerAfterFinish, [weak] {
-    auto self = weak.lock();
-    if (!self) return;
-    self->linger_timer_ = 0;
-    self->fail("HTTP/2 session finished; the client did not close within 1s");
-  });
-  // What came before the half-close is read now: its edge may be past.
-  loop_.post([self = shared_from_this()] {
-    if (!self->closed_) self->readAvailable(false);
-  });
 }
 
 void H2Endpoint::fail(const std::string& why) {
   if (closed_) return;
   closed_ = true;
-  if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
-  ping_ack_timer_ = 0;
-  if (linger_timer_ != 0) loop_.cancel(linger_timer_);
-  linger_timer_ = 0;
-  owed_ping_acks_.clear();
+  to_end_.stop();
   if (fd_ >= 0) {
     loop_.unwatch(fd_);
     ::close(fd_);
@@ -199,33 +121,20 @@ void H2Endpoint::fail(const std::string& why) {
   onClosed(why);
 }
 
-void H2Endpoint::createSession(bool server, const SessionCallbacks& cb,
+void H2Endpoint::createSession(const SessionCallbacks& cb,
                                std::initializer_list<nghttp2_settings_entry> settings) {
-  server_ = server;
   nghttp2_session_callbacks* cbs = nullptr;
   nghttp2_session_callbacks_new(&cbs);
-  if (cb.begin_headers)
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, cb.begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, cb.header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, cb.frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, cb.data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, cb.stream_close);
-  if (cb.frame_send) nghttp2_session_callbacks_set_on_frame_send_callback(cbs, cb.frame_send);
   nghttp2_option* opt = nullptr;
   nghttp2_option_new(&opt);
   nghttp2_option_set_no_auto_window_update(opt, 1);
-  nghttp2_option_set_no_auto_ping_ack(opt, 1);  // owePingAck
   nghttp2_option_set_max_continuations(opt, kMaxContinuations);
-  if (server) {
-    // The kubelet side checks requests itself, as grpc-go does (see
-    // refusalOf); nghttp2's rules refuse requests grpc-go accepts. The
-    // runtime side keeps them: replies come from a gRPC server.
-    nghttp2_option_set_no_http_messaging(opt, 1);
-    nghttp2_session_server_new2(&session_, cbs, this, opt);
-  } else {
-    nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
-    nghttp2_session_client_new2(&session_, cbs, this, opt);
-  }
+  nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
+  nghttp2_session_client_new2(&session_, cbs, this, opt);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cbs);
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.begin(), settings.size());
@@ -245,12 +154,11 @@ void H2Endpoint::readAvailable(bool hangup) {
     if (n <= 0) {
       // After a failed write, the end of what the peer sent (or the reset
       // its close left) is the write's failure coming due.
-      fail(!write_error_.empty() ? write_error_
-           : n == 0              ? "peer closed the connection"
-                                 : cat("read: ", std::strerror(errno)));
+      fail(to_end_.active() ? to_end_.why()
+           : n == 0         ? "peer closed the connection"
+                            : cat("read: ", std::strerror(errno)));
       return;
     }
-    if (lingering_) continue;  // dropped: the session is finished
     handleInput(static_cast<size_t>(n));
     if (closed_) return;
     if (static_cast<size_t>(n) < read_buf_.size() && !hangup) return;
@@ -263,26 +171,14 @@ void H2Endpoint::readAvailable(bool hangup) {
 }
 
 void H2Endpoint::handleInput(size_t n) {
-  H2Endpoint* g = group_ ? group_ : this;
-  const bool outer = !g->batching_;
-  g->batching_ = true;
-  ssize_t rv = nghttp2_session_mem_recv(session_, read_buf_.data(), n);
-  if (rv >= 0) afterInput();
-  if (outer) {
-    g->batching_ = false;
-    std::vector<std::shared_ptr<H2Endpoint>> dirty;
-    dirty.swap(g->dirty_);
-    for (auto& e : dirty) {
-      e->queued_ = false;
-      e->flush();
-    }
-  }
+  in_input_ = true;
+  const ssize_t rv = nghttp2_session_mem_recv(session_, read_buf_.data(), n);
+  in_input_ = false;
   if (rv < 0) {
-    fail(input_error_.empty()
-             ? cat("HTTP/2 protocol error: ", nghttp2_strerror(static_cast<int>(rv)))
-             : cat("HTTP/2: ", input_error_));
+    fail(cat("HTTP/2 protocol error: ", nghttp2_strerror(static_cast<int>(rv))));
     return;
   }
+  afterInput();
   flush();
 }
 

@@ -5,14 +5,11 @@
 #include <unistd.h>
 
 #include "base/unix_listener.h"
-#include "proxy/downstream.h"
 #include "proxy/transparent.h"
 
-// The relay's parts, by seam: byte_queue.h, h2_headers.h, request_check.h,
-// call.h, h2_session.h (the nghttp2 session both ends share),
-// upstream_owner.h, upstream.h, upstream_set.h, downstream.h,
-// intercept_stage.h, call_log.h. What is here is the public
-// entry: Connection, the handle server.cc holds, and LogLimiter.
+// The relay's parts are relay::Transparent's (transparent.h). What is here
+// is the public entry: Connection, the handle server.cc holds, and
+// LogLimiter.
 
 namespace crihook {
 
@@ -28,10 +25,6 @@ bool LogLimiter::allow(uint64_t& held_back) {
   held_back_ = 0;
   return true;
 }
-
-struct Connection::Impl final : public relay::Downstream {
-  using relay::Downstream::Downstream;
-};
 
 namespace {
 
@@ -52,45 +45,27 @@ int connectNow(const std::string& path) {
 }  // namespace
 
 Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx) {
-  if (ctx.transparent) {
-    // The runtime's connection is opened at once: its SETTINGS are kubelet's
-    // to read. When the runtime cannot be reached now, crihookd stands in
-    // for it (-1): each call goes on a side connection that tries the
-    // runtime again, answered UNAVAILABLE naming the backend while it is
-    // down; once the runtime answers, kubelet gets GOAWAY, and its next
-    // connection is relayed frame by frame.
-    tstarting_ = std::make_shared<relay::Transparent>(loop, fd, connectNow(ctx.backend_path), ctx);
-    tweak_ = tstarting_;
-    return;
-  }
-  starting_ = std::make_shared<Impl>(loop, fd, ctx);
-  weak_ = starting_;
+  // The runtime's connection is opened at once: its SETTINGS are kubelet's
+  // to read. When the runtime cannot be reached now, crihookd stands in for
+  // it (-1): each call goes on a side connection that tries the runtime
+  // again, answered UNAVAILABLE naming the backend while it is down; once the
+  // runtime answers, kubelet gets GOAWAY, and its next connection is relayed
+  // frame by frame.
+  auto relay = std::make_shared<relay::Transparent>(loop, fd, connectNow(ctx.backend_path), ctx);
+  relay_ = relay;
+  loop.post([relay] { relay->start(); });
 }
 
 Connection::~Connection() = default;
 
-void Connection::start() {
-  if (tstarting_) {
-    auto t = std::move(tstarting_);
-    t->loop().post([t] { t->start(); });
-    return;
-  }
-  // Runs on the connection's own loop; from then on its I/O handlers keep it
-  // alive.
-  std::shared_ptr<Impl> impl = std::move(starting_);
-  impl->loop().post([impl] { impl->start(); });
-}
-
 void Connection::shutdown() {
-  if (auto t = tweak_.lock()) t->loop().post([t] { t->shutdown(); });
-  if (auto impl = weak_.lock()) impl->loop().post([impl] { impl->shutdown(); });
+  if (auto t = relay_.lock()) t->loop().post([t] { t->shutdown(); });
 }
 
 void Connection::close() {
-  if (auto t = tweak_.lock()) t->loop().post([t] { t->close("closed by crihookd"); });
-  if (auto impl = weak_.lock()) impl->loop().post([impl] { impl->closeAll("closed by crihookd"); });
+  if (auto t = relay_.lock()) t->loop().post([t] { t->close("closed by crihookd"); });
 }
 
-bool Connection::alive() const { return !weak_.expired() || !tweak_.expired(); }
+bool Connection::alive() const { return !relay_.expired(); }
 
 }  // namespace crihook

@@ -1,15 +1,15 @@
 #pragma once
 
-// The data path: one kubelet-side HTTP/2 connection relayed to the runtime.
+// The data path: one kubelet-side HTTP/2 connection relayed to the runtime
+// (relay::Transparent, transparent.h; docs/transparent-relay.md).
 //
-// Each accepted connection gets its own upstream HTTP/2 connection to the
-// backend socket (opened on the first call, replaced after the backend sends
-// GOAWAY or goes away). Both live on one EventLoop thread, so a call's two
-// streams are never touched by two threads and need no lock. Streams of
-// methods that are not intercepted are relayed frame by frame: headers,
-// message bytes and trailers pass through undecoded, with HTTP/2 flow
-// control carried end to end (the runtime's window opens only as kubelet
-// reads, and the other way round). Intercepted methods are buffered whole,
+// Each accepted connection gets its own connection to the runtime, opened at
+// accept, and both live on one EventLoop thread, so a call's frames are
+// never touched by two threads and need no lock. Frames pass through as
+// they came, every one read, with HTTP/2 flow control carried end to end.
+// The calls crihookd answers itself (refused requests, intercepted methods,
+// every call while the runtime could not be reached at accept) go on a side
+// connection of crihookd's own; intercepted methods are buffered whole,
 // decoded, run through the Interceptor's stages, and answered.
 
 #include <spdlog/logger.h>
@@ -63,37 +63,33 @@ struct RelayContext {
   std::string backend_path;      // Unix socket of the CRI runtime
   std::string backend_endpoint;  // as configured, for messages
   uint64_t max_message_bytes = 16u << 20;
-  // [server] relay = "transparent" (config.h's default): connections are
-  // relayed by relay::Transparent (docs/transparent-relay.md) instead of
-  // terminating HTTP/2 on both sides (relay::Downstream).
-  bool transparent = false;
   std::chrono::milliseconds connect_timeout{2000};
   Interceptor* interceptor = nullptr;  // never null once serving
   std::shared_ptr<spdlog::logger> log;
   std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
   RelayLimits limits;
   // Process-wide tallies, for the limits, the metrics endpoint and tests.
-  std::atomic<int64_t> open_connections{0};         // Connections not yet destroyed
-  std::atomic<int64_t> terminating_connections{0};  // of them, relay::Downstream's
-  std::atomic<int64_t> buffered_bytes{0};           // intercepted calls' messages held
-  std::atomic<int64_t> header_bytes{0};             // decoded header fields held, both directions
-  LogLimiter timeout_log;                           // connections cut by a timeout
-  LogLimiter refusal_log;                           // request header blocks refused
-  metrics::CallMetrics* call_metrics = nullptr;     // every call, when it ends; null: none
+  std::atomic<int64_t> open_connections{0};  // Connections not yet destroyed
+  // Of them, those crihookd stands in for the runtime on (accepted while it
+  // could not be reached).
+  std::atomic<int64_t> stand_in_connections{0};
+  std::atomic<int64_t> buffered_bytes{0};        // intercepted calls' messages held
+  std::atomic<int64_t> header_bytes{0};          // decoded header fields held, both directions
+  LogLimiter timeout_log;                        // connections cut by a timeout
+  LogLimiter refusal_log;                        // request header blocks refused
+  metrics::CallMetrics* call_metrics = nullptr;  // every call, when it ends; null: none
 };
 
 class Connection {
  public:
   // `fd` is an accepted socket, non-blocking, now the connection's;
-  // everything the connection does runs on `loop`, which outlives it.
+  // everything the connection does runs on `loop`, which outlives it. Opens
+  // the connection to the runtime (crihookd stands in for it when it cannot
+  // be reached) and has the loop start reading both. From any thread.
   Connection(relay::EventLoop& loop, int fd, RelayContext& ctx);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
-
-  // Sends the server preface and starts reading, on the connection's
-  // loop. Call once, from any thread.
-  void start();
 
   // Graceful: GOAWAY to the client (no new streams), in-flight calls finish.
   // Thread-safe (posts to the connection's loop).
@@ -106,15 +102,10 @@ class Connection {
   // Thread-safe.
   bool alive() const;
 
-  struct Impl;
-
  private:
-  std::shared_ptr<Impl> starting_;  // held only until start()
-  std::weak_ptr<Impl> weak_;
-  // With RelayContext::transparent (and the runtime reachable): the
-  // transparent relay instead.
-  std::shared_ptr<relay::Transparent> tstarting_;
-  std::weak_ptr<relay::Transparent> tweak_;
+  // Held by its loop's handlers and tasks, never here: it ends when it
+  // closes.
+  std::weak_ptr<relay::Transparent> relay_;
 };
 
 }  // namespace crihook

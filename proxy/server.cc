@@ -49,7 +49,6 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
   ctx_.backend_endpoint = config.backend_endpoint;
   ctx_.backend_path = unixSocketPath(config.backend_endpoint).value_or(config.backend_endpoint);
   ctx_.max_message_bytes = config.max_message_bytes;
-  ctx_.transparent = config.relay == "transparent";
   ctx_.connect_timeout = config.backend_connect_timeout;
   ctx_.limits.preface_timeout = config.preface_timeout;
   ctx_.limits.idle_timeout = config.idle_timeout;
@@ -148,10 +147,16 @@ absl::Status Server::listen() {
 
   for (auto& loop : loops_) threads_.emplace_back([l = loop.get()] { l->run(); });
   running_ = true;
-  ctx_.log->info("{} {}, relaying to {} ({} event loops, {} relay)",
+  ctx_.log->info("{} {}, relaying to {} ({} event loops, transparent relay)",
                  adopted_ ? "serving the activated socket" : "listening on", path,
-                 config_.backend_endpoint, workers,
-                 ctx_.transparent ? "transparent" : "terminating");
+                 config_.backend_endpoint, workers);
+  if (config_.relay == "terminating") {
+    // The relay before there was one: accepted, so that an existing
+    // configuration still starts.
+    ctx_.log->warn(
+        "server.relay = \"terminating\": the terminating relay no longer exists; the "
+        "transparent relay serves every connection (remove the key)");
+  }
   return absl::OkStatus();
 }
 
@@ -198,7 +203,7 @@ void Server::acceptReady() {
     relay::EventLoop& loop = *loops_[next_loop_++ % loops_.size()];
     std::lock_guard lock(connections_mu_);
     connections_.remove_if([](const Connection& c) { return !c.alive(); });
-    connections_.emplace_back(loop, fd, ctx_).start();
+    connections_.emplace_back(loop, fd, ctx_);
   }
 }
 

@@ -92,7 +92,12 @@ struct Transparent::Handler final : IoHandler {
 };
 
 Transparent::Transparent(EventLoop& loop, int kubelet_fd, int runtime_fd, RelayContext& ctx)
-    : loop_(loop), ctx_(ctx), stand_in_(runtime_fd < 0), side_(*this, loop, ctx) {
+    : loop_(loop),
+      ctx_(ctx),
+      stand_in_(runtime_fd < 0),
+      side_(*this, loop, ctx),
+      linger_(loop),
+      deaf_(loop) {
   kubelet_.fd = kubelet_fd;
   // kubelet's blocks go to the runtime as they came (blockToRuntime); the
   // runtime's are forwarded frame by frame as they arrive.
@@ -101,13 +106,13 @@ Transparent::Transparent(EventLoop& loop, int kubelet_fd, int runtime_fd, RelayC
   // Standing in, crihookd's own SETTINGS open the connection for kubelet.
   runtime_settings_seen_ = stand_in_;
   ctx_.open_connections.fetch_add(1);
-  if (stand_in_) ctx_.terminating_connections.fetch_add(1);
+  if (stand_in_) ctx_.stand_in_connections.fetch_add(1);
 }
 
 Transparent::~Transparent() {
   if (kubelet_.fd >= 0) ::close(kubelet_.fd);
   if (runtime_.fd >= 0) ::close(runtime_.fd);
-  if (stand_in_) ctx_.terminating_connections.fetch_sub(1);
+  if (stand_in_) ctx_.stand_in_connections.fetch_sub(1);
   ctx_.open_connections.fetch_sub(1);
 }
 
@@ -148,10 +153,8 @@ void Transparent::close(const std::string& why) {
   tick_ = 0;
   if (ping_ack_timer_ != 0) loop_.cancel(ping_ack_timer_);
   ping_ack_timer_ = 0;
-  if (linger_timer_ != 0) loop_.cancel(linger_timer_);
-  linger_timer_ = 0;
-  if (deaf_timer_ != 0) loop_.cancel(deaf_timer_);
-  deaf_timer_ = 0;
+  linger_.stop();
+  deaf_.stop();
   if (kubelet_.fd >= 0) loop_.unwatch(kubelet_.fd);
   if (runtime_.fd >= 0 && !runtime_lost_) loop_.unwatch(runtime_.fd);
   side_.dropAll("client connection closed");
@@ -177,7 +180,7 @@ void Transparent::close(const std::string& why) {
 
 void Transparent::onReadable(bool kubelet, bool hangup) {
   if (closed_) return;
-  if (lingering_) return drainWhileLingering(kubelet);
+  if (linger_.active()) return drainWhileLingering(kubelet);
   Side& s = kubelet ? kubelet_ : runtime_;
   if (!kubelet && (runtime_waits_ || runtime_lost_)) return;
   static thread_local std::vector<char> buf(kReadBytes);
@@ -193,9 +196,9 @@ void Transparent::onReadable(bool kubelet, bool hangup) {
     if (n <= 0) {
       // After a failed write to the runtime, the end of what it sent (or the
       // reset its close left) is that failure coming due.
-      const std::string why = !kubelet && !runtime_write_error_.empty() ? runtime_write_error_
-                              : n == 0 ? "peer closed the connection"
-                                       : std::strerror(errno);
+      const std::string why = !kubelet && deaf_.active() ? deaf_.why()
+                              : n == 0                   ? "peer closed the connection"
+                                                         : std::strerror(errno);
       if (kubelet) return close(why);
       runtimeGone(why);
       flushAll();
@@ -266,7 +269,7 @@ void Transparent::sendPingAcks() {
 void Transparent::flush(bool kubelet) {
   Side& s = kubelet ? kubelet_ : runtime_;
   if (closed_ || s.writing || (!kubelet && (runtime_lost_ || stand_in_))) return;
-  if (!kubelet && !runtime_write_error_.empty()) {
+  if (!kubelet && deaf_.active()) {
     s.out.clear();  // the runtime reads no more (runtimeDeaf)
     s.out_sent = 0;
     return;
@@ -309,19 +312,17 @@ void Transparent::flush(bool kubelet) {
 }
 
 void Transparent::linger() {
-  if (lingering_ || closed_) return;
-  lingering_ = true;
+  if (linger_.active() || closed_) return;
   if (tick_ != 0) loop_.cancel(tick_);
   tick_ = 0;
   ::shutdown(kubelet_.fd, SHUT_WR);
-  linger_timer_ = loop_.runAfter(kLingerAfterFinish, [weak = weak_from_this()] {
-    auto self = weak.lock();
-    if (!self) return;
-    self->linger_timer_ = 0;
-    self->close("finished after GOAWAY; kubelet did not close within 1s");
-  });
-  // What came before the half-close is read now: the edge may be past.
-  loop_.post([self = shared_from_this()] { self->drainWhileLingering(true); });
+  linger_.start(
+      "finished after GOAWAY; kubelet did not close within 1s",
+      // What came before the half-close is read now: the edge may be past.
+      [self = shared_from_this()] { self->drainWhileLingering(true); },
+      [weak = weak_from_this()](const std::string& why) {
+        if (auto self = weak.lock()) self->close(why);
+      });
 }
 
 void Transparent::drainWhileLingering(bool kubelet) {
@@ -667,11 +668,9 @@ void Transparent::kubeletBlock() {
     own.call->check = check;
     own.kind = Own::Kind::kIntercepted;
     own.call->intercepted = intercepted;
-    own.call->headers_done = true;
     own.call->deadline = grpcDeadline(own.call->req_headers, own.call->start);
     if (kubelet_.block_end_stream) {
       own.kubelet_done = true;
-      own.call->client_done = true;
       startPreStage(own);
     }
     return;
@@ -1014,29 +1013,28 @@ void Transparent::appendRelayedEnd(std::string& frames, uint32_t id, const Relay
 }
 
 void Transparent::runtimeDeaf(const std::string& why) {
-  if (!runtime_write_error_.empty() || runtime_lost_ || closed_) return;
-  runtime_write_error_ = why;
+  if (deaf_.active() || runtime_lost_ || closed_) return;
   runtime_.out.clear();
   runtime_.out_sent = 0;
   if (runtime_.writing) loop_.wantWritable(runtime_.fd, false);
   runtime_.writing = false;
-  deaf_timer_ = loop_.runAfter(kLingerAfterFinish, [weak = weak_from_this()] {
-    auto self = weak.lock();
-    if (!self || self->closed_) return;
-    self->deaf_timer_ = 0;
-    self->runtimeGone(self->runtime_write_error_);
-    self->flushAll();
-  });
-  // Posted: the write may have failed inside a read of this connection's.
-  loop_.post([self = shared_from_this()] {
-    if (!self->closed_) self->onReadable(false, true);
-  });
+  deaf_.start(
+      why,
+      // Posted: the write may have failed inside a read of this connection's.
+      [self = shared_from_this()] {
+        if (!self->closed_) self->onReadable(false, true);
+      },
+      [weak = weak_from_this()](const std::string& why) {
+        auto self = weak.lock();
+        if (!self || self->closed_) return;
+        self->runtimeGone(why);
+        self->flushAll();
+      });
 }
 
 void Transparent::runtimeGone(const std::string& why) {
   if (runtime_lost_ || closed_) return;
-  if (deaf_timer_ != 0) loop_.cancel(deaf_timer_);
-  deaf_timer_ = 0;
+  deaf_.stop();
   ctx_.log->debug("backend connection closed: {}", why);
   runtime_lost_ = true;
   runtime_waits_ = false;
@@ -1130,11 +1128,9 @@ void Transparent::forwardOwn(uint32_t id, Headers headers, const RequestCheck& c
   own.kind = Own::Kind::kForwarded;
   Call& call = *own.call;
   call.check = check;
-  call.headers_done = true;
   call.deadline = grpcDeadline(call.req_headers, call.start);
   if (kubelet_.block_end_stream) {
     own.kubelet_done = true;
-    call.client_done = true;
     call.req_end = true;
   }
   side_.forward(call);
@@ -1214,7 +1210,6 @@ void Transparent::ownData(Own& own, const h2::FrameHeader& h, std::string_view d
   }
   if (end) {
     own.kubelet_done = true;
-    call.client_done = true;
     startPreStage(own);
   }
 }
@@ -1239,7 +1234,6 @@ void Transparent::forwardedData(Own& own, std::string_view data, bool end) {
   call.req_body.append(reinterpret_cast<const uint8_t*>(data.data()), data.size());
   if (end) {
     own.kubelet_done = true;
-    call.client_done = true;
     call.req_end = true;
   }
   if (call.up && call.up_id != 0) {

@@ -36,11 +36,22 @@
 #include "proxy/flow_ledger.h"
 #include "proxy/h2_frame.h"
 #include "proxy/hpack.h"
+#include "proxy/linger.h"
 #include "proxy/relay.h"
 #include "proxy/upstream_owner.h"
 #include "proxy/upstream_set.h"
 
 namespace crihook::relay {
+
+// kubelet's PINGs are crihookd's to answer (Transparent::owePingAck): an ACK
+// waits at most this long for other bytes to kubelet to go out with, and
+// only while such bytes are expected (a call on the connection not yet
+// answered); otherwise it goes out at once. grpc-go, kubelet's gRPC, sends a
+// PING with nearly every message it receives (its bandwidth estimator):
+// acked at once, each costs a write here and a wake-up of its sender. A call
+// answered within the delay carries the ACK in its reply's write; a slower
+// one lets it go alone when the delay ends.
+inline constexpr std::chrono::milliseconds kPingAckDelay{2};
 
 class Transparent final : public UpstreamOwner, public std::enable_shared_from_this<Transparent> {
  public:
@@ -74,7 +85,6 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   bool chargeReplyHeader(Call& call, size_t bytes) override;
   void answer(Call& call, const absl::Status& status) override;
   void scheduleFlush() override;
-  H2Endpoint* flushGroup() override { return nullptr; }
   bool closed() const override { return closed_; }
   std::shared_ptr<UpstreamOwner> sharedOwner() override { return shared_from_this(); }
 
@@ -148,7 +158,7 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void onReadable(bool kubelet, bool hangup);
   // After GOAWAY, with every stream done and written: crihookd half-closes
   // kubelet's socket and waits, reading and dropping what comes, for
-  // kubelet to close (at most kLingerAfterFinish, h2_session.h), so that
+  // kubelet to close (at most kLingerAfterFinish, linger.h), so that
   // kubelet's writes in the meantime (a WINDOW_UPDATE, a PING) do not fail
   // before it has read the last answers: a gRPC client whose write fails
   // drops what it had not read, and reports "Broken pipe" for a call that
@@ -176,7 +186,7 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   // sends one after most replies it reads, and a grpc-go runtime that saw
   // PINGs after replies it did not send itself (crihookd's own) would end
   // the connection (its "too_many_pings" strikes). The ACK rides with the
-  // next bytes to kubelet (kPingAckDelay, h2_session.h).
+  // next bytes to kubelet (kPingAckDelay).
   void owePingAck(std::string_view opaque);
   void settlePingAcks();
   void sendPingAcks();
@@ -352,10 +362,8 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   std::string owed_ping_acks_;   // 8 bytes of opaque data each
   size_t acks_since_drain_ = 0;  // ACKs written since kubelet last read all
   uint64_t ping_ack_timer_ = 0;
-  bool lingering_ = false;
-  uint64_t linger_timer_ = 0;
-  std::string runtime_write_error_;  // set by runtimeDeaf
-  uint64_t deaf_timer_ = 0;          // runtimeDeaf's bound
+  Linger linger_;  // kubelet's end, once done (linger())
+  Linger deaf_;    // the runtime's end, after a write to it failed (runtimeDeaf)
 };
 
 }  // namespace crihook::relay

@@ -17,9 +17,7 @@ constexpr std::chrono::milliseconds kConnectRetry(10);
 
 }  // namespace
 
-Upstream::Upstream(EventLoop& loop, UpstreamOwner* owner) : H2Endpoint(loop, -1), owner_(owner) {
-  group_ = owner->flushGroup();
-}
+Upstream::Upstream(EventLoop& loop, UpstreamOwner* owner) : H2Endpoint(loop, -1), owner_(owner) {}
 
 void Upstream::connect(const std::string& path, std::chrono::milliseconds timeout,
                        std::function<void(const std::string&)> done) {
@@ -66,7 +64,7 @@ void Upstream::tryConnect(const sockaddr_un& addr, std::chrono::milliseconds tim
 }
 
 void Upstream::setupSession() {
-  createSession(false, SessionTrampolines<Upstream>::callbacks(),
+  createSession(SessionTrampolines<Upstream>::callbacks(),
                 {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
                  {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderListBytes}});

@@ -1,9 +1,9 @@
 #pragma once
 
-// The runtime side of a relayed connection: an HTTP/2 client connection to
-// the backend socket, carrying the calls of one kubelet connection (its
-// owner, an UpstreamOwner: upstream_owner.h). Runs on the owner's EventLoop;
-// not thread-safe.
+// crihookd's own HTTP/2 client connection to the runtime (the side
+// connection), carrying the calls one kubelet connection answers itself
+// (its owner, an UpstreamOwner: upstream_owner.h). Runs on the owner's
+// EventLoop; not thread-safe.
 
 #include <sys/un.h>
 
@@ -24,8 +24,7 @@ namespace crihook::relay {
 
 class Upstream final : public H2Endpoint {
  public:
-  // `owner` outlives the upstream or detaches it first. Its flushes batch
-  // with the owner's flushGroup(), asked here.
+  // `owner` outlives the upstream or detaches it first.
   Upstream(EventLoop& loop, UpstreamOwner* owner);
 
   // Connects to the Unix socket `path` and starts the session; `done` runs
@@ -43,10 +42,7 @@ class Upstream final : public H2Endpoint {
   Call* callFor(int32_t id);
 
   // The owner lets go: no more events reach it.
-  void detach() {
-    owner_ = nullptr;
-    group_ = nullptr;
-  }
+  void detach() { owner_ = nullptr; }
   // The backend sent GOAWAY: no new streams.
   bool draining() const { return draining_; }
   void forget(int32_t up_id) { streams_.erase(up_id); }

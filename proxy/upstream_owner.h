@@ -1,11 +1,11 @@
 #pragma once
 
 // What an Upstream (upstream.h) reports to: the kubelet-side connection whose
-// calls it carries. Calls live with the owner, so every event of a runtime
-// stream is handed to it, and the owner decides what kubelet sees. Today's
-// owner is Downstream (downstream.h); the transparent relay's side
-// connection (docs/transparent-relay.md) is to be another. UpstreamSet
-// (upstream_set.h) uses the same interface to manage an owner's upstreams.
+// calls it carries (Transparent, transparent.h: the calls crihookd answers
+// itself go on its side connection). Calls live with the owner, so every
+// event of a runtime stream is handed to it, and the owner decides what
+// kubelet sees. UpstreamSet (upstream_set.h) uses the same interface to
+// manage an owner's upstreams.
 //
 // Everything is called on the owner's EventLoop, from the upstream's (or the
 // set's) handlers; an owner need not be thread-safe. No function may throw.
@@ -20,7 +20,6 @@
 
 namespace crihook::relay {
 
-class H2Endpoint;
 class Upstream;
 
 class UpstreamOwner {
@@ -48,8 +47,8 @@ class UpstreamOwner {
   // The runtime sent GOAWAY on `up`: it takes no new streams, its open ones
   // finish.
   virtual void onUpstreamGoaway(Upstream& up) = 0;
-  // The upstream sent `n` more request bytes of pass-through `call`: the
-  // owner credits kubelet's windows with them.
+  // The upstream sent `n` more request bytes of `call`, one forwarded as it
+  // comes (not intercepted): the owner credits kubelet's windows with them.
   virtual void consumeRequestBytes(Call& call, size_t n) = 0;
   // Counts one decoded field of the runtime's reply to `call`; false (nothing
   // counted) past the owner's caps: the upstream keeps no more of the block
@@ -59,13 +58,8 @@ class UpstreamOwner {
   // runtime stream); nothing when the call was already answered.
   virtual void answer(Call& call, const absl::Status& status) = 0;
   // Queues a flush of what the owner has to send kubelet (window updates
-  // after the runtime's input), batched as H2Endpoint::scheduleFlush is.
+  // and replies after the runtime's input).
   virtual void scheduleFlush() = 0;
-  // The endpoint whose input handlers batch this owner's upstreams' flushes
-  // (H2Endpoint::scheduleFlush: one write per turn of the loop), asked once
-  // per Upstream when it is made; null: each upstream leads a group of its
-  // own (only its own input batches its flushes).
-  virtual H2Endpoint* flushGroup() = 0;
 
   // For UpstreamSet: whether the owner has closed (a connect that completes
   // after that is let go), and the owner as a shared_ptr, which a connect in

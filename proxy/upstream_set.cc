@@ -77,7 +77,7 @@ void UpstreamSet::onLost(Upstream& up, const std::string& why) {
     call->up.reset();
     call->up_id = 0;
     if (call->resp_end) continue;
-    if (!call->passThrough() && !call->resp_submitted) {
+    if (!call->passThrough()) {
       replyWithStatus(*call, lost);
       owner_.onResponseEnd(*call);
     } else {

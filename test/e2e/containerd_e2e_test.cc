@@ -65,7 +65,7 @@ std::string writeHookConfig(const std::string& dir) {
   std::ofstream(dir + "/hookserver.d/refuser.json")
       << R"({"remote-endpoint": ")" << dir << R"(/refuser.sock", "failure-policy": "Fail",
             "runtime-hooks": ["PreCreateContainer"]})";
-  std::ofstream(dir + "/crihookd.toml") << e2eRelaySection() << R"(
+  std::ofstream(dir + "/crihookd.toml") << R"(
 [hooks]
 state_dir = ")" << dir << R"(/state"
 hookserver_dir = ")" << dir << R"(/hookserver.d"
@@ -604,8 +604,8 @@ class DeviceE2E {
     makeFixtures(dir_ + "/fixtures", CRIHOOK_SOURCE_DIR);  // device_pod.h
     makeDeviceTree(dir_);
     std::ofstream(dir_ + "/crihookd.toml")
-        << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \""
-        << dir_ << "/hookserver.d\"\n"
+        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"" << dir_
+        << "/hookserver.d\"\n"
         << deviceHooksConfig(dir_, dir_ + "/fixtures", "30s");
     start();
   }
@@ -816,8 +816,8 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   const std::string dir = env->dir + "/cpuset";
   writeTwoNodeCpuFixture(dir + "/fixture");
   std::ofstream(dir + "/crihookd.toml")
-      << cat(e2eRelaySection(), "[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"",
-             dir, "/hookserver.d\"\n[topology]\nroot = \"", dir,
+      << cat("[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
+             "/hookserver.d\"\n[topology]\nroot = \"", dir,
              "/fixture\"\n[[hook]]\nname = \"cpuset\"\nbuiltin = \"cpuset\"\n");
   ChildProcess crihookd(CRIHOOKD_BINARY,
                         {"--config", dir + "/crihookd.toml", "--listen", dir + "/crihook.sock",
@@ -920,8 +920,8 @@ class AllocationE2E {
     }
     const std::string root = cat("[hook.settings]\ndevice_root = \"", dir_, "/dev\"\n");
     std::ofstream(dir_ + "/crihookd.toml")
-        << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \""
-        << dir_ << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
+        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"" << dir_
+        << "/hookserver.d\"\n[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
         << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
         << root << "hami_core_library = \"" << dir_ << "/hami/libvgpu.so\"\n"
         << "hami_core_lock_dir = \"" << dir_ << "/hami/vgpulock\"\n"
@@ -1116,8 +1116,8 @@ TEST_F(ContainerdE2E, KoordletAnswersWithEnvsCpusetAndAnnotationsReachTheContain
             "runtime-hooks": ["PreRunPodSandbox", "PreCreateContainer", "PreRemoveRunPodSandbox"],
             "koordlet-version": "v1.6"})";
   std::ofstream(dir + "/crihookd.toml")
-      << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir << "/state\"\nhookserver_dir = \""
-      << dir << "/hookserver.d\"\n";
+      << "[hooks]\nstate_dir = \"" << dir << "/state\"\nhookserver_dir = \"" << dir
+      << "/hookserver.d\"\n";
   ChildProcess crihookd(CRIHOOKD_BINARY,
                         std::vector<std::string>{"--config", dir + "/crihookd.toml", "--listen",
                                                  dir + "/crihook.sock", "--backend",

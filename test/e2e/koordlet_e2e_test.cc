@@ -200,8 +200,8 @@ std::map<std::string, Pod> koordinatorPods() {
 // crihookd's config: its device hooks at their defaults over the fixture.
 std::string crihookdConfig(const std::string& dir) {
   const std::string root = cat("[hook.settings]\ndevice_root = \"", dir, "/dev\"\n");
-  return cat(e2eRelaySection(), "[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"",
-             dir, "/hookserver.d\"\n[topology]\nroot = \"", dir, "/fixtures/dgx\"\n",
+  return cat("[hooks]\nstate_dir = \"", dir, "/state\"\nhookserver_dir = \"", dir,
+             "/hookserver.d\"\n[topology]\nroot = \"", dir, "/fixtures/dgx\"\n",
              "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n", root, "hami_core_library = \"", dir,
              "/hami/libvgpu.so\"\nhami_core_lock_dir = \"", dir, "/hami/vgpulock\"\n",
              "[[hook]]\nname = \"rdma\"\nbuiltin = \"rdma\"\n", root,

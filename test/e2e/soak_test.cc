@@ -113,8 +113,7 @@ class Soak : public ::testing::Test {
                      stage, "\", \"{minor}\", \"{pod_name}\"]\n");
     }
     std::ofstream(dir_ + "/crihookd.toml")
-        << e2eRelaySection() << "[hooks]\nstate_dir = \"" << dir_
-        << "/state\"\nhookserver_dir = \"\"\n"
+        << "[hooks]\nstate_dir = \"" << dir_ << "/state\"\nhookserver_dir = \"\"\n"
         << "[topology]\nroot = \"" << dir_ << "/fixtures/dgx\"\n"
         << "[[hook]]\nname = \"gpu\"\nbuiltin = \"gpu\"\n"
         << root << "[[hook]]\nname = \"devices\"\nbuiltin = \"device-lifecycle\"\n"

@@ -287,7 +287,6 @@ TEST(EventLoop, AConnectionWhosePeerSentAndHungUpAtOnceIsClosedOnThatEdge) {
   SocketPair p;
   Connection conn(*loop, p.ours, ctx);
   p.ours = -1;  // the connection's now
-  conn.start();
   const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   ASSERT_EQ(::send(p.theirs, preface.data(), preface.size(), 0),
             static_cast<ssize_t>(preface.size()));

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "cri-api/runtime_v1.pb.h"
-#include "proxy/h2_session.h"
+#include "proxy/transparent.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"

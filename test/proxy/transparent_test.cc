@@ -1,18 +1,20 @@
-// What only the transparent relay ([server] relay = "transparent",
-// proxy/transparent.h) does, against a raw HTTP/2 client and runtime
-// (nghttp2, not crihookd's code): the SETTINGS kubelet sees are the
-// runtime's, filtered and capped; a reply crihookd writes itself is held to
-// kubelet's flow-control windows; the runtime going away ends kubelet's
-// connection with GOAWAY and a status for the call in flight; a connection
-// that opened while the runtime was down is served by the terminating relay
-// and told to reconnect once the runtime answers. The relay's shared
-// behaviour is the other suites' runs (the transparent relay is the
-// default; their *_terminating runs are the other relay's).
+// The relay (proxy/transparent.h) against a raw HTTP/2 client and runtime
+// (nghttp2, not crihookd's code), for what the suites through gRPC clients
+// cannot show: the SETTINGS kubelet sees are the runtime's, filtered and
+// capped; a reply crihookd writes itself is held to kubelet's flow-control
+// windows; the runtime going away ends kubelet's connection with GOAWAY and a
+// status for the call in flight; on a connection that opened while the
+// runtime was down crihookd stands in for the runtime (its own SETTINGS,
+// every call forwarded as it comes on the side connection, streaming both
+// ways, the runtime's resets, trailers-only replies and a write that fails
+// behind its last reply) and tells kubelet to reconnect once the runtime
+// answers.
 //
 // TransparentWireTest drives the relay over socketpairs, with the bytes of
 // both peers and the edges of crihookd's reads the test's own: crihookd's
 // frames never land inside a frame or a header block of the peer it relays
-// (found by fuzz/fuzz_transparent.cc).
+// (found by fuzz/fuzz_transparent.cc); TransparentStandInWireTest the same
+// without a runtime connection.
 
 #include "proxy/transparent.h"
 
@@ -50,18 +52,11 @@ std::string grpcFrame(const std::string& message) {
   return out + message;
 }
 
-class TransparentTest : public ProxyFixture {
- protected:
-  void startTransparent() {
-    Config c = proxyConfig();
-    c.relay = "transparent";
-    startProxy(nullptr, c);
-  }
-};
+using TransparentTest = ProxyFixture;
 
 TEST_F(TransparentTest, KubeletSeesTheRuntimesSettingsCappedByCrihookds) {
   RawH2Backend runtime(dir_.file("backend.sock"));  // nghttp2: no header list cap of its own
-  startTransparent();
+  startProxy();
   RawH2Client kubelet(dir_.file("crihook.sock"));
   RawH2Result r =
       kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("hello"));
@@ -81,7 +76,7 @@ TEST_F(TransparentTest, AnInterceptedReplyLargerThanKubeletsWindowIsHeldToIt) {
   // must come in pieces, each after kubelet's WINDOW_UPDATE (the client
   // counts what it granted and what came).
   RawH2Backend runtime(dir_.file("backend.sock"));  // echoes the request
-  startTransparent();
+  startProxy();
   RawH2Client kubelet(dir_.file("crihook.sock"));
   runtime::v1::StopContainerRequest req;
   req.set_container_id(std::string(200000, 'c'));
@@ -105,7 +100,7 @@ TEST_F(TransparentTest, AnInterceptedReplyLargerThanKubeletsWindowIsHeldToIt) {
 
 TEST_F(TransparentTest, TheRuntimeGoingAwayEndsKubeletsConnectionWithAStatus) {
   RawH2Backend runtime(dir_.file("backend.sock"));
-  startTransparent();
+  startProxy();
   RawH2Client kubelet(dir_.file("crihook.sock"));
   // The runtime hangs up on this call: it is answered UNAVAILABLE, and
   // kubelet is told to go elsewhere (GOAWAY).
@@ -124,7 +119,7 @@ TEST_F(TransparentTest, TheRuntimeGoingAwayEndsKubeletsConnectionWithAStatus) {
 }
 
 TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItAnswers) {
-  startTransparent();  // the runtime is not there yet
+  startProxy();  // the runtime is not there yet
   RawH2Client kubelet(dir_.file("crihook.sock"));
   RawH2Result down =
       kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("down"));

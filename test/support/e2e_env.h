@@ -23,16 +23,6 @@ inline constexpr const char* kE2eImage = "docker.io/library/busybox:crihook";
 // in any case, surrounding blanks ignored. Anything else (unset, empty, 0,
 // false, a typo) is false: a suite then skips when the machine lacks what it
 // needs, and says so.
-// The [server] section of crihookd's config for a run against the relay
-// CRIHOOK_TEST_RELAY names (test/e2e/meson.build runs the e2e tests a second
-// time with CRIHOOK_TEST_RELAY=terminating), else nothing: the default,
-// transparent.
-inline std::string e2eRelaySection() {
-  const char* relay = std::getenv("CRIHOOK_TEST_RELAY");
-  if (relay == nullptr || std::string(relay).empty()) return "";
-  return std::string("[server]\nrelay = \"") + relay + "\"\n";
-}
-
 inline bool e2eRequired() {
   const char* raw = std::getenv("CRIHOOK_E2E_REQUIRED");
   if (raw == nullptr) return false;

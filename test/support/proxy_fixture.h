@@ -5,9 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
-#include <string_view>
 
 #include "base/logging.h"
 #include "config/config.h"
@@ -27,18 +25,7 @@ class ProxyFixture : public ::testing::Test {
     c.listen_path = dir_.file("crihook.sock");
     c.backend_endpoint = "unix://" + dir_.file("backend.sock");
     c.backend_connect_timeout = std::chrono::milliseconds(1000);
-    // The same tests against the terminating relay (test/meson.build runs
-    // them a second time with it).
-    if (const char* relay = std::getenv("CRIHOOK_TEST_RELAY")) c.relay = relay;
     return c;
-  }
-
-  // The tests run against the transparent relay (the default) unless
-  // CRIHOOK_TEST_RELAY names the terminating one; a test of what only one
-  // relay does says so with GTEST_SKIP.
-  static bool transparentRelay() {
-    const char* relay = std::getenv("CRIHOOK_TEST_RELAY");
-    return relay == nullptr || std::string_view(relay) != "terminating";
   }
 
   void startProxy(Interceptor* interceptor = nullptr, Config config = {}) {

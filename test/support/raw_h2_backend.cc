@@ -143,7 +143,7 @@ void respond(Session& s, int32_t id) {
       nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
       s.close_after_send = true;
     }
-    // Late by less than crihookd's PING ACK delay (proxy/h2_session.h).
+    // Late by less than crihookd's PING ACK delay (proxy/transparent.h).
     if (verb == "SlowEcho") std::this_thread::sleep_for(std::chrono::microseconds(500));
     if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
     if (verb == "TwoMessages") st.body += st.body;
