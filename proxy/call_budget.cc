@@ -66,6 +66,11 @@ std::chrono::milliseconds tickInterval(const RelayLimits& l) {
                                                std::chrono::milliseconds(1000));
 }
 
+void recordCall(RelayContext& ctx, std::string_view path, absl::StatusCode code,
+                Clock::time_point start) {
+  if (ctx.call_metrics) ctx.call_metrics->record(path, code, Clock::now() - start);
+}
+
 void warnNoPreface(RelayContext& ctx) {
   uint64_t held_back = 0;
   if (!ctx.timeout_log.allow(held_back)) return;

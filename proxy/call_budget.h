@@ -3,9 +3,10 @@
 // What one kubelet connection's calls hold against the relay's limits
 // (RelayLimits, relay.h): decoded header fields, both directions, and the
 // message bytes of intercepted calls buffered whole. Charged as bytes
-// arrive, released with the call. Both relays (Downstream, Transparent) keep
-// one per connection; on its loop thread only. The process-wide tallies in
-// RelayContext move with it (atomics).
+// arrive, released with the call. The streams crihookd answers (OwnStreams)
+// keep one per connection; on its loop thread only. The process-wide tallies
+// in RelayContext move with it (atomics). With it, what the relay's parts
+// share about limits and calls' ends.
 
 #include <chrono>
 #include <cstddef>
@@ -45,13 +46,25 @@ struct CallBudget {
 // (within 10 ms .. 1 s).
 std::chrono::milliseconds tickInterval(const RelayLimits& limits);
 
+// A stream crihookd ended while its peer was still sending is kept this long
+// after its RST_STREAM, so that the peer's frames already on their way are
+// known (dropped, or passed for HPACK's sake) rather than taken for a new
+// stream or forwarded to a runtime that never saw it.
+inline constexpr std::chrono::seconds kZombieLinger{2};
+
+// A call that ended with `code`, started at `start`, in the metrics
+// (RelayContext::call_metrics, when set). Every call is recorded once:
+// relayed ones by RelayedStreams, the ones crihookd answers by OwnStreams.
+void recordCall(RelayContext& ctx, std::string_view path, absl::StatusCode code,
+                Clock::time_point start);
+
 // The warnings of a connection cut by a timeout, at most one per
 // RelayContext::timeout_log interval, with how many were held back.
 void warnNoPreface(RelayContext& ctx);
 void warnHeaderBlockLate(RelayContext& ctx, uint32_t stream);
 
 // RESOURCE_EXHAUSTED for a gRPC message over server.max_message_bytes
-// (both relays, both directions): `direction` is "request" or "response",
+// (relayed and own streams, both directions): `direction` is "request" or "response",
 // `frames` the tracker that found it too large.
 absl::Status messageTooLarge(const RelayContext& ctx, std::string_view direction,
                              const grpcwire::FrameTracker& frames);

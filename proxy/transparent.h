@@ -1,59 +1,57 @@
 #pragma once
 
-// The transparent relay (docs/transparent-relay.md): one kubelet connection
-// relayed to the runtime as an HTTP/2 intermediary, not as two endpoints.
-// Every frame is read and every header block decoded; frames and the
-// runtime's header blocks go through as they came (SETTINGS, PING and flow
-// control are kubelet's and the runtime's own), kubelet's header blocks are
-// re-encoded for the runtime. Streams crihookd answers itself — refused
-// requests and intercepted calls — never reach this runtime connection:
-// intercepted calls go over a side connection (an UpstreamSet) through the
-// Interceptor's stages, and their answers are written to kubelet as literal
-// header fields (hpack.h) and DATA within kubelet's windows (FlowLedger).
+// The relay (docs/transparent-relay.md): one kubelet connection relayed to
+// the runtime as an HTTP/2 intermediary, not as two endpoints. Every frame
+// is read and every header block decoded; frames and the runtime's header
+// blocks go through as they came (SETTINGS, PING and flow control are
+// kubelet's and the runtime's own), kubelet's header blocks too unless a
+// Reencoder (reencoder.h) has taken the direction over. This class is the
+// connection and its two sides: their sockets, the frames routed both ways,
+// SETTINGS, GOAWAY and the runtime going away, the timeouts' tick. Its
+// parts, one job each:
+// - RelayedStreams (relayed_streams.h): the streams relayed frame by frame,
+//   their message limit, metrics and the end crihookd writes for them;
+// - OwnStreams (own_streams.h): the streams crihookd answers itself —
+//   refused requests, intercepted calls, and every call while it stands in
+//   for the runtime — on its side connection;
+// - Reencoder (reencoder.h): header blocks crihookd re-encodes;
+// - PingAcks (ping_acks.h) and Linger (linger.h): when kubelet's PINGs are
+//   answered, and the bounded wait for a peer's end.
 //
 // A connection accepted while the runtime cannot be reached has no runtime
 // connection to relay: crihookd stands in for the runtime. It sends kubelet
 // SETTINGS of its own, answers kubelet's SETTINGS and PINGs, and makes every
 // stream one of its own, forwarded on the side connection (which connects
 // per call, and answers UNAVAILABLE naming the backend when it cannot) as it
-// comes: request and reply messages stream through, held to both sides'
-// windows. Once the runtime answers a call, kubelet gets GOAWAY, so that its
+// comes. Once the runtime answers a call, kubelet gets GOAWAY, so that its
 // next connection is relayed frame by frame.
 //
-// Runs on its EventLoop; not thread-safe (Connection, relay.h, posts to it).
+// Runs on its EventLoop; not thread-safe (Connection, relay.h, posts to it;
+// the entry points assert they run on the loop in debug builds).
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
-#include <vector>
+#include <string_view>
 
 #include "absl/status/status.h"
-#include "proxy/call.h"
-#include "proxy/call_budget.h"
 #include "proxy/event_loop.h"
 #include "proxy/flow_ledger.h"
 #include "proxy/h2_frame.h"
+#include "proxy/h2_headers.h"
 #include "proxy/hpack.h"
 #include "proxy/linger.h"
+#include "proxy/own_streams.h"
+#include "proxy/ping_acks.h"
+#include "proxy/reencoder.h"
 #include "proxy/relay.h"
-#include "proxy/upstream_owner.h"
-#include "proxy/upstream_set.h"
+#include "proxy/relayed_streams.h"
+#include "proxy/request_check.h"
 
 namespace crihook::relay {
 
-// kubelet's PINGs are crihookd's to answer (Transparent::owePingAck): an ACK
-// waits at most this long for other bytes to kubelet to go out with, and
-// only while such bytes are expected (a call on the connection not yet
-// answered); otherwise it goes out at once. grpc-go, kubelet's gRPC, sends a
-// PING with nearly every message it receives (its bandwidth estimator):
-// acked at once, each costs a write here and a wake-up of its sender. A call
-// answered within the delay carries the ACK in its reply's write; a slower
-// one lets it go alone when the delay ends.
-inline constexpr std::chrono::milliseconds kPingAckDelay{2};
-
-class Transparent final : public UpstreamOwner, public std::enable_shared_from_this<Transparent> {
+class Transparent final : public OwnStreamsHost, public std::enable_shared_from_this<Transparent> {
  public:
   // `kubelet_fd`: the accepted socket; `runtime_fd`: a connected socket to
   // the runtime, or -1 when the runtime could not be reached (crihookd
@@ -73,20 +71,14 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   void close(const std::string& why);
   EventLoop& loop() { return loop_; }
 
-  // UpstreamOwner (the side connection of intercepted calls).
-  Call* find(int32_t id) override;
-  void onResponseHeaders(Call& call) override;
-  void onResponseData(Call& call, const uint8_t* data, size_t len) override;
-  void onResponseEnd(Call& call) override;
-  void onUpstreamStreamClosed(Call& call, uint32_t error_code) override;
-  void onUpstreamLost(Upstream& up, const std::string& why) override { side_.onLost(up, why); }
-  void onUpstreamGoaway(Upstream& up) override { side_.onGoaway(up); }
-  void consumeRequestBytes(Call& call, size_t n) override;
-  bool chargeReplyHeader(Call& call, size_t bytes) override;
-  void answer(Call& call, const absl::Status& status) override;
-  void scheduleFlush() override;
+  // OwnStreamsHost.
+  void toKubelet(std::string_view frames) override { inject(frames); }
+  void flushNow() override { flushAll(); }
+  void flushSoon() override;
   bool closed() const override { return closed_; }
-  std::shared_ptr<UpstreamOwner> sharedOwner() override { return shared_from_this(); }
+  std::shared_ptr<void> keepAlive() override { return shared_from_this(); }
+  void onRuntimeAnswered() override;
+  void onOwnStreamEnded() override;
 
  private:
   struct Handler;
@@ -117,56 +109,24 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   };
   // What the current frame's payload pieces are for.
   enum class Route { kForward, kOwnData, kDrop };
-  // A stream crihookd answers: a refused request, an intercepted call, or
-  // (standing in for the runtime) a call forwarded as it comes on the side
-  // connection.
-  struct Own {
-    enum class Kind : uint8_t { kRefused, kIntercepted, kForwarded };
-    Kind kind = Kind::kRefused;
-    std::unique_ptr<Call> call;
-    // The reply waits for kubelet's windows in call->resp_body, then
-    // trailers.
-    std::string trailers_block;  // literal block; empty: none yet
-    bool reply_ends = false;     // a forwarded reply without trailers: END_STREAM on its DATA
-    bool reply_started = false;
-    bool reply_done = false;    // END_STREAM (or RST_STREAM) written
-    bool kubelet_done = false;  // kubelet sends nothing more on it
-    bool reset_sent = false;    // RST_STREAM NO_ERROR after the reply
-    bool in_stage = false;
-    std::chrono::steady_clock::time_point done_at{};
-  };
-  struct Relayed {
-    explicit Relayed(uint64_t max_message_bytes)
-        : request(max_message_bytes), reply(max_message_bytes) {}
-    std::string path;
-    std::chrono::steady_clock::time_point start;
-    // The gRPC messages of both directions, against the message limit.
-    grpcwire::FrameTracker request;
-    grpcwire::FrameTracker reply;
-    bool reply_headers = false;
-    // crihookd ended the stream (a message over the limit): what still comes
-    // for it is dropped (DATA) or passed for HPACK's sake (header blocks).
-    bool cut = false;
-    std::chrono::steady_clock::time_point cut_at{};
-  };
 
   // The biggest frame read whole, and the SETTINGS_MAX_FRAME_SIZE each side
   // is told of the other (at most): header blocks are capped at 64 KiB
   // anyway, control frames are small, gRPC peers send DATA of 16 KiB.
   static constexpr size_t kMaxWholeFrame = 64 << 10;
 
+  // --- the sockets ---
   void onReadable(bool kubelet, bool hangup);
   // After GOAWAY, with every stream done and written: crihookd half-closes
   // kubelet's socket and waits, reading and dropping what comes, for
-  // kubelet to close (at most kLingerAfterFinish, linger.h), so that
-  // kubelet's writes in the meantime (a WINDOW_UPDATE, a PING) do not fail
-  // before it has read the last answers: a gRPC client whose write fails
-  // drops what it had not read, and reports "Broken pipe" for a call that
-  // was answered.
+  // kubelet to close (Linger), so that kubelet's writes in the meantime (a
+  // WINDOW_UPDATE, a PING) do not fail before it has read the last answers.
   void linger();
   void drainWhileLingering(bool kubelet);
   void onWritable(bool kubelet);
   void flush(bool kubelet);
+  // A write to `kubelet`'s side or the runtime's failed with `e`.
+  void writeFailed(bool kubelet, int e);
   void flushAll();
   // Appends crihookd's own frames for kubelet, between two of the runtime's.
   void inject(std::string_view frames);
@@ -182,46 +142,60 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   // `bytes` of the runtime's DATA that kubelet never gets: crihookd credits
   // the runtime's connection window for them (WINDOW_UPDATE).
   void creditRuntime(uint32_t bytes);
-  // kubelet's PINGs are crihookd's to answer, not the runtime's: grpc-go
-  // sends one after most replies it reads, and a grpc-go runtime that saw
-  // PINGs after replies it did not send itself (crihookd's own) would end
-  // the connection (its "too_many_pings" strikes). The ACK rides with the
-  // next bytes to kubelet (kPingAckDelay).
-  void owePingAck(std::string_view opaque);
+  // `bytes` of kubelet's DATA that the runtime never gets: crihookd credits
+  // kubelet's connection window for them.
+  void creditKubelet(uint32_t bytes);
+  // kubelet's PINGs: the ACKs ride with the next bytes to kubelet
+  // (PingAcks, ping_acks.h).
   void settlePingAcks();
   void sendPingAcks();
   // GOAWAY PROTOCOL_ERROR to kubelet, then closed.
   void protocolError(const std::string& why);
 
-  // kubelet -> runtime.
+  // --- kubelet -> runtime ---
   void fromKubelet(std::string_view in);
+  // The preface's bytes at the head of `in`, taken; false when they are not.
+  bool takePreface(std::string_view& in);
+  // A DATA frame's header: where its payload goes (kubelet_route_); false
+  // when the connection ended.
+  bool routeKubeletData(const h2::FrameReader::Event& ev);
   void kubeletFrame(const h2::FrameHeader& h, std::string_view payload);
+  void kubeletData(const h2::FrameHeader& h, std::string_view payload);
+  void kubeletSettings(std::string_view payload);
+  void kubeletWindowUpdate(const h2::FrameHeader& h, std::string_view payload);
   void kubeletBlock();
+  // The block on a stream already open: trailers.
+  void kubeletTrailers(uint32_t id);
+  // A new stream's request, checked: intercepted, relayed, or (standing
+  // in) forwarded on the side connection.
+  void kubeletRequest(uint32_t id, Headers headers, const RequestCheck& check);
   // The current block to the runtime for `id`: as it came, or re-encoded.
   void blockToRuntime(uint32_t id, const Headers& headers, bool end_stream);
   // The current block is not to reach the runtime: when it changes the
   // dynamic table, switch to re-encoding.
   void leaveBlockOut();
+  void relayedRequestData(const h2::FrameHeader& h, std::string_view payload);
+  // Standing in for the runtime: crihookd's own SETTINGS (those nghttp2's
+  // server sent as the terminating relay did) and connection window.
+  void standInPreface();
 
-  // runtime -> kubelet.
+  // --- runtime -> kubelet ---
   void fromRuntime(std::string_view in);
+  // A DATA frame's header: false when it and what follows wait for
+  // kubelet's window (runtime_held_).
+  bool routeRuntimeData(const h2::FrameReader::Event& ev, std::string_view in);
   void resumeRuntime();
   void runtimeFrame(const h2::FrameHeader& h, std::string_view payload);
+  void runtimeSettings(std::string_view payload);
+  void runtimeReset(const h2::FrameHeader& h, std::string_view payload);
   void runtimeBlock();
-  void endRelayed(uint32_t id, const absl::Status& status);
-  void relayedRequestData(const h2::FrameHeader& h, std::string_view payload);
   void relayedReplyData(const h2::FrameHeader& h, std::string_view payload);
   // A message over the limit, or trailers, on a relayed stream: crihookd
   // answers kubelet `status` (trailers; a reset mid-message or with
   // `reset_code`), cancels the runtime's stream, and drops what still comes
   // for it.
   void cutRelayed(uint32_t id, const absl::Status& status, uint32_t reset_code = 0);
-  // The end crihookd writes kubelet for relayed stream `id` with `status`:
-  // trailers-only when no reply headers went, trailers when the reply went
-  // up to a message's edge, else RST_STREAM INTERNAL_ERROR (a message half
-  // sent cannot be ended with a status).
-  void appendRelayedEnd(std::string& frames, uint32_t id, const Relayed& r,
-                        const absl::Status& status);
+  void endRelayed(uint32_t id, const absl::Status& status);
   void runtimeGone(const std::string& why);
   // A write to the runtime failed, EPIPE or ECONNRESET: it closed, maybe
   // right behind its last replies (a GOAWAY, the replies, close), which a
@@ -229,69 +203,28 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   // to it (kubelet's frames for it are dropped); what its socket holds is
   // read and relayed, so each reply complete in it still reaches kubelet,
   // and runtimeGone(`why`) follows at its end, or after kLingerAfterFinish
-  // if it never ends.
+  // if it never ends (Linger).
   void runtimeDeaf(const std::string& why);
   void runtimeGoaway(uint32_t last_stream_id);
   void goawayToKubelet();
   void maybeFinish();
+  bool idle() const { return relayed_.empty() && own_.empty(); }
 
-  // Streams crihookd answers.
   // Whether kubelet's stream `id` is idle to the runtime: one crihookd
   // answered with its block left out, above every stream the runtime saw.
   // kubelet's frames on it once crihookd no longer holds it (a WINDOW_UPDATE
   // or RST_STREAM that crossed crihookd's END_STREAM, DATA that crossed its
   // RST_STREAM) are dropped: the runtime must end the whole connection on
-  // any frame but HEADERS or PRIORITY there (RFC 9113 5.1). A stream the runtime never saw below
-  // one it saw was closed by that one (5.1.1): frames on it it drops itself.
+  // any frame but HEADERS or PRIORITY there (RFC 9113 5.1). A stream the
+  // runtime never saw below one it saw was closed by that one (5.1.1):
+  // frames on it it drops itself.
   bool unknownToRuntime(uint32_t id) const {
     return id > runtime_last_stream_ && id <= last_kubelet_stream_;
   }
-  // Standing in for the runtime: crihookd's own SETTINGS (those nghttp2's
-  // server sent as the terminating relay) and the connection window.
-  void standInPreface();
-  // Standing in: a stream crihookd forwards as it comes on the side
-  // connection (the current block is its request's).
-  void forwardOwn(uint32_t id, Headers headers, const RequestCheck& check);
-  // WINDOW_UPDATE to kubelet for `bytes` of a stream crihookd takes: the
-  // connection, and the stream while kubelet still sends on it.
-  void creditKubelet(uint32_t id, uint32_t bytes, bool stream_open);
-  // `n` reply bytes of forwarded `call` went to kubelet: the side
-  // connection may send as many more.
-  void returnReplyWindow(Call& call, size_t n);
-  Own& openOwn(uint32_t id, Headers headers);
-  void refuse(uint32_t id, Headers headers, const RequestRefusal& refusal);
-  void ownData(Own& own, const h2::FrameHeader& h, std::string_view data, bool frame_end);
-  // kubelet's request bytes of a forwarded stream, to the side connection.
-  void forwardedData(Own& own, std::string_view data, bool end);
-  // The runtime's reply bytes of a forwarded stream, to kubelet within its
-  // windows.
-  void forwardedReplyData(Own& own, const uint8_t* data, size_t len);
-  void startPreStage(Own& own);
-  void onPreStageDone(int32_t id, absl::Status status);
-  void onPostStageDone(int32_t id);
-  void cancelSide(Call& call);
-  // Ends the reply with `status`: trailers-only, or trailers after the
-  // messages written, or (`reset`, or mid-message) RST_STREAM.
-  void answerOwn(Own& own, const absl::Status& status, bool reset);
-  // Ends the stream with RST_STREAM `code`.
-  void resetOwn(Own& own, uint32_t code);
-  // What the stream still holds of both directions' bytes, dropped; a
-  // forwarded stream's handed back to the windows that counted them.
-  void dropOwnBytes(Own& own);
-  void replyOwn(Own& own);
-  void pumpOwn(uint32_t id);
-  void pumpAllOwn();
-  void markAnswered(Own& own);
-  void finishOwn(uint32_t id);
-  void endOwn(uint32_t id, const char* why);
-  void eraseOwn(std::unordered_map<uint32_t, Own>::iterator it);
 
+  // --- the timeouts ---
   void armTick();
   void onTick();
-  absl::Status chargeBuffer(Call& call, size_t bytes, std::string_view what);
-  void releaseLimits(Call& call);
-  void recordCall(std::string_view path, absl::StatusCode code,
-                  std::chrono::steady_clock::time_point start);
 
   EventLoop& loop_;
   RelayContext& ctx_;
@@ -300,27 +233,11 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   bool runtime_answered_ = false;  // standing in: GOAWAY sent once the runtime answered
   Side kubelet_;
   Side runtime_;
-  UpstreamSet side_;
   FlowLedger ledger_;
+  RelayedStreams relayed_;
+  OwnStreams own_;
   hpack::Decoder kubelet_blocks_;
   hpack::Decoder runtime_blocks_;
-  // One direction's header blocks: they go as they came while `on` is
-  // false (the receiver's decoder then mirrors the sender's encoder). A block
-  // crihookd must leave out or change switches the direction to re-encoding
-  // for good (start()), the first block opening with a dynamic table size
-  // update to 0 that empties the receiver's table.
-  struct Reencoder {
-    bool on = false;
-    bool reset_owed = false;
-    uint32_t table_size = hpack::kDefaultTableSize;  // the receiver's, capped at ours
-    hpack::Encoder encoder;
-    void start();
-    // The receiver's SETTINGS_HEADER_TABLE_SIZE.
-    void setMaxTableSize(uint32_t value);
-    // Appends `fields` as a block (the table reset first when owed); the
-    // encoder's error (out of memory) when it fails.
-    absl::Status encode(const Headers& fields, std::string& block);
-  };
   // kubelet's blocks to the runtime: re-encoded from a refusal, trailers or
   // a request to canonicalise on.
   Reencoder to_runtime_;
@@ -343,8 +260,6 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   // crihookd's frames for the runtime waiting for the end of a kubelet frame.
   std::string pending_to_runtime_;
 
-  std::unordered_map<uint32_t, Relayed> relayed_;
-  std::unordered_map<uint32_t, Own> own_;
   uint32_t last_kubelet_stream_ = 0;
   // The highest stream whose HEADERS went to the runtime (unknownToRuntime).
   uint32_t runtime_last_stream_ = 0;
@@ -352,18 +267,16 @@ class Transparent final : public UpstreamOwner, public std::enable_shared_from_t
   bool goaway_sent_ = false;   // to kubelet: no new streams
   bool runtime_lost_ = false;  // the runtime's connection is gone
   bool closed_ = false;
-  CallBudget budget_;  // what own_ holds against the limits
-  std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point idle_since_ = accepted_;
-  std::chrono::steady_clock::time_point block_since_{};
+  Clock::time_point accepted_ = Clock::now();
+  Clock::time_point idle_since_ = accepted_;
+  Clock::time_point block_since_{};
   bool idle_goaway_ = false;
   uint64_t tick_ = 0;
   bool flush_posted_ = false;
-  std::string owed_ping_acks_;   // 8 bytes of opaque data each
-  size_t acks_since_drain_ = 0;  // ACKs written since kubelet last read all
-  uint64_t ping_ack_timer_ = 0;
-  Linger linger_;  // kubelet's end, once done (linger())
-  Linger deaf_;    // the runtime's end, after a write to it failed (runtimeDeaf)
+  PingAcks acks_;
+  uint64_t ping_ack_timer_ = 0;  // the ACKs' delay (kPingAckDelay); 0: none armed
+  Linger linger_;                // kubelet's end, once done (linger())
+  Linger deaf_;                  // the runtime's end, after a write to it failed (runtimeDeaf)
 };
 
 }  // namespace crihook::relay

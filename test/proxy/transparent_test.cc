@@ -4,11 +4,9 @@
 // capped; a reply crihookd writes itself is held to kubelet's flow-control
 // windows; the runtime going away ends kubelet's connection with GOAWAY and a
 // status for the call in flight; on a connection that opened while the
-// runtime was down crihookd stands in for the runtime (its own SETTINGS,
-// every call forwarded as it comes on the side connection, streaming both
-// ways, the runtime's resets, trailers-only replies and a write that fails
-// behind its last reply) and tells kubelet to reconnect once the runtime
-// answers.
+// runtime was down crihookd stands in for the runtime and tells kubelet to
+// reconnect once the runtime answers (what crihookd answers on it is
+// own_streams_test's StandInTest).
 //
 // TransparentWireTest drives the relay over socketpairs, with the bytes of
 // both peers and the edges of crihookd's reads the test's own: crihookd's
@@ -25,11 +23,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <future>
 #include <thread>
 
-#include "base/text.h"
-#include "cri-api/runtime_v1.grpc.pb.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "cri/interceptor.h"
 #include "proxy/event_loop.h"
@@ -152,162 +147,6 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
       next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("again"));
   EXPECT_EQ(again.grpc_status, 0) << again.grpc_message;
   EXPECT_FALSE(next.goawayReceived());
-}
-
-// A connection accepted while the runtime is down, on which crihookd stands
-// in for the runtime, once the runtime is back: every call goes on
-// crihookd's side connection as it comes, both ways (what the terminating
-// relay, which served such connections before, did for every call).
-class StandInTest : public ProxyFixture {
- protected:
-  // The proxy started with no runtime, and `channel_` connected to it: its
-  // first call is answered UNAVAILABLE by the connection that stands in.
-  void openWhileTheRuntimeIsDown() {
-    startProxy();
-    channel_ = proxyChannel();
-    std::string reply;
-    const grpc::Status down = call("/runtime.v1.RuntimeService/Version", "", &reply);
-    ASSERT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE) << down.error_message();
-    ASSERT_EQ(proxy_->terminatingConnections(), 1);
-  }
-  grpc::Status call(const std::string& method, const std::string& request, std::string* reply,
-                    std::chrono::milliseconds timeout = 10s) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-    return genericUnary(channel_, &ctx, method, request, reply);
-  }
-
-  std::shared_ptr<grpc::Channel> channel_;
-};
-
-TEST_F(StandInTest, AStreamOpenedOnceTheRuntimeIsBackDeliversEveryEventAsItHappens) {
-  const std::string events = "/runtime.v1.RuntimeService/GetContainerEvents";
-  // The runtime writes its next event only once the test has read the one
-  // before: a reply held back until the call ends would never end.
-  std::promise<void> read[2];
-  backend_.onStream(events, [&](FakeCall&, const std::function<bool(const std::string&)>& write) {
-    for (int i = 0; i < 3; ++i) {
-      runtime::v1::ContainerEventResponse ev;
-      ev.set_container_id(cat("c", i));  // not "c" + to_string: GCC 12 warns (bug 105329)
-      if (!write(ev.SerializeAsString())) return grpc::Status::CANCELLED;
-      if (i < 2 && read[i].get_future().wait_for(10s) != std::future_status::ready)
-        return grpc::Status(grpc::StatusCode::INTERNAL, "fake: the event was never read");
-    }
-    return grpc::Status::OK;
-  });
-  openWhileTheRuntimeIsDown();
-  backend_.start();
-  auto stub = runtime::v1::RuntimeService::NewStub(channel_);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
-  auto reader = stub->GetContainerEvents(&ctx, runtime::v1::GetEventsRequest());
-  runtime::v1::ContainerEventResponse ev;
-  std::vector<std::string> ids;
-  while (reader->Read(&ev)) {
-    ids.push_back(ev.container_id());
-    if (ids.size() <= 2) read[ids.size() - 1].set_value();
-  }
-  const grpc::Status s = reader->Finish();
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_THAT(ids, ::testing::ElementsAre("c0", "c1", "c2"));
-}
-
-TEST_F(StandInTest, SixteenMebibyteMessagesCrossBothWays) {
-  // Far past the side connection's 1 MiB stream window and kubelet's: both
-  // directions are held to the windows and keep them moving.
-  const std::string echo = "/runtime.v1.RuntimeService/Echo";
-  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
-    *out = call.request;
-    return grpc::Status::OK;
-  });
-  openWhileTheRuntimeIsDown();
-  backend_.start();
-  std::string request((16 << 20) - 64, '\0');
-  for (size_t i = 0; i < request.size(); ++i) request[i] = static_cast<char>(i * 131);
-  std::string reply;
-  const grpc::Status s = call(echo, request, &reply, 30s);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_TRUE(reply == request);
-  EXPECT_EQ(proxy_->activeCalls(), 0);
-}
-
-TEST_F(StandInTest, ARequestOverTheLimitIsRefusedAndTheConnectionServesOn) {
-  const std::string echo = "/runtime.v1.RuntimeService/Echo";
-  backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
-    *out = call.request;
-    return grpc::Status::OK;
-  });
-  openWhileTheRuntimeIsDown();  // a client that would send 64 MiB: the refusal is crihookd's
-  backend_.start();
-  std::string reply;
-  const grpc::Status s = call(echo, std::string((16u << 20) + 1, 'x'), &reply);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
-  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("request message of 16777217 bytes is "
-                                                      "larger than the limit of 16777216 bytes"));
-  EXPECT_EQ(backend_.callCount(echo), 0u) << "the runtime got the message whole";
-  const std::string small(1000, 'y');
-  const grpc::Status next = call(echo, small, &reply);
-  ASSERT_TRUE(next.ok()) << next.error_message();
-  EXPECT_EQ(reply, small);
-}
-
-TEST_F(StandInTest, TheRuntimesResetsAndTrailersOnlyRepliesReachTheCallerAsTheyCame) {
-  openWhileTheRuntimeIsDown();
-  RawH2Backend raw(dir_.file("backend.sock"));
-  std::string reply;
-  EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetCancel", "x", &reply).error_code(),
-            grpc::StatusCode::CANCELLED);
-  EXPECT_EQ(call("/runtime.v1.RuntimeService/ResetInternal", "x", &reply).error_code(),
-            grpc::StatusCode::INTERNAL);
-  const grpc::Status denied = call("/runtime.v1.RuntimeService/TrailersOnly", "x", &reply);
-  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(denied.error_message(), "denied by raw backend");
-  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "all on the connection that stands in";
-  EXPECT_EQ(raw.connections(), 1) << "all on one side connection";
-  const grpc::Status echo = call("/runtime.v1.RuntimeService/Echo", "still here", &reply);
-  ASSERT_TRUE(echo.ok()) << echo.error_message();
-  EXPECT_EQ(reply, "still here");
-}
-
-// The runtime shuts its reading side right behind its last reply: a frame
-// the side connection writes meanwhile (the ACK of the runtime's SETTINGS)
-// fails, EPIPE. The reply, sent before the runtime closed, still reaches the
-// caller (H2Endpoint::readToEnd).
-TEST_F(StandInTest, AReplySentBeforeTheRuntimeClosedArrivesThoughAWriteFailed) {
-  openWhileTheRuntimeIsDown();
-  RawH2Backend raw(dir_.file("backend.sock"));
-  std::string reply;
-  const grpc::Status last =
-      call("/runtime.v1.RuntimeService/DeafGoawayEcho", "sent before the close", &reply);
-  ASSERT_TRUE(last.ok()) << last.error_message();
-  EXPECT_EQ(reply, "sent before the close");
-  const grpc::Status lost = call("/runtime.v1.RuntimeService/DeafSilent", "x", &reply);
-  EXPECT_EQ(lost.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(lost.error_message(), "crihookd: backend connection lost: write: Broken pipe");
-}
-
-TEST_F(StandInTest, ClientCancellationReachesTheRuntime) {
-  const std::string events = "/runtime.v1.RuntimeService/GetContainerEvents";
-  std::promise<void> started, cancelled;
-  backend_.onStream(events,
-                    [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
-                      write(runtime::v1::ContainerEventResponse().SerializeAsString());
-                      started.set_value();
-                      if (eventually([&] { return call.cancelled(); })) cancelled.set_value();
-                      return grpc::Status::OK;
-                    });
-  openWhileTheRuntimeIsDown();
-  backend_.start();
-  auto stub = runtime::v1::RuntimeService::NewStub(channel_);
-  grpc::ClientContext ctx;
-  auto reader = stub->GetContainerEvents(&ctx, runtime::v1::GetEventsRequest());
-  runtime::v1::ContainerEventResponse ev;
-  ASSERT_TRUE(reader->Read(&ev));
-  started.get_future().wait();
-  ctx.TryCancel();
-  EXPECT_EQ(cancelled.get_future().wait_for(3s), std::future_status::ready);
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(eventually([&] { return proxy_->activeCalls() == 0; }));
 }
 
 // The transparent relay between two socketpairs, its loop run by hand: what
