@@ -125,6 +125,22 @@ struct NriConfig {
   bool koordlet_plugin = true;
 };
 
+// [server]'s defaults and [backend] connect_timeout's, defined once: Config's
+// members below start from them (their comments say why each is what it
+// is), and so does what the relay's connections share (RelayContext,
+// proxy/relay.h), so that a relay made without a Config (a test, a fuzz
+// harness) runs with the product's.
+inline constexpr int kDefaultWorkers = 2;
+inline constexpr std::chrono::milliseconds kDefaultShutdownGrace{10000};
+inline constexpr uint64_t kDefaultMaxMessageBytes = 16u << 20;
+inline constexpr int kDefaultMaxConnections = 1024;
+inline constexpr std::chrono::milliseconds kDefaultPrefaceTimeout{10000};
+inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{300000};
+inline constexpr std::chrono::milliseconds kDefaultRequestTimeout{30000};
+inline constexpr uint64_t kDefaultMaxConnectionBufferedBytes = 64u << 20;
+inline constexpr uint64_t kDefaultMaxBufferedBytes = 256u << 20;
+inline constexpr std::chrono::milliseconds kDefaultBackendConnectTimeout{2000};
+
 struct Config {
   // [server]
   // "proxy": crihookd is kubelet's runtime endpoint and forwards every CRI
@@ -133,46 +149,46 @@ struct Config {
   std::string mode = "proxy";
   std::string listen_path = "/run/crihook/crihook.sock";
   uint32_t socket_mode = 0660;
-  std::string socket_group;  // empty: the daemon's own group
-  int workers = 2;           // event-loop threads
+  std::string socket_group;       // empty: the daemon's own group
+  int workers = kDefaultWorkers;  // event-loop threads
   // How connections are relayed: "transparent" (frames passed through;
   // docs/transparent-relay.md), the one relay. "terminating" (HTTP/2 ended
   // on both sides), a relay of its own before, is still accepted so that an
   // existing configuration starts: crihookd logs a warning naming the key,
   // and the transparent relay serves.
   std::string relay = "transparent";
-  std::chrono::milliseconds shutdown_grace{10000};
+  std::chrono::milliseconds shutdown_grace = kDefaultShutdownGrace;
   // gRPC's message limit, applied to every message in both directions.
   // kubelet's own limit is 16 MiB; never configure less.
-  uint64_t max_message_bytes = 16u << 20;
+  uint64_t max_message_bytes = kDefaultMaxMessageBytes;
   // [server] limits against a hostile client (README "Limits and timeouts").
   // Connections served at once; one more is accepted and closed at once.
   // kubelet holds one or two, crictl one per command.
-  int max_connections = 1024;
+  int max_connections = kDefaultMaxConnections;
   // From accept to the client's preface and first SETTINGS; then closed.
-  std::chrono::milliseconds preface_timeout{10000};
+  std::chrono::milliseconds preface_timeout = kDefaultPrefaceTimeout;
   // A connection with no open stream for this long gets GOAWAY and is
   // closed (grpc-go's MaxConnectionIdle). kubelet's GetContainerEvents stream
   // is an open stream: its connection is never idle.
-  std::chrono::milliseconds idle_timeout{300000};
+  std::chrono::milliseconds idle_timeout = kDefaultIdleTimeout;
   // From a request stream's start until its header block and, for an
   // intercepted call, its whole message have arrived; then answered
   // DEADLINE_EXCEEDED and reset. kubelet sends a request in one go.
-  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds request_timeout = kDefaultRequestTimeout;
   // Bytes of intercepted calls' request and reply messages held while they
   // are buffered whole, per connection and for the whole process; a call
   // that would pass either is answered RESOURCE_EXHAUSTED naming the limit.
   // Each at least max_message_bytes (one largest call always fits), and the
   // process's at least the connection's.
-  uint64_t max_connection_buffered_bytes = 64u << 20;
-  uint64_t max_buffered_bytes = 256u << 20;
+  uint64_t max_connection_buffered_bytes = kDefaultMaxConnectionBufferedBytes;
+  uint64_t max_buffered_bytes = kDefaultMaxBufferedBytes;
 
   // [nri]
   NriConfig nri;
 
   // [backend]
   std::string backend_endpoint = "unix:///run/containerd/containerd.sock";
-  std::chrono::milliseconds backend_connect_timeout{2000};
+  std::chrono::milliseconds backend_connect_timeout = kDefaultBackendConnectTimeout;
 
   // [log]
   std::string log_level = "info";

@@ -59,7 +59,7 @@ EventLoop::~EventLoop() {
   auto timers = std::move(timers_);
   timers_.clear();
   {
-    std::lock_guard lock(remote_mu_);
+    MutexLock lock(remote_mu_);
     tasks.insert(tasks.end(), std::make_move_iterator(remote_.begin()),
                  std::make_move_iterator(remote_.end()));
     remote_.clear();
@@ -130,7 +130,7 @@ void EventLoop::post(Task task) {
     return;
   }
   {
-    std::lock_guard lock(remote_mu_);
+    MutexLock lock(remote_mu_);
     remote_.push_back(std::move(task));
   }
   wake();
@@ -259,7 +259,7 @@ void EventLoop::handleEvents(const epoll_event* events, int n) {
 void EventLoop::drainRemote() {
   std::vector<Task> remote;
   {
-    std::lock_guard lock(remote_mu_);
+    MutexLock lock(remote_mu_);
     remote.swap(remote_);
   }
   for (Task& t : remote) tasks_.push_back(std::move(t));

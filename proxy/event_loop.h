@@ -20,13 +20,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 
 namespace crihook::relay {
 
@@ -133,8 +134,8 @@ class EventLoop {
   uint64_t next_timer_ = 1;
 
   // From other threads.
-  std::mutex remote_mu_;
-  std::vector<Task> remote_;
+  Mutex remote_mu_;
+  std::vector<Task> remote_ ABSL_GUARDED_BY(remote_mu_);
   std::atomic<bool> woken_{false};  // an eventfd write is pending: no second one
 };
 

@@ -1,6 +1,7 @@
 #include "proxy/own_streams.h"
 
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 #include "base/grpc_wire.h"
@@ -44,7 +45,7 @@ OwnStreams::Own& OwnStreams::open(uint32_t id, Headers headers, Own::Kind kind) 
   call.down_id = static_cast<int32_t>(id);
   if (const std::string* path = findHeader(headers, ":path")) call.path = *path;
   call.req_headers = std::move(headers);
-  ctx_.active_calls.fetch_add(1);
+  ctx_.active_calls.add();
   ledger_.openOwn(id);
   return own;
 }
@@ -252,6 +253,7 @@ void OwnStreams::startPreStage(Own& own) {
 }
 
 void OwnStreams::onPreStageDone(int32_t id, absl::Status status) {
+  assert(loop_.inLoop());
   Own* o = own(static_cast<uint32_t>(id));
   if (!o || host_.closed()) return;
   o->in_stage = false;
@@ -276,6 +278,7 @@ void OwnStreams::startPostStage(Own& own) {
 }
 
 void OwnStreams::onPostStageDone(int32_t id) {
+  assert(loop_.inLoop());
   Own* o = own(static_cast<uint32_t>(id));
   if (!o || host_.closed()) return;
   o->in_stage = false;
@@ -502,7 +505,7 @@ void OwnStreams::markAnswered(Own& own) {
   Call& call = *own.call;
   if (call.answered) return;
   call.answered = true;
-  ctx_.active_calls.fetch_sub(1);
+  ctx_.active_calls.done();
   if (call.intercepted) logCall(*ctx_.log, call);
   recordCall(ctx_, call.path, call.final_status.code(), call.start);
   own.done_at = Clock::now();
@@ -569,7 +572,7 @@ void OwnStreams::closeAll() {
   for (auto& [id, own] : streams_) {
     Call& call = *own.call;
     if (!call.answered) {
-      ctx_.active_calls.fetch_sub(1);
+      ctx_.active_calls.done();
       if (call.final_status.ok()) call.final_status = absl::CancelledError("connection closed");
       recordCall(ctx_, call.path, call.final_status.code(), call.start);
     }

@@ -14,7 +14,7 @@
 namespace crihook {
 
 bool LogLimiter::allow(uint64_t& held_back) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto now = std::chrono::steady_clock::now();
   if (now < next_) {
     ++held_back_;
@@ -43,6 +43,26 @@ int connectNow(const std::string& path) {
 }
 
 }  // namespace
+
+void ActiveCalls::done() {
+  if (n_.fetch_sub(1) == 1 && waiters_.load() > 0) {
+    // Under the mutex: a waiter that saw calls left is inside its wait by
+    // the time this takes it.
+    MutexLock lock(mu_);
+    none_.notifyAll();
+  }
+}
+
+bool ActiveCalls::waitForNone(std::chrono::steady_clock::time_point deadline) {
+  waiters_.fetch_add(1);
+  {
+    MutexLock lock(mu_);
+    while (n_.load() > 0 && none_.waitUntil(lock, deadline) == std::cv_status::no_timeout) {
+    }
+  }
+  waiters_.fetch_sub(1);
+  return n_.load() == 0;
+}
 
 Connection::Connection(relay::EventLoop& loop, int fd, RelayContext& ctx) {
   // The runtime's connection is opened at once: its SETTINGS are kubelet's

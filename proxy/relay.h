@@ -18,9 +18,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "base/mutex.h"
+#include "config/config.h"
 #include "cri/interceptor.h"
 #include "metrics/call_metrics.h"
 #include "proxy/event_loop.h"
@@ -42,31 +44,53 @@ class LogLimiter {
   bool allow(uint64_t& held_back);
 
  private:
-  std::mutex mu_;
-  std::chrono::milliseconds interval_;
-  std::chrono::steady_clock::time_point next_{};
-  uint64_t held_back_ = 0;
+  const std::chrono::milliseconds interval_;
+  Mutex mu_;
+  std::chrono::steady_clock::time_point next_ ABSL_GUARDED_BY(mu_){};
+  uint64_t held_back_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Limits against a hostile client; the [server] keys of the same names
-// (config.h says why each default is what it is).
+// Limits against a hostile client; the [server] keys of the same names,
+// their defaults the product's (config/config.h says why each is what it
+// is).
 struct RelayLimits {
-  std::chrono::milliseconds preface_timeout{10000};
-  std::chrono::milliseconds idle_timeout{300000};
-  std::chrono::milliseconds request_timeout{30000};
-  uint64_t max_connection_buffered_bytes = 64u << 20;
-  uint64_t max_buffered_bytes = 256u << 20;
+  std::chrono::milliseconds preface_timeout = kDefaultPrefaceTimeout;
+  std::chrono::milliseconds idle_timeout = kDefaultIdleTimeout;
+  std::chrono::milliseconds request_timeout = kDefaultRequestTimeout;
+  uint64_t max_connection_buffered_bytes = kDefaultMaxConnectionBufferedBytes;
+  uint64_t max_buffered_bytes = kDefaultMaxBufferedBytes;
+};
+
+// The calls accepted and not yet answered, process-wide: counted as they
+// come and go on the loops' threads (lock-free), waited for by a shutdown's
+// grace. Thread-safe.
+class ActiveCalls {
+ public:
+  void add() { n_.fetch_add(1); }
+  // One answered: wakes a waiter once none is left.
+  void done();
+  int64_t load() const { return n_.load(); }
+  // Blocks until no call is active or `deadline` has passed; whether none
+  // is.
+  bool waitForNone(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  std::atomic<int64_t> n_{0};
+  std::atomic<int> waiters_{0};  // in waitForNone: done() takes mu_ to wake them
+  Mutex mu_;                     // guards no data: the condition is n_, read under it
+  CondVar none_;
 };
 
 // What every connection of one server shares. Outlives all connections.
+// Its defaults are the product's (config/config.h).
 struct RelayContext {
   std::string backend_path;      // Unix socket of the CRI runtime
   std::string backend_endpoint;  // as configured, for messages
-  uint64_t max_message_bytes = 16u << 20;
-  std::chrono::milliseconds connect_timeout{2000};
+  uint64_t max_message_bytes = kDefaultMaxMessageBytes;
+  std::chrono::milliseconds connect_timeout = kDefaultBackendConnectTimeout;
   Interceptor* interceptor = nullptr;  // never null once serving
   std::shared_ptr<spdlog::logger> log;
-  std::atomic<int64_t> active_calls{0};  // calls accepted and not yet answered
+  ActiveCalls active_calls;
   RelayLimits limits;
   // Process-wide tallies, for the limits, the metrics endpoint and tests.
   std::atomic<int64_t> open_connections{0};  // Connections not yet destroyed

@@ -17,7 +17,7 @@ RelayedStreams::Stream* RelayedStreams::find(uint32_t id) {
 RelayedStreams::Stream& RelayedStreams::open(uint32_t id, std::string path) {
   Stream& s = streams_.try_emplace(id, ctx_.max_message_bytes).first->second;
   s.path = std::move(path);
-  ctx_.active_calls.fetch_add(1);
+  ctx_.active_calls.add();
   return s;
 }
 
@@ -26,7 +26,7 @@ void RelayedStreams::end(uint32_t id, const absl::Status& status) {
   if (it == streams_.end()) return;
   if (!it->second.cut) {
     recordCall(ctx_, it->second.path, status.code(), it->second.start);
-    ctx_.active_calls.fetch_sub(1);
+    ctx_.active_calls.done();
   }
   streams_.erase(it);
 }
@@ -41,7 +41,7 @@ bool RelayedStreams::cut(uint32_t id, const absl::Status& status, uint32_t reset
     appendEnd(kubelet, id, *s, status, max_frame);
   }
   recordCall(ctx_, s->path, status.code(), s->start);
-  ctx_.active_calls.fetch_sub(1);
+  ctx_.active_calls.done();
   s->cut = true;
   s->cut_at = Clock::now();
   return true;
@@ -76,7 +76,7 @@ void RelayedStreams::dropCut(Clock::time_point now) {
 void RelayedStreams::closeAll() {
   for (auto& [id, s] : streams_) {
     if (s.cut) continue;
-    ctx_.active_calls.fetch_sub(1);
+    ctx_.active_calls.done();
     recordCall(ctx_, s.path, absl::StatusCode::kCancelled, s.start);
   }
   streams_.clear();

@@ -15,6 +15,7 @@
 #include <future>
 
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "base/unix_listener.h"
 
 namespace crihook {
@@ -145,7 +146,8 @@ absl::Status Server::listen() {
   if (absl::Status s = loops_[0]->watch(listen_fd_, acceptor_); !s.ok())
     return absl::FailedPreconditionError(cat("listen on ", path, ": ", s.message()));
 
-  for (auto& loop : loops_) threads_.emplace_back([l = loop.get()] { l->run(); });
+  for (size_t i = 0; i < loops_.size(); ++i)
+    threads_.push_back(namedThread(cat("relay-loop-", i), [l = loops_[i].get()] { l->run(); }));
   running_ = true;
   ctx_.log->info("{} {}, relaying to {} ({} event loops, transparent relay)",
                  adopted_ ? "serving the activated socket" : "listening on", path,
@@ -201,7 +203,7 @@ void Server::acceptReady() {
       continue;
     }
     relay::EventLoop& loop = *loops_[next_loop_++ % loops_.size()];
-    std::lock_guard lock(connections_mu_);
+    MutexLock lock(connections_mu_);
     connections_.remove_if([](const Connection& c) { return !c.alive(); });
     connections_.emplace_back(loop, fd, ctx_);
   }
@@ -240,16 +242,14 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
   ctx_.log->info("no longer accepting on {}; {} calls in flight", config_.listen_path,
                  ctx_.active_calls.load());
   {
-    std::lock_guard lock(connections_mu_);
+    MutexLock lock(connections_mu_);
     for (Connection& c : connections_) c.shutdown();
   }
   const auto until = std::chrono::steady_clock::now() + grace;
-  while (ctx_.active_calls.load() > 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  ctx_.active_calls.waitForNone(until);
   const int64_t cut = ctx_.active_calls.load();
   {
-    std::lock_guard lock(connections_mu_);
+    MutexLock lock(connections_mu_);
     for (Connection& c : connections_) c.close();
   }
   // A loop runs the closes (and what they post) before it stops.
@@ -257,7 +257,7 @@ int64_t Server::shutdown(std::chrono::milliseconds grace) {
   for (auto& t : threads_) t.join();
   threads_.clear();
   {
-    std::lock_guard lock(connections_mu_);
+    MutexLock lock(connections_mu_);
     connections_.clear();
   }
   loops_.clear();

@@ -6,13 +6,14 @@
 #include <chrono>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "base/mutex.h"
 #include "config/config.h"
 #include "cri/interceptor.h"
 #include "proxy/event_loop.h"
@@ -37,7 +38,8 @@ class Server {
   // Creates the socket directory, refuses to start while another live
   // crihookd serves the same path (FAILED_PRECONDITION; the lock
   // <path>.lock, also with an adopted socket), removes a stale socket, binds
-  // with the configured mode and group, and starts the event-loop threads.
+  // with the configured mode and group, and starts the event-loop threads
+  // ("relay-loop-N", one per server.workers).
   // Does not need the backend to be up. start() = listen() + serve().
   absl::Status start();
   // All of start() but accepting: the socket exists and connections wait in
@@ -48,8 +50,9 @@ class Server {
   void serve();
 
   // Stops accepting, sends GOAWAY on every connection, lets in-flight calls
-  // finish for up to `grace`, then closes everything and joins the threads.
-  // Blocks. Returns the number of calls cut off when the grace ran out.
+  // finish for up to `grace` (woken when the last one is answered), then
+  // closes everything and joins the threads. Blocks. Returns the number of
+  // calls cut off when the grace ran out.
   int64_t shutdown(std::chrono::milliseconds grace);
 
   int64_t activeCalls() const { return ctx_.active_calls.load(); }
@@ -94,8 +97,8 @@ class Server {
   LogLimiter refused_log_;
   int lock_fd_ = -1;
   std::optional<ActivatedSocket> adopted_;  // systemd's socket, served as it is
-  std::mutex connections_mu_;
-  std::list<Connection> connections_;
+  Mutex connections_mu_;
+  std::list<Connection> connections_ ABSL_GUARDED_BY(connections_mu_);
   bool running_ = false;
 };
 

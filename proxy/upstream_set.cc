@@ -1,5 +1,7 @@
 #include "proxy/upstream_set.h"
 
+#include <cassert>
+
 #include "base/text.h"
 
 namespace crihook::relay {
@@ -13,6 +15,7 @@ std::shared_ptr<Upstream> UpstreamSet::current() {
 }
 
 void UpstreamSet::forward(Call& call) {
+  assert(loop_.inLoop());
   if (!call.passThrough()) call.req_body.assign(call.forward_body);
   if (std::shared_ptr<Upstream> up = current(); up && !connecting_) {
     if (up->submit(call)) return;

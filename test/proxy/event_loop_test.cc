@@ -157,24 +157,22 @@ long wakeupsOf(pid_t tid) {
 
 TEST(EventLoop, AnIdleLoopDoesNotWakeForACancelledTimer) {
   // The relay arms and cancels a short timer for nearly every call (a PING
-  // ACK's): an idle loop must not wake for each at its time.
+  // ACK's): an idle loop must not wake for each at its time. A live timer
+  // due after the cancelled one is the event that tells: between arming the
+  // two and running the live one, the idle loop waits once, for it.
   RunningLoop r;
-  pid_t tid = 0;
+  std::promise<std::pair<long, long>> counts;  // at arming, when the live timer runs
   r.on([&] {
-    tid = static_cast<pid_t>(::gettid());
-    r.loop->cancel(r.loop->runAfter(30ms, [] {}));
+    const auto tid = static_cast<pid_t>(::gettid());
+    r.loop->cancel(r.loop->runAfter(10ms, [] {}));
+    const long armed = wakeupsOf(tid);
+    r.loop->runAfter(50ms, [&counts, tid, armed] { counts.set_value({armed, wakeupsOf(tid)}); });
   });
-  // Back in its wait: the count holds still for 5 ms.
-  long before = wakeupsOf(tid);
-  for (int i = 0; i < 200; ++i) {
-    std::this_thread::sleep_for(5ms);
-    const long now = wakeupsOf(tid);
-    if (now == before) break;
-    before = now;
-  }
-  ASSERT_GE(before, 0);
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(wakeupsOf(tid), before);
+  auto ran = counts.get_future();
+  ASSERT_EQ(ran.wait_for(10s), std::future_status::ready);
+  const auto [armed, fired] = ran.get();
+  ASSERT_GE(armed, 0);
+  EXPECT_EQ(fired, armed + 1) << "the loop woke " << fired - armed << " times for one live timer";
 }
 
 // Records what the loop tells it, and reads what it is told to.

@@ -7,7 +7,8 @@
 #include <thread>
 
 #include "cri-api/runtime_v1.pb.h"
-#include "proxy/transparent.h"
+#include "proxy/ping_acks.h"
+#include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"
@@ -163,12 +164,16 @@ class PingTest : public H2EdgeTest {
     // The connection to the runtime is open before the PINGs.
     ASSERT_EQ(client_->call(kEcho, grpcFrame("warm")).grpc_status, 0);
   }
-  // Runs the client until `n` ACKs have come, or 2 s passed.
+  // Runs the client until `n` ACKs have come (or it is no longer usable),
+  // 2 s at most.
   void awaitAcks(size_t n) {
-    for (auto until = std::chrono::steady_clock::now() + 2s;
-         client_->pingAcks().size() < n && client_->usable() &&
-         std::chrono::steady_clock::now() < until;)
-      client_->run(5ms);
+    eventually(
+        [&] {
+          if (client_->pingAcks().size() >= n || !client_->usable()) return true;
+          client_->run(5ms);
+          return false;
+        },
+        2s);
   }
 
   const RawHeaders kEcho = RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo");
@@ -218,10 +223,10 @@ TEST_F(PingTest, AnAckWaitingForASlowReplyGoesAloneAfterTheDelay) {
       client_->send(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Silent"), grpcFrame("x"));
   // The call has reached the runtime (a PING sent with it could arrive
   // first: nghttp2 sends PINGs ahead of other frames).
-  for (auto until = std::chrono::steady_clock::now() + 5s;
-       raw_->streams() == streams && std::chrono::steady_clock::now() < until;)
+  ASSERT_TRUE(eventually([&] {
     client_->run(1ms);
-  ASSERT_GT(raw_->streams(), streams);
+    return raw_->streams() > streams;
+  }));
   const auto sent = client_->ping(42);
   awaitAcks(1);
   ASSERT_EQ(client_->pingAcks().size(), 1u);

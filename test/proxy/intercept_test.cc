@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"
@@ -237,7 +238,11 @@ TEST_F(InterceptTest, SlowStageDoesNotHoldUpOtherCalls) {
     v1::CreateContainerResponse resp;
     return stub->CreateContainer(&ctx, createRequest(), &resp);
   });
-  std::this_thread::sleep_for(50ms);
+  // The slow call is in its stage.
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(hooks_.mu_);
+    return !hooks_.pre_calls.empty();
+  }));
   auto stub = v1::RuntimeService::NewStub(channel);
   grpc::ClientContext ctx;
   v1::VersionResponse v;
@@ -314,7 +319,7 @@ TEST_F(InterceptTest, RuntimeDyingMidCallAnswersUnavailableAndThePostStageSeesIt
   std::promise<void> started;
   backend_.onUnary(kCreate, [&](FakeCall& call, std::string*) {
     started.set_value();
-    for (int i = 0; i < 1000 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+    eventually([&] { return call.cancelled(); }, 10s);
     return grpc::Status(grpc::StatusCode::INTERNAL, "fake: should have been cut off");
   });
   backend_.start();

@@ -21,6 +21,7 @@
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"
@@ -84,15 +85,16 @@ class LimitsTest : public ProxyFixture {
     EXPECT_EQ(r.grpc_status, 0) << "a call on another connection: " << r.grpc_message;
   }
 
-  // Polls `condition` every 10 ms for up to `timeout`.
-  static bool eventually(const std::function<bool()>& condition,
-                         std::chrono::milliseconds timeout = 5s) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (!condition()) {
-      if (std::chrono::steady_clock::now() >= until) return false;
-      std::this_thread::sleep_for(10ms);
-    }
-    return true;
+  // A connection that makes one call, then idles: true once crihookd has
+  // sent it GOAWAY and closed it, which takes server.idle_timeout.
+  bool idleConnectionClosed() {
+    RawH2Client idle(sock());
+    RawH2Result ok = idle.call(RawH2Client::grpcHeaders(kVersion), versionRequest());
+    EXPECT_EQ(ok.grpc_status, 0) << ok.grpc_message;
+    return eventually([&] {
+      idle.run(20ms);
+      return !idle.usable();
+    });
   }
 };
 
@@ -258,16 +260,11 @@ TEST_F(LimitsTest, IdleConnectionIsClosedButOneHoldingAnEventStreamIsNot) {
   EXPECT_EQ(ev.container_id(), "c0");
 
   // A connection whose only call has ended is closed once idle.
-  RawH2Client idle(sock());
-  RawH2Result ok = idle.call(RawH2Client::grpcHeaders(kVersion), versionRequest());
-  EXPECT_EQ(ok.grpc_status, 0) << ok.grpc_message;
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (idle.usable() && std::chrono::steady_clock::now() < until) idle.run(20ms);
-  EXPECT_FALSE(idle.usable()) << "an idle connection gets GOAWAY and is closed";
-
-  // The event stream has outlived the idle timeout several times over (the
-  // idle client above took at least one) and still delivers.
-  std::this_thread::sleep_for(900ms);
+  EXPECT_TRUE(idleConnectionClosed()) << "an idle connection gets GOAWAY and is closed";
+  // Two more, one after the other: the event stream has outlived the idle
+  // timeout three times over, and still delivers.
+  EXPECT_TRUE(idleConnectionClosed());
+  EXPECT_TRUE(idleConnectionClosed());
   release.set_value();
   ASSERT_TRUE(reader->Read(&ev)) << "the event stream was cut";
   EXPECT_EQ(ev.container_id(), "c1");

@@ -70,6 +70,7 @@ class OwnStreamsTest : public ::testing::Test, public relay::OwnStreamsHost {
     auto loop = relay::EventLoop::create();
     EXPECT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
+    loop_->poll();  // this thread is the loop's from here on (EventLoop::inLoop)
     streams_ = std::make_unique<relay::OwnStreams>(*this, *loop_, ctx_, ledger_);
   }
   ~OwnStreamsTest() override {

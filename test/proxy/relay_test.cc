@@ -1,9 +1,12 @@
 // The data path, end to end through crihookd's Server, against an in-process
 // fake runtime: pass-through of any method, streaming, deadlines,
-// cancellation, status details, large messages, backend outages, GOAWAY.
+// cancellation, status details, large messages, backend outages, GOAWAY; a
+// configuration naming the terminating relay of old. And what relay.h holds
+// beside Connection: RelayContext's defaults, ActiveCalls.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,6 +22,7 @@
 
 #include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 
 namespace crihook::testing {
@@ -167,8 +171,7 @@ TEST_F(RelayTest, CallersDeadlineReachesTheRuntime) {
 TEST_F(RelayTest, DeadlinePassingCancelsTheRuntimesWork) {
   std::promise<void> cancelled;
   backend_.onUnary(kVersion, [&](FakeCall& call, std::string*) {
-    for (int i = 0; i < 500 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
-    if (call.cancelled()) cancelled.set_value();
+    if (eventually([&] { return call.cancelled(); })) cancelled.set_value();
     return grpc::Status::CANCELLED;
   });
   backend_.start();
@@ -188,9 +191,7 @@ TEST_F(RelayTest, ClientCancellationReachesTheRuntime) {
                     [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
                       write(v1::ContainerEventResponse().SerializeAsString());
                       started.set_value();
-                      for (int i = 0; i < 500 && !call.cancelled(); ++i)
-                        std::this_thread::sleep_for(10ms);
-                      if (call.cancelled()) cancelled.set_value();
+                      if (eventually([&] { return call.cancelled(); })) cancelled.set_value();
                       return grpc::Status::OK;
                     });
   backend_.start();
@@ -338,8 +339,7 @@ TEST_F(RelayTest, RuntimeDyingMidStreamEndsTheStreamWithUnavailableAndLaterCalls
                     [&](FakeCall& call, const std::function<bool(const std::string&)>& write) {
                       write(v1::ContainerEventResponse().SerializeAsString());
                       streaming.set_value();
-                      for (int i = 0; i < 1000 && !call.cancelled(); ++i)
-                        std::this_thread::sleep_for(10ms);
+                      eventually([&] { return call.cancelled(); }, 10s);
                       return grpc::Status::OK;
                     });
   serveVersion(backend_);
@@ -585,7 +585,7 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
   const std::string echo = "/runtime.v1.RuntimeService/Echo";
   backend_.onUnary(echo, [](FakeCall& call, std::string* out) {
     const int delay = static_cast<unsigned char>(call.request.empty() ? 0 : call.request[0]) % 40;
-    for (int i = 0; i < delay && !call.cancelled(); ++i) std::this_thread::sleep_for(1ms);
+    eventually([&] { return call.cancelled(); }, std::chrono::milliseconds(delay));
     *out = call.request;
     return grpc::Status::OK;
   });
@@ -655,15 +655,14 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
     });
   }
   // The restart lands among the calls: once a fifth of them have ended.
-  for (int i = 0; i < 1000; ++i) {
-    {
-      std::lock_guard lock(mu);
-      size_t n = 0;
-      for (const auto& [kind, codes] : ended) n += codes.size();
-      if (n >= 40) break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        size_t n = 0;
+        for (const auto& [kind, codes] : ended) n += codes.size();
+        return n >= 40;
+      },
+      10s);
   // The runtime dies (its connections gone at once), then comes back.
   backend_.dropConnections();
   backend_.stop(0ms);
@@ -695,8 +694,72 @@ TEST_F(RelayTest, ChurnOfCancelsDeadlinesAndARestartLeavesNothingBehind) {
   v1::VersionResponse v;
   grpc::Status s = callVersion(proxyChannel(), &v);
   EXPECT_TRUE(s.ok()) << s.error_message();
-  for (int i = 0; i < 200 && proxy_->activeCalls() != 0; ++i) std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(proxy_->activeCalls(), 0) << "a call stayed counted after its client left";
+  EXPECT_TRUE(eventually([&] { return proxy_->activeCalls() == 0; }))
+      << "a call stayed counted after its client left";
+}
+
+TEST_F(RelayTest, AConfigNamingTheTerminatingRelayStartsAndSaysTheTransparentOneServes) {
+  // The terminating relay is gone; a configuration written for it must not
+  // keep crihookd from starting on upgrade.
+  serveVersion(backend_);
+  backend_.start();
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  Config config = proxyConfig();
+  config.relay = "terminating";
+  proxy_ = std::make_unique<Server>(config, pass_, std::make_shared<spdlog::logger>("proxy", sink));
+  ASSERT_TRUE(proxy_->start().ok());
+  v1::VersionResponse resp;
+  grpc::Status s = callVersion(proxyChannel(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.runtime_name(), "fake");
+  std::vector<std::string> warnings;
+  for (const std::string& line : sink->last_formatted()) {
+    if (line.find("[warning]") != std::string::npos) warnings.push_back(line);
+  }
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(sink->last_formatted());
+  EXPECT_THAT(warnings[0], HasSubstr("server.relay = \"terminating\""));
+  EXPECT_THAT(warnings[0], HasSubstr("the transparent relay serves every connection"));
+}
+
+TEST(RelayContext, ItsDefaultsAreTheProducts) {
+  // A relay made without a Config (a unit test, a fuzz harness) runs with
+  // the limits crihookd runs with.
+  const Config product;
+  const RelayContext ctx;
+  EXPECT_EQ(ctx.max_message_bytes, product.max_message_bytes);
+  EXPECT_EQ(ctx.connect_timeout, product.backend_connect_timeout);
+  EXPECT_EQ(ctx.limits.preface_timeout, product.preface_timeout);
+  EXPECT_EQ(ctx.limits.idle_timeout, product.idle_timeout);
+  EXPECT_EQ(ctx.limits.request_timeout, product.request_timeout);
+  EXPECT_EQ(ctx.limits.max_connection_buffered_bytes, product.max_connection_buffered_bytes);
+  EXPECT_EQ(ctx.limits.max_buffered_bytes, product.max_buffered_bytes);
+}
+
+TEST(ActiveCalls, AWaitEndsWhenTheLastCallIsAnswered) {
+  ActiveCalls calls;
+  calls.add();
+  calls.add();
+  std::promise<void> waiting;
+  auto waited = std::async(std::launch::async, [&] {
+    waiting.set_value();
+    return calls.waitForNone(std::chrono::steady_clock::now() + 60s);
+  });
+  waiting.get_future().wait();
+  calls.done();
+  EXPECT_EQ(waited.wait_for(0s), std::future_status::timeout) << "one call is still active";
+  calls.done();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "woken by the last answer";
+  EXPECT_TRUE(waited.get());
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(ActiveCalls, AWaitEndsAtItsDeadlineWithCallsStillActive) {
+  ActiveCalls calls;
+  EXPECT_TRUE(calls.waitForNone(std::chrono::steady_clock::now())) << "none active";
+  calls.add();
+  EXPECT_FALSE(calls.waitForNone(std::chrono::steady_clock::now() + 20ms));
+  EXPECT_EQ(calls.load(), 1);
+  calls.done();
 }
 
 }  // namespace

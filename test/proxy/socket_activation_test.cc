@@ -24,6 +24,7 @@
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/activated_daemon.h"
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/unix_socket.h"
 
@@ -50,13 +51,9 @@ int listeningSocket(const std::string& path) {
 // A connected client socket, or -1 (ECONNREFUSED when nothing listens).
 int dial(const std::string& path) { return ::crihook::testing::connectUnixSocket(path); }
 
-// Polls until `file` holds `text` (10 s at most).
+// Whether `file` comes to hold `text` (10 s at most).
 bool waitForLine(const std::string& file, const std::string& text) {
-  for (auto until = std::chrono::steady_clock::now() + 10s;
-       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(10ms)) {
-    if (readFile(file).find(text) != std::string::npos) return true;
-  }
-  return false;
+  return eventually([&] { return readFile(file).find(text) != std::string::npos; }, 10s);
 }
 
 // crihookd as systemd starts it (test/support/activated_daemon.h).
