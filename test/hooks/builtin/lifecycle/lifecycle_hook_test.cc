@@ -1,7 +1,10 @@
-// The device-lifecycle hook and its actions, on the DGX-shaped fixture
-// topology: what runs, in which order, and what is owed after failures and
-// restarts. The actions are a script that appends its arguments to a log
-// (and fails on request), so the log is the order of events.
+// The device-lifecycle hook (lifecycle_hook.cc) as kubelet's calls and the
+// runtime see it, on the DGX-shaped fixture topology: what runs, in which
+// order, and what is owed after failures and restarts. The actions are a
+// script that appends its arguments to a log (and fails on request), so the
+// log is the order of events.
+
+#include "hooks/builtin/lifecycle/lifecycle_hook.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,7 +21,6 @@
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/builtin/lifecycle/actions.h"
-#include "hooks/builtin/lifecycle/lifecycle_hook.h"
 #include "hooks/builtin/lifecycle/records.h"
 #include "hooks/chain.h"
 #include "hooks/process_env.h"
@@ -50,167 +52,6 @@ std::vector<std::string> lines(const std::string& path) {
   for (std::string l; std::getline(in, l);) out.push_back(l);
   return out;
 }
-
-// ---- actions ----
-
-TEST(Action, SettingsAreCheckedWhenRead) {
-  auto err = [](const char* json) {
-    auto a = Action::parse(nlohmann::json::parse(json), "settings.gpu.init[0]");
-    return a.ok() ? std::string("ok") : std::string(a.status().message());
-  };
-  EXPECT_EQ(err(R"({"command": ["/bin/true", "{uid}"]})"),
-            "settings.gpu.init[0].command[1]: unknown placeholder {uid}; known: {type}, {index}, "
-            "{minor}, {id}, {uuid}, {pci}, {name}, {node}, {pod_namespace}, {pod_name}, {pod_uid}");
-  EXPECT_EQ(err(R"({"command": ["/bin/true", "{minor"]})"),
-            "settings.gpu.init[0].command[1]: unclosed placeholder in \"{minor\"");
-  EXPECT_EQ(err(R"({"command": []})"),
-            "settings.gpu.init[0].command: expected a non-empty array of strings, got []");
-  EXPECT_EQ(
-      err(R"({"builtin": "reboot"})"),
-      "settings.gpu.init[0].builtin: expected \"pci-reset\" or \"check-node\", got \"reboot\"");
-  EXPECT_EQ(err(R"({"command": ["/bin/true"], "timeout": "soon"})"),
-            "settings.gpu.init[0].timeout: expected a duration such as \"2s\" or \"500ms\", got "
-            "\"soon\"");
-  EXPECT_EQ(err(R"({"command": ["/bin/true"], "builtin": "pci-reset"})"),
-            "settings.gpu.init[0]: \"command\" and \"builtin\" are either-or");
-  EXPECT_EQ(err(R"({"cmd": ["/bin/true"]})"),
-            "settings.gpu.init[0]: unknown key \"cmd\" (known: command, builtin, timeout)");
-  EXPECT_EQ(err(R"({"timeout": "1s"})"),
-            "settings.gpu.init[0]: expected \"command\" or \"builtin\"");
-  EXPECT_EQ(err(R"({"command": ["/bin/true", "{{literal}}"], "timeout": "1s"})"), "ok");
-}
-
-TEST(Action, TemplatesAreFilledFromTheDeviceAndThePod) {
-  auto a = Action::parse(
-      nlohmann::json::parse(
-          R"({"command": ["tool", "--dev={node}", "{uuid}@{pci}", "{pod_namespace}/{pod_name}/{pod_uid}", "{{x}}"]})"),
-      "a");
-  ASSERT_TRUE(a.ok()) << a.status();
-  DeviceFacts gpu{"gpu", 0, 3, "", kGpu0, "0000:18:00.0", "", "nvidia3"};
-  auto argv = a->expand(gpu, {"ml", "train-0", "uid-1"});
-  ASSERT_TRUE(argv.ok()) << argv.status();
-  EXPECT_THAT(*argv, ElementsAre("tool", "--dev=/dev/nvidia3", std::string(kGpu0) + "@0000:18:00.0",
-                                 "ml/train-0/uid-1", "{x}"));
-  // A value the device lacks fails the action instead of running it with "".
-  DeviceFacts nic{"rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6", ""};
-  auto missing = a->expand(nic, {"ml", "train-0", "uid-1"});
-  EXPECT_EQ(std::string(missing.status().message()),
-            "rdma 0 (minor 1, mlx5_6, 0000:1c:00.3) has no value for {node}");
-}
-
-TEST(Action, CommandsReportStatusOutputTimeoutsAndWhyTheyCouldNotStart) {
-  EXPECT_TRUE(runCommand({"/bin/sh", "-c", "exit 0"}, std::chrono::seconds(5)).ok());
-  auto s = runCommand({"/bin/sh", "-c", "echo warming up; echo 'GPU 0 is busy' >&2; exit 3"},
-                      std::chrono::seconds(5));
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(std::string(s.message()), "exited with status 3: GPU 0 is busy");
-  const auto start = Clock::now();
-  s = runCommand({"/bin/sh", "-c", "sleep 30 & sleep 30"}, std::chrono::milliseconds(300));
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(std::string(s.message()), "timed out after 300ms (killed)");
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));  // the whole group was killed
-  s = runCommand({"/nonexistent/tool"}, std::chrono::seconds(5));
-  EXPECT_EQ(std::string(s.message()), "cannot run /nonexistent/tool: No such file or directory");
-  EXPECT_TRUE(runCommand({"true"}, std::chrono::seconds(5)).ok());  // found in PATH
-  EXPECT_EQ(std::string(runCommand({"no-such-tool-here"}, std::chrono::seconds(5)).message()),
-            "cannot run no-such-tool-here: not found in PATH");
-}
-
-TEST(Action, BuiltinsResetThroughSysfsAndCheckTheNode) {
-  TempDir dir;
-  std::filesystem::create_directories(dir.file("sys/bus/pci/devices/0000:18:00.0"));
-  std::filesystem::create_directories(dir.file("dev"));
-  std::ofstream(dir.file("sys/bus/pci/devices/0000:18:00.0/reset")) << "";
-  std::ofstream(dir.file("dev/nvidia0")) << "";
-  ActionRoots roots{dir.path(), dir.file("dev")};
-  auto reset = Action::parse(nlohmann::json::parse(R"({"builtin": "pci-reset"})"), "a");
-  auto check = Action::parse(nlohmann::json::parse(R"({"builtin": "check-node"})"), "a");
-  DeviceFacts gpu{"gpu", 0, 0, "", kGpu0, "0000:18:00.0", "", "nvidia0"};
-  EXPECT_TRUE(reset->run(gpu, {}, roots, Clock::time_point::max()).ok());
-  EXPECT_EQ(readFile(dir.file("sys/bus/pci/devices/0000:18:00.0/reset")), "1");
-  EXPECT_TRUE(check->run(gpu, {}, roots, Clock::time_point::max()).ok());
-  DeviceFacts other{"gpu", 1, 1, "", "", "0000:19:00.0", "", "nvidia1"};
-  EXPECT_THAT(std::string(reset->run(other, {}, roots, Clock::time_point::max()).message()),
-              HasSubstr("cannot write " + dir.path() + "/sys/bus/pci/devices/0000:19:00.0/reset"));
-  EXPECT_EQ(std::string(check->run(other, {}, roots, Clock::time_point::max()).message()),
-            "no device node " + dir.file("dev") + "/nvidia1");
-}
-
-// Facts that did not come through the allocation parser (a record edited
-// or corrupted on disk) never make a path outside sysfs or the device root.
-TEST(Action, BuiltinsRefuseAPciAddressOrNodeThatIsNotOne) {
-  TempDir dir;
-  std::filesystem::create_directories(dir.file("sys/bus/pci/devices"));
-  std::filesystem::create_directories(dir.file("escaped"));
-  ActionRoots roots{dir.path(), dir.file("dev")};
-  auto reset = Action::parse(nlohmann::json::parse(R"({"builtin": "pci-reset"})"), "a");
-  auto check = Action::parse(nlohmann::json::parse(R"({"builtin": "check-node"})"), "a");
-  DeviceFacts bad{"gpu", 0, 0, "", kGpu0, "../../../escaped", "", "../sys/bus"};
-  absl::Status s = reset->run(bad, {}, roots, Clock::time_point::max());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_FALSE(std::filesystem::exists(dir.file("escaped/reset")));
-  s = check->run(bad, {}, roots, Clock::time_point::max());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-}
-
-TEST(DeviceFacts, ReadBackFactsAreCheckedAsTheAllocationWas) {
-  const DeviceFacts good{
-      "rdma", 0, 1, "0000:1c:00.3", "", "0000:1c:00.3", "mlx5_6", "infiniband/uverbs6"};
-  ASSERT_TRUE(DeviceFacts::fromJson(good.toJson()).ok());
-  auto with = [&](const char* field, const std::string& value) {
-    nlohmann::json j = good.toJson();
-    j[field] = value;
-    return DeviceFacts::fromJson(j).status();
-  };
-  EXPECT_EQ(std::string(with("pci", "../../etc").message()),
-            "device.pci: not a PCI address: \"../../etc\"");
-  EXPECT_EQ(std::string(with("node", "infiniband/../../etc/shadow").message()),
-            "device.node: not a device node name: \"infiniband/../../etc/shadow\"");
-  EXPECT_FALSE(with("node", "/dev/nvidia0").ok());
-  EXPECT_FALSE(with("name", "mlx5\n6").ok());
-  EXPECT_FALSE(with("id", std::string(300, 'a')).ok());
-  EXPECT_FALSE(with("type", "disk").ok());
-}
-
-// ---- the runtime's sandboxes ----
-
-TEST(RuntimeSandboxes, AreListedOverV1OrV1alpha2) {
-  TempDir dir;
-  FakeCriServer runtime(dir.file("runtime.sock"));
-  v1::ListPodSandboxResponse list;
-  auto* item = list.add_items();
-  item->set_id("sb-1");
-  item->set_state(v1::SANDBOX_NOTREADY);
-  item->mutable_metadata()->set_uid("uid-1");
-  item->mutable_metadata()->set_namespace_("ml");
-  item->mutable_metadata()->set_name("train-0");
-  item->mutable_metadata()->set_attempt(2);
-  auto answer = [&](FakeCall&, std::string* out) {
-    *out = list.SerializeAsString();
-    return grpc::Status::OK;
-  };
-  // An old runtime: v1 is UNIMPLEMENTED, v1alpha2 answers.
-  runtime.onUnary("/runtime.v1alpha2.RuntimeService/ListPodSandbox", answer);
-  runtime.start();
-  const std::string endpoint = "unix://" + dir.file("runtime.sock");
-  auto got = listRuntimeSandboxes(endpoint, std::chrono::seconds(5));
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->size(), 1u);
-  EXPECT_EQ((*got)[0].id, "sb-1");
-  EXPECT_EQ((*got)[0].uid, "uid-1");
-  EXPECT_EQ((*got)[0].name, "train-0");
-  EXPECT_EQ((*got)[0].attempt, 2u);
-  EXPECT_FALSE((*got)[0].ready);
-  runtime.onUnary("/runtime.v1.RuntimeService/ListPodSandbox", answer);
-  ASSERT_TRUE(listRuntimeSandboxes(endpoint, std::chrono::seconds(5)).ok());
-  EXPECT_EQ(runtime.callCount("/runtime.v1alpha2.RuntimeService/ListPodSandbox"), 1u);
-  runtime.stop();
-  auto down = listRuntimeSandboxes(endpoint, std::chrono::seconds(5));
-  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(down.status().message()), HasSubstr("ListPodSandbox on " + endpoint));
-}
-
-// ---- the hook ----
 
 class LifecycleTest : public ::testing::Test {
  protected:
@@ -465,8 +306,9 @@ TEST_F(LifecycleTest, KoordinatorsAnnotationIsResolvedByBusIdAndIdOrKoordletsMin
   EXPECT_THAT(log(), IsEmpty());
   // VFs of a GPU (the scheduler gives any type VFs): none of them can be
   // checked to be the GPU's, so none is acted on.
-  d = runPre(*hook, sandbox("train-v", 0,
-                            R"({"gpu":[{"minor":0,"extension":{"vfs":[{"busID":"0000:18:00.4"}]}}]})"));
+  d = runPre(*hook,
+             sandbox("train-v", 0,
+                     R"({"gpu":[{"minor":0,"extension":{"vfs":[{"busID":"0000:18:00.4"}]}}]})"));
   EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
   EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(std::string(d.status.message()),
@@ -796,42 +638,6 @@ TEST_F(LifecycleTest, BadSettingsNameTheSetting) {
             "hook devices: settings.retry_max: is less than retry_initial");
   EXPECT_EQ(err(R"({"state_dir": "relative"})"),
             "hook devices: settings.state_dir: expected an absolute path, got \"relative\"");
-}
-
-// Device records are the hook's own files: a FIFO among them would hang the
-// start, a huge or deep one cost memory or the stack. Each is reported naming
-// the file and moved aside; the good ones load.
-TEST(DeviceRecords, AFifoALinkAHugeOrADeepRecordIsReportedAndMovedAside) {
-  TempDir dir;
-  DeviceRecordDir records(dir.path());
-  ASSERT_TRUE(records.open().ok());
-  DeviceRecord good;
-  good.key = {"uid-good", 0};
-  good.pod = {"ml", "good-0", "uid-good"};
-  ASSERT_TRUE(records.save(good).ok());
-  ASSERT_EQ(::mkfifo(dir.file("fifo_0.json").c_str(), 0600), 0);
-  std::ofstream(dir.file("huge_0.json")) << "{";
-  ASSERT_EQ(::truncate(dir.file("huge_0.json").c_str(), 17 << 20), 0);  // sparse
-  std::ofstream(dir.file("deep_0.json")) << std::string(60000, '[') << std::string(60000, ']');
-  ASSERT_EQ(::symlink(dir.file("uid-good_0.json").c_str(), dir.file("link_0.json").c_str()), 0);
-
-  std::vector<std::string> errors;
-  std::vector<DeviceRecord> loaded = records.loadAll(errors);
-  ASSERT_EQ(loaded.size(), 1u);
-  EXPECT_EQ(loaded[0].key.uid, "uid-good");
-  std::sort(errors.begin(), errors.end());
-  const std::string at = "device record " + dir.path() + "/";
-  EXPECT_THAT(errors,
-              ElementsAre(at + "deep_0.json: nested deeper than 16; moved aside to " + dir.path() +
-                              "/deep_0.json.bad",
-                          at + "fifo_0.json: a FIFO, not a regular file; moved aside to " +
-                              dir.path() + "/fifo_0.json.bad",
-                          at +
-                              "huge_0.json: 17825792 bytes, more than the 16777216 allowed; "
-                              "moved aside to " +
-                              dir.path() + "/huge_0.json.bad",
-                          at + "link_0.json: a symlink, not a regular file; moved aside to " +
-                              dir.path() + "/link_0.json.bad"));
 }
 
 // ---- faults (test/support/fault_env.h) ----
