@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <thread>
 
 #include "base/logging.h"
 #include "base/text.h"
@@ -27,6 +26,7 @@
 #include "hooks/registry.h"
 #include "hooks/runtime_sandboxes.h"
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fault_env.h"
 #include "topology/topology.h"
@@ -71,10 +71,12 @@ class LifecycleTest : public ::testing::Test {
 
   void SetUp() override {
     // act.sh STAGE TYPE MINOR ...: logs its arguments; fails (exit 3) while
-    // fail-STAGE-TYPE-MINOR holds a count above 0.
+    // fail-STAGE-TYPE-MINOR holds a count above 0. Each run first notes when
+    // it started (wall clock, ms) in `times`.
     std::ofstream(dir_.file("act.sh"))
         << "#!/bin/sh\n"
         << "d=" << dir_.path() << "\n"
+        << "date +%s%3N >> \"$d/times\"\n"
         << "f=\"$d/fail-$1-$2-$3\"\n"
         << "if [ -e \"$f\" ] && [ \"$(cat \"$f\")\" -gt 0 ]; then\n"
         << "  echo $(( $(cat \"$f\") - 1 )) > \"$f\"; echo \"$* FAILED\" >> \"$d/log\"\n"
@@ -166,7 +168,10 @@ class LifecycleTest : public ::testing::Test {
     h.run(in);
   }
   std::vector<std::string> log() const { return lines(dir_.file("log")); }
-  void clearLog() { std::filesystem::remove(dir_.file("log")); }
+  void clearLog() {
+    std::filesystem::remove(dir_.file("log"));
+    std::filesystem::remove(dir_.file("times"));
+  }
   size_t records() const {
     size_t n = 0;
     std::error_code ec;
@@ -176,11 +181,18 @@ class LifecycleTest : public ::testing::Test {
   }
   // Waits for the hook's retry thread to have logged `n` lines.
   bool waitForLog(size_t n) const {
-    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
-      if (log().size() >= n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return eventually([&] { return log().size() >= n; }, std::chrono::seconds(10));
+  }
+  // When each action started (act.sh's `times`), in order.
+  std::vector<std::chrono::milliseconds> actionTimes() const {
+    std::vector<std::chrono::milliseconds> out;
+    for (const std::string& l : lines(dir_.file("times")))
+      out.push_back(std::chrono::milliseconds(std::stoll(l)));
+    return out;
+  }
+  // Waits for the sandbox's record to reach `phase` ("gone": no record).
+  bool waitForPhase(const Sandbox& s, const std::string& phase) const {
+    return eventually([&] { return phaseOf(s) == phase; }, std::chrono::seconds(10));
   }
   void failNext(const std::string& what, int times) {
     std::ofstream(dir_.file("fail-" + what)) << times;
@@ -208,16 +220,16 @@ class LifecycleTest : public ::testing::Test {
     failNext("cleanup-gpu-7", 3);
     stopOrRemove(h, probe, LifecycleMethod::kRemovePodSandbox);
     const std::string done = "cleanup gpu 7 GPU-00000007-aaaa-bbbb-cccc-dddddddddddd probe-0";
-    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
-      std::vector<std::string> l = log();
-      if (std::find(l.begin(), l.end(), done) != l.end()) {
-        std::erase_if(l,
-                      [](const std::string& x) { return x.find("probe-0") != std::string::npos; });
-        return l;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return std::nullopt;
+    std::vector<std::string> l;
+    if (!eventually(
+            [&] {
+              l = log();
+              return std::find(l.begin(), l.end(), done) != l.end();
+            },
+            std::chrono::seconds(10)))
+      return std::nullopt;
+    std::erase_if(l, [](const std::string& x) { return x.find("probe-0") != std::string::npos; });
+    return l;
   }
 
   TempDir dir_;
@@ -397,9 +409,7 @@ TEST_F(LifecycleTest, AFailedCleanupIsRetriedWithBackoffUntilItSucceeds) {
   const std::string gpu1 = "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0";
   EXPECT_THAT(log(), ElementsAre(gpu1 + " FAILED", cat("cleanup gpu 0 ", kGpu0, " train-0"),
                                  gpu1 + " FAILED", gpu1));
-  for (auto until = Clock::now() + std::chrono::seconds(5); records() && Clock::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(records(), 0u);
+  EXPECT_TRUE(eventually([&] { return records() == 0; }));
   // Nothing is cleaned up again once it succeeded, and no retry is left.
   EXPECT_THAT(
       logAfterPendingRetries(*hook),
@@ -450,10 +460,12 @@ TEST_F(LifecycleTest, AfterARestartOwedCleanupsAreFoundAndReconciledWithTheRunti
   EXPECT_EQ(phaseOf(running), "ready");
   // The owed ones are done when the removed ones' records are gone and the
   // stopped one's says cleaned (kept until its Remove).
-  for (auto until = Clock::now() + std::chrono::seconds(10);
-       Clock::now() < until && (phaseOf(removed) != "gone" || phaseOf(unfinished) != "gone" ||
-                                phaseOf(stopped) != "cleaned");)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  eventually(
+      [&] {
+        return phaseOf(removed) == "gone" && phaseOf(unfinished) == "gone" &&
+               phaseOf(stopped) == "cleaned";
+      },
+      std::chrono::seconds(10));
   EXPECT_EQ(phaseOf(removed), "gone");
   EXPECT_EQ(phaseOf(unfinished), "gone");
   EXPECT_EQ(phaseOf(stopped), "cleaned");
@@ -541,20 +553,14 @@ TEST_F(LifecycleTest, ReconcilingWhileRunningCleansUpOnlyWhatTheListCanSpeakFor)
   reconciler.reconcile({live}, std::chrono::system_clock::now());
   EXPECT_EQ(phaseOf(running), "ready");
   EXPECT_EQ(phaseOf(refused), "ready");
-  for (auto until = Clock::now() + std::chrono::seconds(10);
-       phaseOf(gone) != "gone" && Clock::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(phaseOf(gone), "gone");
+  EXPECT_TRUE(waitForPhase(gone, "gone"));
   EXPECT_THAT(log(), ElementsAre("cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd gone-0"));
-  // Past the grace, refused-0 is an orphan (the grace is time that must pass).
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // In a list taken once the grace has passed (its time is the list's, not
+  // this process's: no need to wait it out), refused-0 is an orphan.
   clearLog();
-  reconciler.reconcile({live}, std::chrono::system_clock::now());
+  reconciler.reconcile({live}, std::chrono::system_clock::now() + std::chrono::milliseconds(300));
   EXPECT_EQ(phaseOf(running), "ready");
-  for (auto until = Clock::now() + std::chrono::seconds(10);
-       phaseOf(refused) != "gone" && Clock::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(phaseOf(refused), "gone");
+  EXPECT_TRUE(waitForPhase(refused, "gone"));
   EXPECT_THAT(log(),
               ElementsAre("cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd refused-0"));
   EXPECT_EQ(records(), 1u);  // running-0's
@@ -667,13 +673,14 @@ TEST_F(LifecycleTest, AClockJumpDuringABackoffRunsTheDueRetryOnceAndKeepsTheDela
   env.jumpingClock().jump(std::chrono::hours(1));
   ASSERT_TRUE(waitForLog(2));
   EXPECT_LT(Clock::now() - jumped, std::chrono::milliseconds(900));  // not after the 1s delay
-  // The next one is 1s after that retry, on the (jumped) clock: none now.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(log().size(), 2u);
-  // And it comes, without another jump.
-  const auto second = Clock::now();
+  // The next one is 1s after that retry, on the (jumped) clock, and it comes
+  // without another jump: the third try (the event waited for) starts a full
+  // delay after the second, not at once, as it would if the jump fired more
+  // than the one retry due.
   ASSERT_TRUE(waitForLog(3));
-  EXPECT_GE(Clock::now() - second, std::chrono::milliseconds(500));
+  const auto times = actionTimes();
+  ASSERT_GE(times.size(), 3u);
+  EXPECT_GE(times[2] - times[1], std::chrono::milliseconds(900));
   EXPECT_THAT(log(), ::testing::Each(HasSubstr("FAILED")));
 }
 
@@ -721,10 +728,7 @@ TEST_F(LifecycleTest, ACommandThatNeverExitsIsCutAtTheCallsDeadline) {
   env.releaseHungCommands();
   ASSERT_TRUE(waitForLog(1));
   EXPECT_THAT(log(), ElementsAre(HasSubstr("cleanup gpu 0")));
-  for (auto until = Clock::now() + std::chrono::seconds(10);
-       phaseOf(a) != "gone" && Clock::now() < until;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(phaseOf(a), "gone");
+  EXPECT_TRUE(waitForPhase(a, "gone"));
 }
 
 }  // namespace
