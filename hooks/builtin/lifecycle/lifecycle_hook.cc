@@ -12,8 +12,9 @@
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/builtin/devices/allocation.h"
 #include "hooks/builtin/lifecycle/actions.h"
+#include "hooks/builtin/lifecycle/lifecycle_settings.h"
+#include "hooks/builtin/lifecycle/pod_devices.h"
 #include "hooks/builtin/lifecycle/records.h"
-#include "hooks/builtin/settings.h"
 #include "hooks/process_env.h"
 #include "hooks/runtime_sandboxes.h"
 #include "metrics/hook_metrics.h"
@@ -22,12 +23,7 @@ namespace crihook {
 namespace {
 
 namespace v1 = ::runtime::v1;
-namespace topo = ::crihook::topology;
 using Clock = std::chrono::steady_clock;
-
-struct TypeActions {
-  std::vector<Action> init, cleanup;
-};
 
 class LifecycleHook final : public Hook, public Reconciler {
  public:
@@ -116,7 +112,6 @@ class LifecycleHook final : public Hook, public Reconciler {
     by_sandbox_[id] = key;
   }
 
-  absl::StatusOr<std::vector<DeviceFacts>> devicesOf(const HookInput& in, const std::string& pod);
   HookDecision initialise(const HookInput& in);
   void afterRun(const HookInput& in);
   void afterStop(const HookInput& in);
@@ -213,9 +208,9 @@ class LifecycleHook final : public Hook, public Reconciler {
   }
   // A failed cleanup, tried again after the backoff of its failure count.
   void retryLater(const DeviceRecord& r) {
-    auto delay = retry_initial_;
-    for (uint32_t i = 1; i < r.cleanup_failures && delay < retry_max_; ++i) delay *= 2;
-    if (delay > retry_max_) delay = retry_max_;
+    auto delay = settings_.retry_initial;
+    for (uint32_t i = 1; i < r.cleanup_failures && delay < settings_.retry_max; ++i) delay *= 2;
+    if (delay > settings_.retry_max) delay = settings_.retry_max;
     log_->warn("pod {}/{}: cleanup retried in {}ms (failure {}): {}", r.pod.namespace_, r.pod.name,
                delay.count(), r.cleanup_failures, r.last_error);
     schedule(r.key, delay);
@@ -228,25 +223,12 @@ class LifecycleHook final : public Hook, public Reconciler {
     cv_.notify_all();
   }
   void retryLoop();
-  // A record read at start may name a type the configuration no longer has:
-  // it has no actions.
-  const TypeActions& actionsOf(const std::string& type) const {
-    static const TypeActions kNone;
-    auto it = types_.find(type);
-    return it == types_.end() ? kNone : it->second;
-  }
 
   std::string name_;
   std::shared_ptr<spdlog::logger> log_;
-  std::map<std::string, TypeActions> types_;  // gpu, rdma, fpga
-  ActionRoots roots_;
+  LifecycleSettings settings_;  // set by init(), before the retry thread starts
   Env* env_ = &processEnv();
   DeviceRecordDir records_{""};
-  std::chrono::milliseconds retry_initial_{1000}, retry_max_{300000};
-  // How long an init may wait for its sandbox before reconciling calls it
-  // orphaned (kubelet gave up, or a later hook refused RunPodSandbox).
-  std::chrono::milliseconds orphan_grace_{600000};
-
   std::mutex mu_;  // guards the maps below; never held while waiting for a slot's lock
   std::map<SandboxKey, std::shared_ptr<Slot>> slots_;
   std::map<std::string, SandboxKey> by_sandbox_;
@@ -264,45 +246,13 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   name_ = name;
   log_ = logger("hook." + name);
   if (context.metrics) metrics_ = std::make_unique<metrics::DeviceMetrics>(*context.metrics, name);
-  auto r = HookSettingsReader::parse(name, settings_json);
-  if (!r.ok()) return r.status();
-  if (auto s = r->checkKnown({"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial",
-                              "retry_max", "orphan_grace"});
-      !s.ok())
-    return s;
-  for (const char* type : {"gpu", "rdma", "fpga"}) {
-    const nlohmann::json* t = r->get(type);
-    if (t == nullptr) continue;
-    if (!t->is_object()) return r->error(type, cat("expected a table, got ", shownJson(*t)));
-    TypeActions actions;
-    for (const auto& [k, list] : t->items()) {
-      if (k != "init" && k != "cleanup")
-        return r->error(type, cat("unknown key \"", k, "\" (known: init, cleanup)"));
-      if (!list.is_array())
-        return r->error(cat(type, ".", k),
-                        cat("expected an array of actions, got ", shownJson(list)));
-      for (size_t i = 0; i < list.size(); ++i) {
-        auto a =
-            Action::parse(list[i], cat("hook ", name, ": settings.", type, ".", k, "[", i, "]"));
-        if (!a.ok()) return a.status();
-        (k == "init" ? actions.init : actions.cleanup).push_back(std::move(*a));
-      }
-    }
-    types_[type] = std::move(actions);
-  }
-  std::string state_dir = context.state_dir.empty() ? "" : context.state_dir + "/devices";
-  roots_.sys_root = context.topology_root;
-  for (auto s :
-       {r->absolutePath("state_dir", state_dir), r->absolutePath("device_root", roots_.device_root),
-        r->duration("retry_initial", retry_initial_), r->duration("retry_max", retry_max_),
-        r->duration("orphan_grace", orphan_grace_)}) {
-    if (!s.ok()) return s;
-  }
-  if (retry_max_ < retry_initial_) return r->error("retry_max", "is less than retry_initial");
+  auto parsed = LifecycleSettings::parse(name, settings_json, context);
+  if (!parsed.ok()) return parsed.status();
+  settings_ = std::move(*parsed);
 
   if (context.env) env_ = context.env;
-  records_ = DeviceRecordDir(state_dir, *env_);
-  if (state_dir.empty()) {
+  records_ = DeviceRecordDir(settings_.state_dir, *env_);
+  if (settings_.state_dir.empty()) {
     log_->warn("no state directory: a cleanup owed when crihookd stops is forgotten");
   } else if (auto s = records_.open(); !s.ok()) {
     return absl::FailedPreconditionError(cat("hook ", name, ": ", s.message()));
@@ -343,94 +293,6 @@ absl::Status LifecycleHook::init(const std::string& name, const std::string& set
   return absl::OkStatus();
 }
 
-namespace {
-
-// The scheduler may allocate VFs of any type; only an RDMA VF can be told
-// to be its PF's (the node's RDMA devices know their VFs), and an action such
-// as pci-reset must never reach a function the pod was not given.
-absl::Status vfsRefused(std::string_view pod, std::string_view field, std::string_view whose) {
-  return absl::FailedPreconditionError(
-      cat("annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": ", field,
-          ".extension.vfs: device-lifecycle acts on RDMA virtual functions only; ", whose,
-          " cannot be checked to belong to the allocated device"));
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInput& in,
-                                                                  const std::string& pod) {
-  const auto& annotations = in.pod->config().annotations();
-  auto text = annotations.find(std::string(kDeviceAllocatedAnnotation));
-  if (text == annotations.end()) return std::vector<DeviceFacts>{};
-  auto alloc = parseDeviceAllocated(text->second, pod);
-  if (!alloc.ok()) return alloc.status();
-  static const topo::Snapshot kNothing;
-  const topo::Snapshot* t = in.topology.get();
-  std::vector<DeviceFacts> out;
-  if (types_.count("gpu")) {
-    for (size_t i = 0; i < alloc->gpu.size(); ++i) {
-      const DeviceAllocation& d = alloc->gpu[i];
-      if (!isNvidiaGpu(d, t)) {
-        // Its vendor's device plugin sets it up; it has no NVIDIA minor,
-        // UUID or node for the actions.
-        log_->info("pod {}: gpu[{}] ({}) is not an NVIDIA GPU: no init or cleanup for it", pod, i,
-                   quote(passthroughName(d)));
-        continue;
-      }
-      if (!d.vfs.empty()) return vfsRefused(pod, cat("gpu[", i, "]"), "an NVIDIA GPU's");
-      DeviceFacts f{"gpu", static_cast<int>(i), d.minor, d.id};
-      if (const topo::Gpu* g = t ? t->gpuByMinor(d.minor) : nullptr) {
-        f.uuid = g->uuid;
-        f.pci = g->address;
-      }
-      // The id becomes a command argument only in the form a UUID has.
-      if (f.uuid.empty() && isNvidiaGpuUuid(d.id)) f.uuid = d.id;
-      f.node = cat("nvidia", d.minor);
-      out.push_back(std::move(f));
-    }
-  }
-  if (types_.count("rdma")) {
-    int index = 0;
-    auto describe = [&](DeviceFacts& f, const std::string& address) {
-      f.pci = address;
-      if (const topo::RdmaDevice* x = t ? t->rdmaByAddress(address) : nullptr) {
-        f.name = x->name;
-        if (!x->uverbs.empty()) f.node = "infiniband/" + x->uverbs;
-      }
-    };
-    // Each function must be this node's, and each VF one of its PF's: an
-    // action such as pci-reset must never reach a device the pod was not given.
-    for (size_t i = 0; i < alloc->rdma.size(); ++i) {
-      const DeviceAllocation& d = alloc->rdma[i];
-      auto functions = resolveRdma(d, i, t ? *t : kNothing, pod);
-      if (!functions.ok()) return functions.status();
-      if (functions->vfs.empty()) {
-        DeviceFacts f{"rdma", index++, d.minor, d.id};
-        describe(f, functions->pf->address);
-        out.push_back(std::move(f));
-        continue;
-      }
-      for (size_t j = 0; j < functions->vfs.size(); ++j) {
-        // A VF's minor is its number under its PF (virtfn<N>): Koordinator's
-        // is always -1.
-        DeviceFacts f{"rdma", index++, functions->vf_numbers[j], functions->vfs[j]};
-        describe(f, functions->vfs[j]);
-        out.push_back(std::move(f));
-      }
-    }
-  }
-  if (types_.count("fpga")) {
-    for (size_t i = 0; i < alloc->fpga.size(); ++i) {
-      const DeviceAllocation& d = alloc->fpga[i];
-      if (!d.vfs.empty()) return vfsRefused(pod, cat("fpga[", i, "]"), "an FPGA's");
-      DeviceFacts f{"fpga", static_cast<int>(i), d.minor, d.id};
-      if (isPciAddress(d.id)) f.pci = d.id;  // becomes a sysfs path
-      out.push_back(std::move(f));
-    }
-  }
-  return out;
-}
-
 HookDecision LifecycleHook::initialise(const HookInput& in) {
   const auto& meta = in.pod->config().metadata();
   const std::string pod = cat(meta.namespace_(), "/", meta.name());
@@ -452,7 +314,10 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
     if (s->record->removed) forget(*s);
   }
 
-  auto devices = devicesOf(in, pod);
+  const auto& annotations = in.pod->config().annotations();
+  auto text = annotations.find(std::string(kDeviceAllocatedAnnotation));
+  auto devices = podDevices(text == annotations.end() ? nullptr : &text->second, in.topology.get(),
+                            pod, settings_, *log_);
   if (!devices.ok()) return HookDecision::reject(devices.status());
   if (devices->empty()) return HookDecision::proceed();
 
@@ -495,7 +360,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
   const std::vector<std::string> shared_with = claim(rec);
   for (size_t i = 0; i < rec.devices.size(); ++i) {
     const DeviceFacts& d = rec.devices[i];
-    const auto& actions = actionsOf(d.type).init;
+    const auto& actions = settings_.actionsOf(d.type).init;
     if (actions.empty()) continue;
     rec.touched = i + 1;
     save(rec);
@@ -505,7 +370,7 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
       continue;
     }
     for (size_t k = 0; k < actions.size(); ++k) {
-      absl::Status st = actions[k].run(d, rec.pod, roots_, in.deadline, *env_);
+      absl::Status st = actions[k].run(d, rec.pod, settings_.roots, in.deadline, *env_);
       if (st.ok()) {
         log_->info("pod {}: init of {}: {}: done", pod, d.describe(), actions[k].describe());
         continue;
@@ -606,9 +471,9 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
       continue;
     }
     bool ok = true;
-    const auto& actions = actionsOf(d.type).cleanup;
+    const auto& actions = settings_.actionsOf(d.type).cleanup;
     for (size_t k = 0; k < actions.size(); ++k) {
-      absl::Status st = actions[k].run(d, r.pod, roots_, deadline, *env_);
+      absl::Status st = actions[k].run(d, r.pod, settings_.roots, deadline, *env_);
       if (st.ok()) {
         log_->info("pod {}: cleanup of {}: {}: done", pod, d.describe(), actions[k].describe());
         continue;
@@ -701,7 +566,7 @@ void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes,
     // No sandbox yet, while crihookd ran: it may still be on its way (kubelet
     // retries RunPodSandbox), until the grace runs out.
     if (!live && !from_disk && r.sandbox_id.empty() &&
-        listed_ms - r.changed_ms < orphan_grace_.count())
+        listed_ms - r.changed_ms < settings_.orphan_grace.count())
       continue;
     if (live) {
       if (r.sandbox_id.empty()) indexSandbox(live->id, key);
