@@ -1,10 +1,5 @@
 #include "hooks/builtin/devices/device_hooks.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -16,7 +11,9 @@
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/builtin/devices/allocation.h"
 #include "hooks/builtin/devices/cpu_pools.h"
+#include "hooks/builtin/devices/host_paths.h"
 #include "hooks/builtin/settings.h"
+#include "hooks/process_env.h"
 #include "hooks/runtime_sandboxes.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
@@ -28,66 +25,6 @@ namespace topo = ::crihook::topology;
 
 constexpr const char* kNvidiaControlNodes[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
                                                "nvidia-modeset"};
-
-// Which device nodes a directory holds, read again only when the directory's
-// mtime changes (a node created or removed): one stat() per directory and
-// container instead of one lookup per node. Thread-safe.
-class DeviceDirCache {
- public:
-  std::shared_ptr<const std::set<std::string>> names(const std::string& dir) {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) return std::make_shared<const std::set<std::string>>();
-    std::lock_guard lock(mu_);
-    Entry& e = dirs_[dir];
-    // File times tick coarsely (a few ms): a listing taken within moments of
-    // the last change may have missed a second change in the same tick, so
-    // it is trusted only once it is clearly newer than the change.
-    if (!e.names || !e.settled || e.mtime.tv_sec != st.st_mtim.tv_sec ||
-        e.mtime.tv_nsec != st.st_mtim.tv_nsec) {
-      auto names = std::make_shared<std::set<std::string>>();
-      if (DIR* d = ::opendir(dir.c_str())) {
-        while (const dirent* x = ::readdir(d)) names->insert(x->d_name);
-        ::closedir(d);
-      }
-      e.names = std::move(names);
-      e.mtime = st.st_mtim;
-      timespec now{};
-      ::clock_gettime(CLOCK_REALTIME, &now);
-      e.settled =
-          (now.tv_sec - st.st_mtim.tv_sec) * 1000000000L + (now.tv_nsec - st.st_mtim.tv_nsec) >
-          100000000L;  // 100 ms
-    }
-    return e.names;
-  }
-
- private:
-  struct Entry {
-    timespec mtime{};
-    bool settled = false;
-    std::shared_ptr<const std::set<std::string>> names;
-  };
-  std::mutex mu_;
-  std::map<std::string, Entry> dirs_;
-};
-
-// One container's lookups: each directory is checked once.
-class NodeLookup {
- public:
-  NodeLookup(DeviceDirCache& cache, const std::string& root) : cache_(cache), root_(root) {}
-  bool present(const std::string& node) {
-    const size_t slash = node.rfind('/');
-    const std::string dir =
-        slash == std::string::npos ? root_ : root_ + "/" + node.substr(0, slash);
-    auto& names = seen_[dir];
-    if (!names) names = cache_.names(dir);
-    return names->count(slash == std::string::npos ? node : node.substr(slash + 1)) != 0;
-  }
-
- private:
-  DeviceDirCache& cache_;
-  const std::string& root_;
-  std::map<std::string, std::shared_ptr<const std::set<std::string>>> seen_;
-};
 
 // The last annotation a hook parsed, and what it said: every container of a
 // pod carries the same one.
@@ -146,7 +83,8 @@ class DeviceHook : public Hook {
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
   }
-  bool runsInline() const override { return true; }  // reads a snapshot and stats a few nodes
+  // Memory only: a snapshot, the pod, and HostPaths for what is on the host.
+  bool runsInline() const override { return true; }
 
   HookDecision run(const HookInput& in) override {
     if (!in.pod) return HookDecision::proceed();
@@ -187,7 +125,6 @@ class DeviceHook : public Hook {
     auto it = a.find(std::string(key));
     return it == a.end() ? nullptr : &it->second;
   }
-  NodeLookup lookup() { return NodeLookup(nodes_, device_root_); }
   // The pod's allocation (an empty one without the annotation), parsed once
   // per distinct annotation.
   absl::StatusOr<std::shared_ptr<const PodAllocation>> allocation(const HookInput& in,
@@ -209,23 +146,28 @@ class DeviceHook : public Hook {
   std::string device_root_ = "/dev";
   bool skip_on_error_ = false;
   std::shared_ptr<spdlog::logger> log_;
-  DeviceDirCache nodes_;
   LastParsed<PodAllocation> allocation_;
 };
 
 class GpuHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    return configure(name, settings_json,
-                     {"visible_devices", "hami_core_library", "hami_core_lock_dir"},
-                     [&](const HookSettingsReader& r) {
-                       auto v = r.oneOf("visible_devices", {"uuid", "index"});
-                       if (!v.ok()) return v.status();
-                       by_index_ = *v == "index";
-                       if (auto s = r.absolutePath("hami_core_library", hami_library_); !s.ok())
-                         return s;
-                       return r.absolutePath("hami_core_lock_dir", hami_lock_dir_);
-                     });
+    auto s = configure(name, settings_json,
+                       {"visible_devices", "hami_core_library", "hami_core_lock_dir"},
+                       [&](const HookSettingsReader& r) {
+                         auto v = r.oneOf("visible_devices", {"uuid", "index"});
+                         if (!v.ok()) return v.status();
+                         by_index_ = *v == "index";
+                         if (auto s = r.absolutePath("hami_core_library", hami_library_); !s.ok())
+                           return s;
+                         return r.absolutePath("hami_core_lock_dir", hami_lock_dir_);
+                       });
+    if (!s.ok()) return s;
+    // Every node this hook hands out is named nvidia*.
+    paths_ = std::make_unique<HostPaths>(
+        HostPaths::Spec{device_root_, "nvidia", {hami_library_, hami_lock_dir_}}, log_,
+        processEnv());
+    return absl::OkStatus();
   }
 
  private:
@@ -235,7 +177,6 @@ class GpuHook final : public DeviceHook {
     const PodAllocation* alloc = parsed->get();
     if (alloc->gpu.empty()) return Adjustment{};
     Adjustment a;
-    NodeLookup nodes = lookup();
     std::string visible;
     std::vector<size_t> nvidia;  // indexes of the NVIDIA GPUs, in allocation order
     nlohmann::json passed = nlohmann::json::array();
@@ -261,7 +202,7 @@ class GpuHook final : public DeviceHook {
                            "GPU's SR-IOV functions are for virtual machines"));
       }
       const std::string node = cat("nvidia", d.minor);
-      if (!nodes.present(node))
+      if (!paths_->hasEntry(node))
         return notHere(pod, field, cat("no device node ", device_root_, "/", node));
       a.devices.push_back(device(node));
       visible += cat(visible.empty() ? "" : ",",
@@ -270,7 +211,7 @@ class GpuHook final : public DeviceHook {
     }
     if (!nvidia.empty()) {
       for (const char* control : kNvidiaControlNodes) {
-        if (nodes.present(control)) a.devices.push_back(device(control));
+        if (paths_->hasEntry(control)) a.devices.push_back(device(control));
       }
       a.env.push_back({"NVIDIA_VISIBLE_DEVICES", visible});
       if (auto s = hamiCore(in, *alloc, nvidia, pod, a); !s.ok()) return s;
@@ -332,13 +273,13 @@ class GpuHook final : public DeviceHook {
       if (!m.ok() || *m > 0) return m;
       const DeviceAllocation& d = alloc.gpu[i];
       const topo::Gpu* g = in.topology ? in.topology->gpuByMinor(d.minor) : nullptr;
-      return absl::FailedPreconditionError(cat(
-          "annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": gpu[", i,
-          "].resources.koordinator.sh/gpu-memory: ", *m, " bytes of GPU minor ", d.minor,
-          g && !g->uuid.empty() ? cat(" (", g->uuid, ")") : "",
-          " for a shared GPU: the node's Device report has no koordinator.sh/gpu-memory for it "
-          "(the scheduler's share of an unknown memory is 0); a CUDA_DEVICE_MEMORY_LIMIT of 0 "
-          "is never set. Publish a report with the GPUs' memory (NVML on this node)"));
+      return absl::FailedPreconditionError(
+          cat("annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": gpu[", i,
+              "].resources.koordinator.sh/gpu-memory: ", *m, " bytes of GPU minor ", d.minor,
+              g && !g->uuid.empty() ? cat(" (", g->uuid, ")") : "",
+              " for a shared GPU: the node's Device report has no koordinator.sh/gpu-memory for it "
+              "(the scheduler's share of an unknown memory is 0); a CUDA_DEVICE_MEMORY_LIMIT of 0 "
+              "is never set. Publish a report with the GPUs' memory (NVML on this node)"));
     };
     // Koordinator decides by the first GPU (a shared GPU is one GPU).
     const size_t first = nvidia.front();
@@ -369,7 +310,7 @@ class GpuHook final : public DeviceHook {
     // A bind mount of a missing path would fail in the runtime with a message
     // that names neither the pod nor the setting.
     for (const std::string* path : {&hami_library_, &hami_lock_dir_}) {
-      if (::access(path->c_str(), F_OK) != 0) {
+      if (!paths_->exists(*path)) {
         return absl::FailedPreconditionError(cat(
             "pod ", pod, " asks for HAMi-core isolation (", kGpuIsolationProviderLabel, "=",
             label->second, "), but ", *path, " is not on this node (hook ", name_, ": settings.",
@@ -386,12 +327,13 @@ class GpuHook final : public DeviceHook {
   BoundedSet passthrough_logged_{4096};  // pods whose passed-through GPUs were logged
   std::string hami_library_ = "/usr/local/vgpu/libvgpu.so";
   std::string hami_lock_dir_ = "/tmp/vgpulock";
+  std::unique_ptr<HostPaths> paths_;  // <device_root>/nvidia*, and the two paths above
 };
 
 class RdmaHook final : public DeviceHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    return configure(name, settings_json, {"nccl_ib_hca"}, [&](const HookSettingsReader& r) {
+    auto s = configure(name, settings_json, {"nccl_ib_hca"}, [&](const HookSettingsReader& r) {
       if (const auto* v = r.get("nccl_ib_hca")) {
         if (!v->is_boolean())
           return r.error("nccl_ib_hca", cat("expected true or false, got ", shownJson(*v)));
@@ -399,6 +341,10 @@ class RdmaHook final : public DeviceHook {
       }
       return absl::OkStatus();
     });
+    if (!s.ok()) return s;
+    paths_ = std::make_unique<HostPaths>(HostPaths::Spec{device_root_ + "/infiniband", "", {}},
+                                         log_, processEnv());
+    return absl::OkStatus();
   }
 
  private:
@@ -408,17 +354,15 @@ class RdmaHook final : public DeviceHook {
     const PodAllocation* alloc = parsed->get();
     if (alloc->rdma.empty()) return Adjustment{};
     Adjustment a;
-    NodeLookup nodes = lookup();
-    if (!nodes.present("infiniband/rdma_cm"))
+    if (!paths_->hasEntry("rdma_cm"))
       return notHere(pod, "rdma", cat("no device node ", device_root_, "/infiniband/rdma_cm"));
     a.devices.push_back(device("infiniband/rdma_cm"));
     std::string hcas;
     auto add = [&](const topo::RdmaDevice& x, const std::string& field) -> absl::Status {
       if (x.uverbs.empty()) return notHere(pod, field, cat(x.name, " has no uverbs device"));
-      const std::string node = "infiniband/" + x.uverbs;
-      if (!nodes.present(node))
-        return notHere(pod, field, cat("no device node ", device_root_, "/", node));
-      a.devices.push_back(device(node));
+      if (!paths_->hasEntry(x.uverbs))
+        return notHere(pod, field, cat("no device node ", device_root_, "/infiniband/", x.uverbs));
+      a.devices.push_back(device("infiniband/" + x.uverbs));
       hcas += cat(hcas.empty() ? "" : ",", x.name);
       return absl::OkStatus();
     };
@@ -445,6 +389,7 @@ class RdmaHook final : public DeviceHook {
   }
 
   bool nccl_ = true;
+  std::unique_ptr<HostPaths> paths_;  // the entries of <device_root>/infiniband
 };
 
 class CpusetHook final : public DeviceHook, public Reconciler {

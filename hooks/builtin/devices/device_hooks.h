@@ -64,10 +64,14 @@
 //
 // They read the allocation from the pod's annotations (allocation.h), the
 // layout from the topology snapshot, and look host device nodes up under
-// `device_root` (default /dev). Settings (each hook): device_root,
-// on_error = "reject" (default) or "skip"; gpu: visible_devices = "uuid"
-// (default) or "index"; rdma: nccl_ib_hca = true (default) or false;
-// cpuset: unset_cpu_quota, share_pool (booleans, default true).
+// `device_root` (default /dev). All four run inline (on the caller's
+// thread, in proxy mode a relay event loop) and read memory only: the
+// device nodes and HAMi-core's paths come from a HostPaths (host_paths.h)
+// whose own thread reads the filesystem; the runtime is called by
+// CpuPools' thread. Settings (each hook): device_root, on_error = "reject"
+// (default) or "skip"; gpu: visible_devices = "uuid" (default) or "index";
+// rdma: nccl_ib_hca = true (default) or false; cpuset: unset_cpu_quota,
+// share_pool (booleans, default true).
 //
 // A malformed annotation is INVALID_ARGUMENT; a device that is not on this
 // node (unknown minor, id that does not match, missing device node) is

@@ -251,6 +251,28 @@ TEST_F(DeviceHooksTest, SharedGpuInAHamiCorePodGetsHamiCoresLimitsAndLibrary) {
                         "got \"half\""));
 }
 
+// The hook reads device nodes from memory (host_paths.h): a node the driver
+// creates after crihookd started is found without a restart.
+TEST_F(DeviceHooksTest, ADeviceNodeThatAppearsLaterIsFound) {
+  TempDir root;
+  std::filesystem::create_directories(root.file("dev"));
+  std::ofstream(root.file("dev/nvidia0")) << "";
+  auto gpu = make("gpu", R"({"device_root": ")" + root.file("dev") + "\"}");
+  HookDecision d = gpu->run(allocated(R"({"gpu":[{"minor":1}]})"));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(std::string(d.status.message()),
+            "annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0: gpu[0]: no "
+            "device node " +
+                root.file("dev") + "/nvidia1");
+  std::ofstream(root.file("dev/nvidia1")) << "";
+  EXPECT_TRUE(eventually([&] {
+    return gpu->run(allocated(R"({"gpu":[{"minor":1}]})")).kind == HookDecision::Kind::kContinue;
+  }));
+  d = gpu->run(allocated(R"({"gpu":[{"minor":1}]})"));
+  ASSERT_FALSE(d.adjustment.devices.empty());
+  EXPECT_EQ(d.adjustment.devices[0].host_path, root.file("dev") + "/nvidia1");
+}
+
 TEST_F(DeviceHooksTest, RdmaHookAddsThePhysicalFunctionOrTheAllocatedVfs) {
   auto rdma = make("rdma");
   HookDecision d = rdma->run(allocated(R"({"rdma":[{"minor":0,"id":"0000:1c:00.0"}]})"));
