@@ -112,6 +112,13 @@ class CondVar {
   bool waitFor(MutexLock& lock, std::chrono::duration<Rep, Period> timeout, Pred pred) {
     return cv_.wait_for(lock.lock_, timeout, pred);
   }
+  // A wait by another clock's rules (MonotonicClock::waitUntil, base/env.h,
+  // whose test clock can jump): `wait(cv, lock)` gets the std types this
+  // CondVar and `lock` wrap, and returns with the lock held.
+  template <typename Wait>
+  void waitWith(MutexLock& lock, Wait wait) {
+    wait(cv_, lock.lock_);
+  }
   void notifyOne() noexcept { cv_.notify_one(); }
   void notifyAll() noexcept { cv_.notify_all(); }
 
