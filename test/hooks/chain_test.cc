@@ -14,7 +14,7 @@
 #include "base/quote.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
-#include "hooks/ownership.h"
+#include "topology/topology.h"
 
 namespace crihook {
 namespace {
@@ -224,41 +224,6 @@ std::shared_ptr<const topology::Snapshot> twoGpus() {
 }
 constexpr const char* kUuids =
     "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd,GPU-00000003-aaaa-bbbb-cccc-dddddddddddd";
-
-TEST(SameDecision, GpusByMinorUuidOrAddressCpusetsByTheirCpus) {
-  auto topo = twoGpus();
-  const FieldKey visible{Field::kEnv, "NVIDIA_VISIBLE_DEVICES"};
-  EXPECT_TRUE(sameDecision(visible, "2,3", kUuids, topo.get()));
-  EXPECT_TRUE(sameDecision(visible, "3,2", kUuids, topo.get()));  // a set: CUDA orders by bus
-  EXPECT_TRUE(sameDecision(visible, "0000:12:00.0, 3", kUuids, topo.get()));
-  EXPECT_FALSE(sameDecision(visible, "2", kUuids, topo.get()));
-  EXPECT_TRUE(sameDecision(visible, "2,4", "4,2", nullptr));  // the same entries, reordered
-  EXPECT_FALSE(sameDecision(visible, "2,3", kUuids, nullptr));  // no node: spelling only
-  EXPECT_FALSE(sameDecision(visible, "all", kUuids, topo.get()));
-  EXPECT_FALSE(sameDecision(visible, "9,3", "GPU-x,3", topo.get()));  // neither names a GPU here
-  EXPECT_FALSE(sameDecision(visible, "2,3", "<removed>", topo.get()));
-  // Numbers mean minors only for the one variable the scheduler's minors go to.
-  EXPECT_FALSE(sameDecision({Field::kEnv, "CUDA_VISIBLE_DEVICES"}, "2,3", kUuids, topo.get()));
-  EXPECT_TRUE(sameDecision({Field::kCpusetCpus, ""}, "0-3,8", "8,2,3,0-1", nullptr));
-  EXPECT_TRUE(sameDecision({Field::kCpusetMems, ""}, "0,1", "0-1", nullptr));
-  EXPECT_FALSE(sameDecision({Field::kCpusetCpus, ""}, "0-3", "0-4", nullptr));
-  EXPECT_FALSE(sameDecision({Field::kCpusetCpus, ""}, "0-3", "three", nullptr));
-  EXPECT_FALSE(sameDecision({Field::kCpuQuota, ""}, "-1", "-01", nullptr));
-}
-
-TEST(OwnerClassOf, EachFieldHasTheClassTheReadmeGivesIt) {
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "NVIDIA_VISIBLE_DEVICES"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "CUDA_DEVICE_MEMORY_LIMIT_1"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "CUDA_DEVICE_MEMORY_LIMIT_x"}), OwnerClass::kOther);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "LD_PRELOAD"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "HF_HOME"}), OwnerClass::kOther);
-  EXPECT_EQ(ownerClassOf({Field::kDevice, "/dev/nvidia2"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kCpusetMems, ""}), OwnerClass::kCpuset);
-  EXPECT_EQ(ownerClassOf({Field::kCpuShares, ""}), OwnerClass::kResources);
-  EXPECT_EQ(ownerClassOf({Field::kUnified, "memory.high"}), OwnerClass::kResources);
-  EXPECT_EQ(ownerClassOf({Field::kAnnotation, "a"}), OwnerClass::kOther);
-  EXPECT_EQ(ownerClassOf({Field::kCgroupParent, ""}), OwnerClass::kOther);
-}
 
 // crihook's device hooks beside koordlet (issue 31): koordlet's answer as
 // its GPU and cpuset hooks give it, crihook's as its built-ins do.
