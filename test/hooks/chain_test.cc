@@ -2,9 +2,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -14,6 +14,7 @@
 #include "base/quote.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
+#include "test/support/eventually.h"
 #include "topology/topology.h"
 
 namespace crihook {
@@ -253,8 +254,9 @@ class BesideKoordletTest : public ChainTest {
 
 TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) {
   beside_->add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
-  beside_->add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
-             {.koordinator = true});
+  beside_->add(
+      hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
+      {.koordinator = true});
   ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_THAT(out.merged.result().env, ElementsAre(EnvVar{"NVIDIA_VISIBLE_DEVICES", kUuids}));
@@ -264,8 +266,9 @@ TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) 
 
   // Whatever the order, the owner's spelling: crihook's, for device env.
   HookChain reversed(log_);
-  reversed.add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
-               {.koordinator = true});
+  reversed.add(
+      hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
+      {.koordinator = true});
   reversed.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
   out = reversed.run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
@@ -275,8 +278,9 @@ TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) 
   // Other GPUs than crihook's: crihook decides, and the loser is logged.
   HookChain other(log_);
   other.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
-  other.add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2"); }),
-            {.koordinator = true});
+  other.add(
+      hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2"); }),
+      {.koordinator = true});
   out = other.run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().env[0].value, kUuids);
@@ -294,7 +298,8 @@ TEST_F(BesideKoordletTest, ACpusetThatDiffersIsKoordletsOneSpeltOtherwiseIsNoCon
   pool.cpuset_cpus = "4-15";
   pool.cpu_shares = 2048;
   beside_->add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
-  beside_->add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }), {.koordinator = true});
+  beside_->add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }),
+               {.koordinator = true});
   ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().cpuset_cpus, "4-15");
@@ -319,16 +324,16 @@ TEST_F(BesideKoordletTest, ACpusetThatDiffersIsKoordletsOneSpeltOtherwiseIsNoCon
   // Configured otherwise: crihook keeps it, or the difference is refused.
   pool.cpuset_cpus = "4-15";
   HookChain mine(log_);
-  mine.setOwners({OwnerSide::kCrihook, OwnerSide::kCrihook, OwnerSide::kKoordinator,
-                  OwnerSide::kRefuse});
+  mine.setOwners(
+      {OwnerSide::kCrihook, OwnerSide::kCrihook, OwnerSide::kKoordinator, OwnerSide::kRefuse});
   mine.add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
   mine.add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }), {.koordinator = true});
   out = mine.run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().cpuset_cpus, "0-15");
   HookChain refusing(log_);
-  refusing.setOwners({OwnerSide::kCrihook, OwnerSide::kRefuse, OwnerSide::kKoordinator,
-                      OwnerSide::kRefuse});
+  refusing.setOwners(
+      {OwnerSide::kCrihook, OwnerSide::kRefuse, OwnerSide::kKoordinator, OwnerSide::kRefuse});
   refusing.add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
   refusing.add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }),
                {.koordinator = true});
@@ -375,13 +380,16 @@ TEST_F(ChainTest, PostStageFailuresNeverFailTheCall) {
 }
 
 TEST_F(ChainTest, AbandonedHookWorksOnItsOwnCopyOfTheRequest) {
-  std::atomic<bool> read_ok{false};
+  std::atomic<bool> caller_gone{false};
+  std::atomic<int> read{-1};  // -1 not yet; 1 the request as it was sent, 0 anything else
   chain_.add(hook(
                  "late",
                  [&](const HookInput& in) {
-                   std::this_thread::sleep_for(200ms);  // long after the chain gave up
-                   read_ok = static_cast<const runtime::v1::CreateContainerRequest*>(in.request)
-                                 ->pod_sandbox_id() == "sb-1";
+                   // Runs on after the chain gave up, until its caller's
+                   // request is gone.
+                   EXPECT_TRUE(eventually([&] { return caller_gone.load(); }));
+                   read = static_cast<const runtime::v1::CreateContainerRequest*>(in.request)
+                              ->pod_sandbox_id() == "sb-1";
                    return HookDecision::proceed();
                  },
                  false),
@@ -393,8 +401,9 @@ TEST_F(ChainTest, AbandonedHookWorksOnItsOwnCopyOfTheRequest) {
     in.request = &request;
     EXPECT_TRUE(chain_.run(in, Clock::time_point::max()).status.ok());
   }  // the caller's request is gone
-  std::this_thread::sleep_for(400ms);
-  EXPECT_TRUE(read_ok.load());
+  caller_gone = true;
+  ASSERT_TRUE(eventually([&] { return read.load() != -1; }));
+  EXPECT_EQ(read.load(), 1);
 }
 
 // A hook that bounds its own time (a remote call) gets the deadline and is

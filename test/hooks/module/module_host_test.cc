@@ -21,6 +21,7 @@
 #include "base/logging.h"
 #include "confine/launcher.h"
 #include "hooks/chain.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/process_stats.h"
 
@@ -81,14 +82,12 @@ TEST(ModuleTest, ASegfaultingModuleOutOfProcessLeavesTheCallerServing) {
 
   // ... and the helper is restarted after its backoff: the next calls work.
   HookDecision d;
-  const auto until = Clock::now() + 5s;
-  do {
+  EXPECT_TRUE(eventually([&] {
     d = (*hook)->run(isolatedInput());
-    if (d.kind == HookDecision::Kind::kContinue) break;
+    if (d.kind == HookDecision::Kind::kContinue) return true;
     EXPECT_THAT(std::string(d.status.message()), HasSubstr("restarting in"));
-    std::this_thread::sleep_for(10ms);
-  } while (Clock::now() < until);
-  EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+    return false;
+  })) << d.status;
   EXPECT_TRUE(chain.run(createInput(), Clock::time_point::max()).status.ok());
 }
 
@@ -252,11 +251,10 @@ class RelayLauncher final : public confine::DirectLauncher {
 HookDecision crashAndRestart(Hook& hook) {
   EXPECT_EQ(hook.run(crashingInput()).status.code(), absl::StatusCode::kUnavailable);
   HookDecision d;
-  const auto until = Clock::now() + 5s;
-  do {
-    std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(eventually([&] {
     d = hook.run(isolatedInput(50ms));
-  } while (absl::StrContains(d.status.message(), "restarting in") && Clock::now() < until);
+    return !absl::StrContains(d.status.message(), "restarting in");
+  })) << d.status;
   return d;
 }
 

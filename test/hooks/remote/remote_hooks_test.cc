@@ -22,6 +22,7 @@
 #include "hooks/hook_interceptor.h"
 #include "hooks/hook_manager.h"
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/koord_server.h"
 #include "test/support/proxy_fixture.h"
 
@@ -118,11 +119,7 @@ class RemoteHooksTest : public ProxyFixture {
   }
 
   bool waitForChain(size_t hooks) {
-    for (int i = 0; i < 300; ++i) {
-      if (manager_->chains().get()->names().size() == hooks) return true;
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
+    return eventually([&] { return manager_->chains().get()->names().size() == hooks; });
   }
 
   StateStore state_{"", nullptr};
@@ -180,9 +177,7 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
 TEST_F(RemoteHooksTest, AGrpcGoKoordinatorServersAnswersAndErrorsArrive) {
   ChildProcess go(GOCRI_BINARY, {"-endpoint", dir_.file("go.sock"), "koordhook"},
                   dir_.file("go.log"));
-  for (int i = 0; i < 200 && !std::filesystem::exists(dir_.file("go.sock")); ++i)
-    std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(std::filesystem::exists(dir_.file("go.sock")));
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(dir_.file("go.sock")); }, 10s));
   registerServer("go.json", dir_.file("go.sock"), "Fail");
   startCrihook();
 
@@ -283,12 +278,7 @@ TEST_F(RemoteHooksTest, ServerCrashingMidCallFailsThatCallAndARestartedServerIsU
   std::filesystem::remove(dir_.file("k.sock"));
   koordlet = std::make_unique<KoordServer>(dir_.file("k.sock"));
   koordlet->start();
-  bool ok = false;
-  for (int i = 0; i < 40 && !ok; ++i) {
-    ok = create(createRequest()).ok();
-    if (!ok) std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_TRUE(ok);
+  EXPECT_TRUE(eventually([&] { return create(createRequest()).ok(); }));
   EXPECT_EQ(lastCreateSeenByRuntime().config().annotations().at("seen-by"), "koord");
 }
 
@@ -308,10 +298,10 @@ TEST_F(RemoteHooksTest, RegistrationFilesAddedEditedAndRemovedTakeEffectLive) {
 
   // Edited: no longer on PreCreateContainer.
   registerServer("k.json", dir_.file("k.sock"), "Fail", R"("PreRunPodSandbox")");
-  for (int i = 0; i < 300 && manager_->chains().get()->subscribers(
-                                 LifecycleMethod::kCreateContainer, Phase::kPre) != 0;
-       ++i)
-    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(eventually([&] {
+    return manager_->chains().get()->subscribers(LifecycleMethod::kCreateContainer, Phase::kPre) ==
+           0;
+  }));
   ASSERT_TRUE(create(createRequest()).ok());
   EXPECT_EQ(koordlet.calls, 1);
 
@@ -324,7 +314,7 @@ TEST_F(RemoteHooksTest, RegistrationFilesAddedEditedAndRemovedTakeEffectLive) {
     const auto names = manager_->chains().get()->names();
     return std::find(names.begin(), names.end(), "hookserver/z") != names.end();
   };
-  for (int i = 0; i < 300 && !has_z(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(eventually(has_z));
   EXPECT_EQ(manager_->chains().get()->names(),
             (std::vector<std::string>{"hookserver/k", "hookserver/z"}));
 
