@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "base/read_file.h"
 
 namespace crihook {
@@ -41,6 +42,11 @@ class MonotonicClock {
   // (it polls its own time), never later than a notification.
   virtual void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                          time_point deadline) const = 0;
+  // The same on base/mutex.h's annotated types (what crihook's classes
+  // hold): returns with `lock` held, as it was called.
+  void waitUntil(CondVar& cv, MutexLock& lock, time_point deadline) const {
+    waitUntil(cv.cv_, lock.lock_, deadline);
+  }
 };
 
 // std::chrono::steady_clock.

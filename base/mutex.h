@@ -29,6 +29,8 @@
 
 namespace crihook {
 
+class MonotonicClock;  // base/env.h: waits on a CondVar by its own clock
+
 class ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
@@ -82,6 +84,7 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 
  private:
   friend class CondVar;
+  friend class MonotonicClock;
   std::unique_lock<std::mutex> lock_;
 };
 
@@ -116,6 +119,7 @@ class CondVar {
   void notifyAll() noexcept { cv_.notify_all(); }
 
  private:
+  friend class MonotonicClock;
   std::condition_variable cv_;
 };
 
