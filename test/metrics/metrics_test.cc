@@ -20,6 +20,7 @@
 #include "metrics/hook_metrics.h"
 #include "metrics/http_endpoint.h"
 #include "metrics/metric_registry.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/unix_socket.h"
 #include "tools/crihookctl/status.h"
@@ -298,8 +299,8 @@ TEST_F(EndpointTest, ConnectionsPastTheLimitAreClosedAtOnce) {
   start(o);
   int a = connectUnix(dir_.file("metrics.sock"));
   int b = connectUnix(dir_.file("metrics.sock"));
-  for (int i = 0; i < 500 && endpoint_->connections() < 2; ++i) std::this_thread::sleep_for(2ms);
-  ASSERT_EQ(endpoint_->connections(), 2u);
+  ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 2; }))
+      << endpoint_->connections();
   int c = connectUnix(dir_.file("metrics.sock"));
   std::string out;
   EXPECT_TRUE(readUntilClosed(c, out, 2s)) << "the third was not closed";
