@@ -29,6 +29,8 @@
 
 namespace crihook {
 
+class MonotonicClock;  // base/env.h: waits on a CondVar by its own clock
+
 class ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
