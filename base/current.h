@@ -6,7 +6,8 @@
 // Thread-safe.
 
 #include <memory>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace crihook {
 
@@ -17,18 +18,18 @@ class Current {
   Current() : value_(std::make_shared<const T>()) {}
 
   std::shared_ptr<const T> get() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return value_;
   }
   // The old value goes when its last reader lets go of it.
   void set(std::shared_ptr<const T> value) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     value_.swap(value);
   }
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const T> value_;
+  mutable Mutex mu_;
+  std::shared_ptr<const T> value_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace crihook

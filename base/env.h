@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "base/read_file.h"
 
 namespace crihook {
@@ -41,6 +42,7 @@ class MonotonicClock {
   // (it polls its own time), never later than a notification.
   virtual void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                          time_point deadline) const = 0;
+  // On base/mutex.h's annotated types: CondVar::waitUntilBy.
 };
 
 // std::chrono::steady_clock.

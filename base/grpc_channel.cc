@@ -14,7 +14,6 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -22,8 +21,10 @@
 #include <vector>
 
 #include "base/grpc_wire.h"
+#include "base/mutex.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "base/unix_listener.h"
 
 namespace crihook {
@@ -394,7 +395,8 @@ absl::StatusOr<std::string> Connection::reply() const {
 // thread, started with the first connection parked: a connection whose server
 // sends anything (GOAWAY, a PING) or hangs up is closed at once, and one idle
 // past its timeout is closed then. Never destroyed: its thread may still run
-// during static destruction.
+// during static destruction. One mutex guards the parked connections and the
+// watcher's descriptors; a connection is closed (destroyed) outside it.
 class IdleConnections {
  public:
   static IdleConnections& instance() {
@@ -404,18 +406,21 @@ class IdleConnections {
 
   void park(const void* owner, std::unique_ptr<Connection> c, size_t max_per_owner,
             Clock::duration idle_timeout) {
-    std::unique_lock lock(mu_);
-    size_t mine = 0;
-    for (const auto& [fd, p] : parked_) mine += p.owner == owner;
-    if (mine >= max_per_owner || !start()) return;  // `c` is closed
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = c->fd();
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0) return;
-    const int fd = c->fd();
-    parked_[fd] = Parked{owner, std::move(c), Clock::now() + idle_timeout};
-    lock.unlock();
-    wake();  // the thread's wait may have to end sooner
+    int wake_fd = -1;
+    {
+      MutexLock lock(mu_);
+      size_t mine = 0;
+      for (const auto& [fd, p] : parked_) mine += p.owner == owner;
+      if (mine >= max_per_owner || !start()) return;  // `c` is closed
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.fd = c->fd();
+      if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd(), &ev) != 0) return;
+      const int fd = c->fd();
+      parked_[fd] = Parked{owner, std::move(c), Clock::now() + idle_timeout};
+      wake_fd = wake_fd_;
+    }
+    wake(wake_fd);  // the thread's wait may have to end sooner
   }
 
   // One of `owner`'s idle connections that the server has not spoken on, or null.
@@ -423,7 +428,7 @@ class IdleConnections {
     for (;;) {
       std::unique_ptr<Connection> c;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         auto it = std::find_if(parked_.begin(), parked_.end(),
                                [owner](const auto& e) { return e.second.owner == owner; });
         if (it == parked_.end()) return nullptr;
@@ -435,8 +440,8 @@ class IdleConnections {
 
   // Closes all of `owner`'s idle connections.
   void drop(const void* owner) {
-    std::vector<std::unique_ptr<Connection>> gone;
-    std::lock_guard lock(mu_);
+    std::vector<std::unique_ptr<Connection>> gone;  // closed outside the lock
+    MutexLock lock(mu_);
     for (auto it = parked_.begin(); it != parked_.end();) {
       auto next = std::next(it);
       if (it->second.owner == owner) gone.push_back(unpark(it));
@@ -453,17 +458,17 @@ class IdleConnections {
 
   IdleConnections() = default;
 
-  // Under mu_.
-  std::unique_ptr<Connection> unpark(std::unordered_map<int, Parked>::iterator it) {
+  std::unique_ptr<Connection> unpark(std::unordered_map<int, Parked>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ::epoll_ctl(epfd_, EPOLL_CTL_DEL, it->first, nullptr);
     std::unique_ptr<Connection> c = std::move(it->second.connection);
     parked_.erase(it);
     return c;
   }
 
-  // Under mu_: the epoll set, the wake-up and the thread, all or none (no
-  // connection is parked while any is missing: it would never be watched).
-  bool start() {
+  // The epoll set, the wake-up and the thread, all or none (no connection is
+  // parked while any is missing: it would never be watched).
+  bool start() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (started_) return true;
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
     const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -475,7 +480,7 @@ class IdleConnections {
       epfd_ = ep;
       wake_fd_ = wake;
       try {
-        std::thread([this] { loop(); }).detach();
+        namedThread("grpc-idle", [this, ep, wake] { loop(ep, wake); }).detach();
       } catch (const std::system_error&) {
         ok = false;
       }
@@ -490,29 +495,31 @@ class IdleConnections {
     return true;
   }
 
-  void wake() {
+  static void wake(int wake_fd) {
     const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
+    (void)!::write(wake_fd, &one, sizeof one);
   }
 
-  void loop() {
+  // The watcher thread: `ep` and `wake` are epfd_ and wake_fd_, which never
+  // change once it runs.
+  void loop(int ep, int wake) {
     epoll_event events[16];
     for (;;) {
       int timeout = -1;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         for (const auto& [fd, p] : parked_) {
           const int ms = msUntil(p.expires);
           if (timeout < 0 || ms < timeout) timeout = ms;
         }
       }
-      const int n = ::epoll_wait(epfd_, events, std::size(events), timeout);
+      const int n = ::epoll_wait(ep, events, std::size(events), timeout);
       std::vector<std::unique_ptr<Connection>> gone;  // closed outside the lock
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (int i = 0; i < n; ++i) {
-        if (events[i].data.fd == wake_fd_) {
+        if (events[i].data.fd == wake) {
           uint64_t count;
-          (void)!::read(wake_fd_, &count, sizeof count);
+          (void)!::read(wake, &count, sizeof count);
           continue;
         }
         auto it = parked_.find(events[i].data.fd);
@@ -527,11 +534,11 @@ class IdleConnections {
     }
   }
 
-  std::mutex mu_;
-  std::unordered_map<int, Parked> parked_;  // by descriptor
-  int epfd_ = -1;
-  int wake_fd_ = -1;
-  bool started_ = false;
+  Mutex mu_;
+  std::unordered_map<int, Parked> parked_ ABSL_GUARDED_BY(mu_);  // by descriptor
+  int epfd_ ABSL_GUARDED_BY(mu_) = -1;
+  int wake_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -3,17 +3,21 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "base/mutex.h"
+
 namespace crihook {
 
 namespace {
-std::mutex& mu() {
-  static std::mutex m;
+// Makes looking up and registering a logger one step (spdlog's registry
+// locks each call alone), and orders setLogLevel after it.
+Mutex& mu() {
+  static Mutex m;
   return m;
 }
 }  // namespace
 
 std::shared_ptr<spdlog::logger> logger(const std::string& name) {
-  std::lock_guard lock(mu());
+  MutexLock lock(mu());
   if (auto existing = spdlog::get(name)) return existing;
   static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto l = std::make_shared<spdlog::logger>(name, sink);
@@ -24,7 +28,7 @@ std::shared_ptr<spdlog::logger> logger(const std::string& name) {
 }
 
 void setLogLevel(const std::string& level) {
-  std::lock_guard lock(mu());
+  MutexLock lock(mu());
   spdlog::set_level(spdlog::level::from_str(level));  // applies to registered loggers too
 }
 

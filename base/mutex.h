@@ -29,6 +29,8 @@
 
 namespace crihook {
 
+class MonotonicClock;  // base/env.h: waits on a CondVar by its own clock
+
 class ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
@@ -111,6 +113,13 @@ class CondVar {
   template <typename Rep, typename Period, typename Pred>
   bool waitFor(MutexLock& lock, std::chrono::duration<Rep, Period> timeout, Pred pred) {
     return cv_.wait_for(lock.lock_, timeout, pred);
+  }
+  // Waits as `clock` waits until `deadline` by its own time (base/env.h
+  // MonotonicClock::waitUntil: a test's fake clock polls, so that a jump is
+  // seen): returns on a notification, the deadline or spuriously.
+  template <typename ClockT>
+  void waitUntilBy(MutexLock& lock, const ClockT& clock, typename ClockT::time_point deadline) {
+    clock.waitUntil(cv_, lock.lock_, deadline);
   }
   void notifyOne() noexcept { cv_.notify_one(); }
   void notifyAll() noexcept { cv_.notify_all(); }

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 class RealClock final : public MonotonicClock {
  public:
+  using MonotonicClock::waitUntil;  // the CondVar form too
   time_point now() const override { return std::chrono::steady_clock::now(); }
   void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                  time_point deadline) const override {

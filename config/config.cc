@@ -35,12 +35,37 @@ namespace {
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
+// What a path key takes: an absolute path, and for some "" too (the
+// feature off); a Unix socket's path fits sockaddr_un.
+struct PathRule {
+  bool or_empty = false;
+  bool socket = false;
+};
+
+// The longest path a Unix socket binds to (sockaddr_un's sun_path less its NUL).
+constexpr size_t kMaxSocketPathBytes = 107;
+// How much of a refused path a message shows.
+constexpr size_t kMaxPathShownBytes = 200;
+
+// Why `path` is not what `rule` takes, or "": every path key's one check
+// and message (the file's keys through TableReader::readAbsolutePath, the
+// flags' --listen through validateConfig).
+std::string pathProblem(const std::string& path, PathRule rule) {
+  if (path.empty() && rule.or_empty) return "";
+  if (path.empty() || path[0] != '/') {
+    return cat("expected an absolute path", rule.or_empty ? " or \"\"" : "", ", got ",
+               quote(path, kMaxPathShownBytes));
+  }
+  if (rule.socket && path.size() > kMaxSocketPathBytes) {
+    return cat("expected a Unix socket path of at most ", kMaxSocketPathBytes, " bytes, got ",
+               path.size(), " bytes: ", quote(path, kMaxPathShownBytes));
+  }
+  return "";
+}
+
 // The checks both the file and the flags go through. Each returns why the
 // value is wrong, or an empty string.
-std::string listenProblem(const std::string& path) {
-  if (!path.empty() && path[0] == '/') return "";
-  return cat("expected an absolute path, got \"", path, "\"");
-}
+std::string listenProblem(const std::string& path) { return pathProblem(path, {}); }
 
 std::string logLevelProblem(const std::string& level) {
   for (auto l : kLogLevels) {
@@ -114,6 +139,14 @@ class TableReader {
     if (!node->is_boolean())
       return error(key, cat("expected true or false, got ", describe(*node)));
     out = node->as_boolean()->get();
+    return absl::OkStatus();
+  }
+
+  // A string key holding a path (pathProblem). The value in `out` (the
+  // default when the key is absent) is checked either way.
+  absl::Status readAbsolutePath(std::string_view key, std::string& out, PathRule rule = {}) const {
+    if (auto s = readString(key, out); !s.ok()) return s;
+    if (auto why = pathProblem(out, rule); !why.empty()) return error(key, why);
     return absl::OkStatus();
   }
 
@@ -217,10 +250,7 @@ absl::Status readNri(const toml::table& t, std::string_view origin, Config& c) {
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
       {"socket_path", "plugin_name", "plugin_index", "plugin_request_timeout", "koordlet_plugin"}));
   NriConfig& n = c.nri;
-  CRIHOOK_RETURN_IF_ERROR(r.readString("socket_path", n.socket_path));
-  if (n.socket_path.empty() || n.socket_path[0] != '/' || n.socket_path.size() >= 108)
-    return r.error("socket_path",
-                   cat("expected an absolute Unix socket path, got ", quote(n.socket_path)));
+  CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("socket_path", n.socket_path, {.socket = true}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("plugin_name", n.plugin_name));
   CRIHOOK_RETURN_IF_ERROR(r.readString("plugin_index", n.plugin_index));
   CRIHOOK_RETURN_IF_ERROR(r.readDuration("plugin_request_timeout", n.plugin_request_timeout));
@@ -251,18 +281,11 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
   TableReader r(t, "hooks.", origin);
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"state_dir", "module_dir", "hookserver_dir",
                                         "hookserver_timeout", "workers", "module_host", "owners"}));
-  CRIHOOK_RETURN_IF_ERROR(r.readString("state_dir", c.state_dir));
-  CRIHOOK_RETURN_IF_ERROR(r.readString("module_dir", c.module_dir));
-  CRIHOOK_RETURN_IF_ERROR(r.readString("module_host", c.module_host));
-  if (c.module_host.empty() || c.module_host[0] != '/')
-    return r.error("module_host", cat("expected an absolute path, got \"", c.module_host, "\""));
-  CRIHOOK_RETURN_IF_ERROR(r.readString("hookserver_dir", c.hookserver_dir));
-  for (auto [key, value] :
-       {std::pair{"state_dir", &c.state_dir}, std::pair{"module_dir", &c.module_dir},
-        std::pair{"hookserver_dir", &c.hookserver_dir}}) {
-    if (!value->empty() && (*value)[0] != '/')
-      return r.error(key, cat("expected an absolute path or \"\", got \"", *value, "\""));
-  }
+  CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("state_dir", c.state_dir, {.or_empty = true}));
+  CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("module_dir", c.module_dir, {.or_empty = true}));
+  CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("module_host", c.module_host));
+  CRIHOOK_RETURN_IF_ERROR(
+      r.readAbsolutePath("hookserver_dir", c.hookserver_dir, {.or_empty = true}));
   CRIHOOK_RETURN_IF_ERROR(r.readDuration("hookserver_timeout", c.hookserver_timeout));
   c.hookserver_timeout_set = r.get("hookserver_timeout") != nullptr;
   int64_t workers = c.hook_workers;
@@ -301,10 +324,7 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
 absl::Status readTopology(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "topology.", origin);
   CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"root"}));
-  CRIHOOK_RETURN_IF_ERROR(r.readString("root", c.topology_root));
-  if (c.topology_root.empty() || c.topology_root[0] != '/')
-    return r.error("root", cat("expected an absolute path, got \"", c.topology_root, "\""));
-  return absl::OkStatus();
+  return r.readAbsolutePath("root", c.topology_root);
 }
 
 absl::Status readMetrics(const toml::table& t, std::string_view origin, Config& c) {
@@ -389,9 +409,8 @@ absl::Status readSecurity(const toml::table& t, std::string_view origin, Config&
     if (list.size() > kMaxMountRules)
       return m.error(key, cat("expected at most ", kMaxMountRules, " paths, got ", list.size()));
     for (size_t i = 0; i < list.size(); ++i) {
-      if (list[i].empty() || list[i][0] != '/')
-        return m.error(cat(key, "[", i, "]"),
-                       cat("expected an absolute path, got \"", list[i].substr(0, 200), "\""));
+      if (auto why = pathProblem(list[i], {}); !why.empty())
+        return m.error(cat(key, "[", i, "]"), why);
     }
     *out = std::move(list);
   }

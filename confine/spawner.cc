@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "confine/capabilities.h"
 
 extern char** environ;
@@ -268,7 +269,7 @@ absl::StatusOr<LaunchResult> decodeReply(std::string_view bytes) {
 }
 
 void spawnerMain(int fd, const SpawnerOptions& options) {
-  ::prctl(PR_SET_NAME, "crihook-spawner", 0, 0, 0);
+  setThreadName("crihook-spawner");
   // Everything but stdio and the socket: the spawner must not hold crihookd's
   // lock file, listening socket or records open.
   if (fd > 3) ::close_range(3, static_cast<unsigned>(fd - 1), 0);

@@ -1,68 +1,86 @@
 #include "hooks/executor.h"
 
+#include <algorithm>
+
+#include "base/mutex.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 
 namespace crihook {
 
 using Clock = std::chrono::steady_clock;
 
+// One call. Its fields are the executor's (State::mu guards them): the
+// analysis knows that mutex as `mu`, the reference each job keeps to it.
 struct HookExecutor::Job {
-  Task task;
-  bool started = false;
-  bool done = false;
-  bool abandoned = false;  // the caller stopped waiting
-  Clock::time_point abandoned_at;
-  HookDecision decision;
-  std::condition_variable cv;
+  Job(Mutex& state_mu, Task t) : mu(state_mu), task(std::move(t)) {}
+  Mutex& mu;  // State::mu
+  Task task ABSL_GUARDED_BY(mu);
+  bool started ABSL_GUARDED_BY(mu) = false;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  bool abandoned ABSL_GUARDED_BY(mu) = false;  // the caller stopped waiting
+  Clock::time_point abandoned_at ABSL_GUARDED_BY(mu);
+  HookDecision decision ABSL_GUARDED_BY(mu);
+  CondVar cv;  // done
 };
 
 struct HookExecutor::State {
-  std::string hook;
-  size_t queue_limit;
-  std::shared_ptr<spdlog::logger> log;
-  metrics::HookExecutorMetrics* metrics;
+  State(std::string hook, size_t workers, size_t queue_limit, std::shared_ptr<spdlog::logger> log,
+        metrics::HookExecutorMetrics* metrics)
+      : hook(std::move(hook)),
+        queue_limit(queue_limit),
+        log(std::move(log)),
+        metrics(metrics),
+        busy(workers, false) {}
 
-  std::mutex mu;
-  std::condition_variable work;  // a job was queued, or stopping
-  std::deque<std::shared_ptr<Job>> queue;
-  std::vector<bool> busy;  // per worker: running a task
-  size_t running = 0;      // workers running a task
-  size_t stuck = 0;        // of those, running an abandoned one
-  int timeouts_in_a_row = 0;
-  bool unhealthy = false;
-  bool probe_in_flight = false;
-  bool stopping = false;
+  const std::string hook;
+  const size_t queue_limit;
+  const std::shared_ptr<spdlog::logger> log;
 
-  void setStuck(size_t n) {
+  Mutex mu;
+  // Null once the executor is gone (workers left running outlive it).
+  metrics::HookExecutorMetrics* metrics ABSL_GUARDED_BY(mu);
+  CondVar work;  // a job was queued, or stopping
+  std::deque<std::shared_ptr<Job>> queue ABSL_GUARDED_BY(mu);
+  std::vector<bool> busy ABSL_GUARDED_BY(mu);  // per worker: running a task
+  size_t running ABSL_GUARDED_BY(mu) = 0;      // workers running a task
+  size_t stuck ABSL_GUARDED_BY(mu) = 0;        // of those, running an abandoned one
+  int timeouts_in_a_row ABSL_GUARDED_BY(mu) = 0;
+  bool unhealthy ABSL_GUARDED_BY(mu) = false;
+  bool probe_in_flight ABSL_GUARDED_BY(mu) = false;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+
+  void setStuck(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (metrics) metrics->stuck_workers.add(static_cast<int64_t>(n) - static_cast<int64_t>(stuck));
     stuck = n;
   }
+  // `job`'s caller gave up waiting for it (its deadline passed): a worker
+  // running it is stuck until it returns; one still queued is dropped.
+  // Counts the timeout; kUnhealthyAfterTimeouts in a row mark the hook
+  // unhealthy.
+  void abandon(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
 HookExecutor::HookExecutor(std::string hook, size_t workers, size_t queue,
                            std::shared_ptr<spdlog::logger> log,
-                           metrics::HookExecutorMetrics* metrics)
-    : state_(std::make_shared<State>()) {
-  state_->hook = std::move(hook);
-  state_->queue_limit = queue;
-  state_->log = std::move(log);
-  state_->metrics = metrics;
+                           metrics::HookExecutorMetrics* metrics) {
   workers = std::max<size_t>(workers, 1);
-  state_->busy.assign(workers, false);
+  state_ = std::make_shared<State>(std::move(hook), workers, queue, std::move(log), metrics);
   threads_.reserve(workers);
-  for (size_t i = 0; i < workers; ++i) threads_.emplace_back(&HookExecutor::workerLoop, state_, i);
+  for (size_t i = 0; i < workers; ++i)
+    threads_.push_back(namedThread("hook-worker", [s = state_, i] { workerLoop(s, i); }));
 }
 
 HookExecutor::~HookExecutor() {
   std::vector<bool> busy;
   {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->stopping = true;
     busy = state_->busy;
     // Workers left running outlive the executor; the metrics need not.
     state_->metrics = nullptr;
   }
-  state_->work.notify_all();
+  state_->work.notifyAll();
   // No caller is inside run() (the executor is only destroyed once no chain
   // holds it), so the queue is empty and an idle worker stays idle until it
   // sees `stopping`: joining it is bounded. A busy one may be stuck in the
@@ -77,12 +95,13 @@ HookExecutor::~HookExecutor() {
 }
 
 void HookExecutor::workerLoop(std::shared_ptr<State> s, size_t index) {
-  std::unique_lock lock(s->mu);
+  MutexLock lock(s->mu);
   for (;;) {
-    s->work.wait(lock, [&] { return s->stopping || !s->queue.empty(); });
+    while (!s->stopping && s->queue.empty()) s->work.wait(lock);
     if (s->stopping) return;
     std::shared_ptr<Job> job = std::move(s->queue.front());
     s->queue.pop_front();
+    job->mu.assertHeld();  // s->mu, held
     job->started = true;
     s->busy[index] = true;
     ++s->running;
@@ -106,14 +125,14 @@ void HookExecutor::workerLoop(std::shared_ptr<State> s, size_t index) {
     }
     job->decision = std::move(d);
     job->done = true;
-    job->cv.notify_one();
+    job->cv.notifyOne();
   }
 }
 
 HookExecutor::Result HookExecutor::run(Task task, std::chrono::milliseconds budget) {
   State& s = *state_;
   const auto deadline = Clock::now() + budget;
-  std::unique_lock lock(s.mu);
+  MutexLock lock(s.mu);
   const size_t workers = s.busy.size();
   if (s.stopping) {
     return {How::kStopped,
@@ -136,60 +155,71 @@ HookExecutor::Result HookExecutor::run(Task task, std::chrono::milliseconds budg
                                  cat("all ", workers, " workers busy (", s.stuck, " stuck) and ",
                                      s.queue.size(), " calls queued, the most allowed")))};
   }
-  auto job = std::make_shared<Job>();
-  job->task = std::move(task);
+  auto job = std::make_shared<Job>(s.mu, std::move(task));
+  job->mu.assertHeld();  // s.mu, held
   s.queue.push_back(job);
-  s.work.notify_one();
-  const bool answered = job->cv.wait_until(lock, deadline, [&] { return job->done; });
-  if (probe) s.probe_in_flight = false;
-  if (answered) {
-    s.timeouts_in_a_row = 0;
-    if (s.unhealthy) {
-      s.unhealthy = false;
-      if (s.metrics) s.metrics->unhealthy.set(0);
-      if (s.log) s.log->warn("hook {}: answers again; healthy", s.hook);
+  s.work.notifyOne();
+  bool answered = true;
+  while (!job->done) {
+    if (job->cv.waitUntil(lock, deadline) == std::cv_status::timeout) {
+      answered = job->done;
+      break;
     }
-    return {How::kAnswered, std::move(job->decision)};
   }
-  job->abandoned = true;
-  job->abandoned_at = Clock::now();
-  if (job->started) {
-    s.setStuck(s.stuck + 1);
-    if (s.log) {
-      s.log->warn("hook {}: a worker is stuck on a call past its deadline ({} of {} stuck)", s.hook,
-                  s.stuck, workers);
+  if (probe) s.probe_in_flight = false;
+  if (!answered) {
+    s.abandon(*job);
+    return {How::kTimedOut, HookDecision::error(absl::DeadlineExceededError(
+                                cat("timed out after ", budget.count(), "ms")))};
+  }
+  s.timeouts_in_a_row = 0;
+  if (s.unhealthy) {
+    s.unhealthy = false;
+    if (s.metrics) s.metrics->unhealthy.set(0);
+    if (s.log) s.log->warn("hook {}: answers again; healthy", s.hook);
+  }
+  return {How::kAnswered, std::move(job->decision)};
+}
+
+void HookExecutor::State::abandon(Job& job) {
+  job.mu.assertHeld();  // mu, held
+  job.abandoned = true;
+  job.abandoned_at = Clock::now();
+  if (job.started) {
+    setStuck(stuck + 1);
+    if (log) {
+      log->warn("hook {}: a worker is stuck on a call past its deadline ({} of {} stuck)", hook,
+                stuck, busy.size());
     }
   } else {
     // Never ran: off the queue, so it neither runs late nor holds a place.
-    std::erase(s.queue, job);
-    job->task = nullptr;
+    std::erase_if(queue, [&](const std::shared_ptr<Job>& j) { return j.get() == &job; });
+    job.task = nullptr;
   }
-  if (++s.timeouts_in_a_row >= kUnhealthyAfterTimeouts && !s.unhealthy) {
-    s.unhealthy = true;
-    if (s.metrics) s.metrics->unhealthy.set(1);
-    if (s.log) {
-      s.log->error(
+  if (++timeouts_in_a_row >= kUnhealthyAfterTimeouts && !unhealthy) {
+    unhealthy = true;
+    if (metrics) metrics->unhealthy.set(1);
+    if (log) {
+      log->error(
           "hook {}: unhealthy after {} timeouts in a row; its calls are refused (or skipped "
           "under failure_policy = ignore) until it answers again",
-          s.hook, s.timeouts_in_a_row);
+          hook, timeouts_in_a_row);
     }
   }
-  return {How::kTimedOut, HookDecision::error(absl::DeadlineExceededError(
-                              cat("timed out after ", budget.count(), "ms")))};
 }
 
 bool HookExecutor::healthy() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return !state_->unhealthy;
 }
 
 size_t HookExecutor::stuckWorkers() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->stuck;
 }
 
 size_t HookExecutor::queued() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->queue.size();
 }
 

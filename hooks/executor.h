@@ -29,11 +29,9 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,8 +63,8 @@ class HookExecutor {
     HookDecision decision;  // the hook's answer, or an error saying why (the chain names the hook)
   };
 
-  // Starts `workers` threads (>= 1) for hook `hook` with room for `queue`
-  // waiting calls (>= 0). `log` may be null; `metrics` (may be null)
+  // Starts `workers` threads (>= 1, named "hook-worker") for hook `hook`
+  // with room for `queue` waiting calls (>= 0). `log` may be null; `metrics` (may be null)
   // outlives the executor (workers left running after it do not touch it).
   HookExecutor(std::string hook, size_t workers, size_t queue,
                std::shared_ptr<spdlog::logger> log = nullptr,

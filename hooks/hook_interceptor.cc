@@ -4,6 +4,7 @@
 
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/apply.h"
 #include "hooks/wire.h"
@@ -54,9 +55,21 @@ struct HookInterceptor::CallState {
 HookInterceptor::HookInterceptor(const ChainHolder& chains, StateStore& state,
                                  std::shared_ptr<spdlog::logger> log, size_t workers,
                                  const topology::SnapshotHolder* topology)
-    : chains_(chains), state_(state), topology_(topology), log_(std::move(log)), pool_(workers) {}
+    : chains_(chains),
+      state_(state),
+      topology_(topology),
+      log_(std::move(log)),
+      pool_work_(pool_.get_executor()) {
+  workers_.reserve(workers);
+  for (size_t i = 0; i < workers; ++i)
+    workers_.push_back(namedThread("hook-stage", [this] { pool_.run(); }));
+}
 
-HookInterceptor::~HookInterceptor() { pool_.join(); }
+HookInterceptor::~HookInterceptor() {
+  // The threads return once every stage posted has run.
+  pool_work_.reset();
+  for (std::thread& t : workers_) t.join();
+}
 
 void HookInterceptor::assembleContext(const InterceptedCall& call, CallState& cs) const {
   const LifecycleSpec& spec = specOf(call.method);

@@ -17,9 +17,12 @@
 // again on every UpdateContainerResources, so kubelet's CPU manager cannot
 // undo a hook's cpuset, across crihookd restarts too.
 
-#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cri/interceptor.h"
 #include "hooks/chain.h"
@@ -31,8 +34,8 @@ namespace crihook {
 class HookInterceptor final : public Interceptor {
  public:
   // `chains`, `state` and `topology` (when given) must outlive this.
-  // `workers` threads run hooks that may block; hooks see `topology`'s
-  // snapshot as it was when their call began.
+  // `workers` threads ("hook-stage") run hooks that may block; hooks see
+  // `topology`'s snapshot as it was when their call began.
   HookInterceptor(const ChainHolder& chains, StateStore& state, std::shared_ptr<spdlog::logger> log,
                   size_t workers = 4, const topology::SnapshotHolder* topology = nullptr);
   ~HookInterceptor() override;  // waits for running hooks
@@ -51,7 +54,11 @@ class HookInterceptor final : public Interceptor {
   StateStore& state_;
   const topology::SnapshotHolder* topology_;
   std::shared_ptr<spdlog::logger> log_;
-  boost::asio::thread_pool pool_;
+  // The worker pool: `workers` threads running pool_ until pool_work_ is
+  // let go and every stage posted has run.
+  boost::asio::io_context pool_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> pool_work_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace crihook

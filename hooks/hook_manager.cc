@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "hooks/module/module_hook.h"
 #include "hooks/module/module_host.h"
 #include "hooks/remote/remote_hooks.h"
@@ -99,10 +100,10 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
 
 HookManager::~HookManager() {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.notifyAll();
   if (reconciler_.joinable()) reconciler_.join();
   if (watcher_.joinable()) {
     watch_->stop();
@@ -117,40 +118,53 @@ void HookManager::reconcileWithRuntime(const std::string& endpoint,
     if (dynamic_cast<Reconciler*>(e.hook.get())) hooks.push_back(e.hook);
   }
   if (hooks.empty() || reconciler_.joinable()) return;
-  reconciler_ = std::thread([this, endpoint, every, hooks = std::move(hooks)] {
-    const std::chrono::milliseconds first_retry(500), last_retry(30000);
-    std::chrono::milliseconds retry = first_retry;
-    for (;;) {
-      const auto listed_at = std::chrono::system_clock::now();
-      auto sandboxes = listRuntimeSandboxes(endpoint, std::chrono::seconds(10));
-      std::chrono::milliseconds wait = every;
-      if (sandboxes.ok()) {
-        for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes, listed_at);
-        retry = first_retry;
-      } else {
-        log_->warn("cannot reconcile hook records with the runtime yet: {}",
-                   sv(sandboxes.status().message()));
-        wait = retry;
-        retry = std::min(retry * 2, last_retry);
-      }
-      std::unique_lock lock(stop_mu_);
-      stop_cv_.wait_for(lock, wait, [this] { return stopping_ || reconcile_now_; });
-      if (stopping_) return;
-      reconcile_now_ = false;
-    }
+  reconciler_ = namedThread("hook-reconcile", [this, endpoint, every, hooks = std::move(hooks)] {
+    reconcileLoop(endpoint, every, hooks);
   });
+}
+
+void HookManager::reconcileLoop(const std::string& endpoint, std::chrono::milliseconds every,
+                                const std::vector<std::shared_ptr<Hook>>& hooks) {
+  const std::chrono::milliseconds first_retry(500), last_retry(30000);
+  std::chrono::milliseconds retry = first_retry;
+  for (;;) {
+    const auto listed_at = std::chrono::system_clock::now();
+    auto sandboxes = listRuntimeSandboxes(endpoint, std::chrono::seconds(10));
+    std::chrono::milliseconds wait = every;
+    if (sandboxes.ok()) {
+      for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes, listed_at);
+      retry = first_retry;
+    } else {
+      log_->warn("cannot reconcile hook records with the runtime yet: {}",
+                 sv(sandboxes.status().message()));
+      wait = retry;
+      retry = std::min(retry * 2, last_retry);
+    }
+    if (!waitForNextPass(wait)) return;
+  }
+}
+
+bool HookManager::waitForNextPass(std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  MutexLock lock(stop_mu_);
+  while (!stopping_ && !reconcile_now_) {
+    if (stop_cv_.waitUntil(lock, until) == std::cv_status::timeout) break;
+  }
+  if (stopping_) return false;
+  reconcile_now_ = false;
+  return true;
 }
 
 void HookManager::reconcileNow() {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     reconcile_now_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.notifyAll();
 }
 
 void HookManager::reload() {
-  std::lock_guard lock(reload_mu_);
+  MutexLock lock(reload_mu_);
   if (config_.hookserver_dir.empty()) {
     if (!published_) publish();
     return;
@@ -220,7 +234,7 @@ void HookManager::publish() {
 void HookManager::watch() {
   if (config_.hookserver_dir.empty() || watcher_.joinable()) return;
   watch_ = env_.watchDirectory(config_.hookserver_dir, kHookServerDirPoll);
-  watcher_ = std::thread([this] { watchLoop(); });
+  watcher_ = namedThread("hook-dir-watch", [this] { watchLoop(); });
 }
 
 void HookManager::watchLoop() {
@@ -239,7 +253,7 @@ void HookManager::watchLoop() {
 }
 
 bool HookManager::stopping() {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(stop_mu_);
   return stopping_;
 }
 

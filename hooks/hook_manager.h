@@ -11,13 +11,13 @@
 #include <spdlog/logger.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "base/env.h"
+#include "base/mutex.h"
 #include "config/config.h"
 #include "hooks/chain.h"
 #include "hooks/process_env.h"
@@ -51,12 +51,12 @@ class HookManager {
   // removed file removes its server. Thread-safe.
   void reload();
 
-  // Starts a thread that calls reload() whenever hookserver_dir changes
+  // Starts a thread ("hook-dir-watch") that calls reload() whenever hookserver_dir changes
   // (Env::watchDirectory: inotify; until the directory exists, a look for it
   // every second). The destructor ends it at once.
   void watch();
 
-  // Starts a thread that asks the runtime at `endpoint` for its sandboxes
+  // Starts a thread ("hook-reconcile") that asks the runtime at `endpoint` for its sandboxes
   // (ListPodSandbox; retried with backoff until it answers) and hands them
   // to every configured hook that is a Reconciler (runtime_sandboxes.h), then
   // does so again every `every`. Returns at once; does nothing when no hook
@@ -69,8 +69,16 @@ class HookManager {
 
  private:
   HookManager(const Config& config, std::shared_ptr<spdlog::logger> log, Env& env);
-  void publish();
+  void publish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  // The watcher thread ("hook-dir-watch"): reload() on every change.
   void watchLoop();
+  // The reconciler thread ("hook-reconcile"): a pass, then the next one
+  // after `every` (or reconcileNow()); retried with backoff while the runtime
+  // does not answer.
+  void reconcileLoop(const std::string& endpoint, std::chrono::milliseconds every,
+                     const std::vector<std::shared_ptr<Hook>>& hooks);
+  // Waits up to `wait` for reconcileNow(); false when stopping.
+  bool waitForNextPass(std::chrono::milliseconds wait);
   bool stopping();
 
   const Config config_;
@@ -83,20 +91,20 @@ class HookManager {
     // nor strands its stuck workers (hooks/executor.h).
     std::shared_ptr<HookExecutor> executor;
   };
-  std::vector<Entry> configured_;
-  std::mutex reload_mu_;
-  std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>>
-      servers_;  // by file
-  bool published_ = false;
+  std::vector<Entry> configured_;  // made by create(), then read only
+  Mutex reload_mu_;                // one reload at a time
+  std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>> servers_
+      ABSL_GUARDED_BY(reload_mu_);  // by file
+  bool published_ ABSL_GUARDED_BY(reload_mu_) = false;
   ChainHolder chains_{std::make_shared<HookChain>(nullptr)};
   MountPolicy mount_policy_;  // [security.mounts], given to every chain published
   Env& env_;
   std::unique_ptr<DirectoryWatch> watch_;  // made by watch(), before watcher_ starts
   std::thread watcher_;
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
-  bool reconcile_now_ = false;  // under stop_mu_
+  Mutex stop_mu_;
+  CondVar stop_cv_;  // stopping_ or reconcile_now_ set
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  bool reconcile_now_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::thread reconciler_;
 };
 

@@ -9,6 +9,7 @@
 #include "base/bounded_json.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "hooks/state_version.h"
 
 namespace crihook {
@@ -83,7 +84,7 @@ absl::Status StateStore::load() {
     return absl::FailedPreconditionError(
         cat("state directory ", pods, " cannot be read: ", entries.status().message()));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const DirEntry& e : *entries) {
     const fs::path path = fs::path(pods) / e.name;
     if (path.extension() != ".json") continue;
@@ -121,13 +122,13 @@ absl::Status StateStore::load() {
 }
 
 std::shared_ptr<const hv1::PodRecord> StateStore::pod(const std::string& sandbox_id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(sandbox_id);
   return it == pods_.end() ? nullptr : it->second.record;
 }
 
 std::shared_ptr<const hv1::ContainerRecord> StateStore::container(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto s = container_sandbox_.find(id);
   if (s == container_sandbox_.end()) return nullptr;
   const Pod& pod = pods_.at(s->second);
@@ -136,14 +137,14 @@ std::shared_ptr<const hv1::ContainerRecord> StateStore::container(const std::str
 }
 
 void StateStore::putPod(hv1::PodRecord record) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::string id = record.sandbox_id();
   pods_[id].record = std::make_shared<const hv1::PodRecord>(std::move(record));
   markDirtyLocked(id);
 }
 
 void StateStore::putContainer(hv1::ContainerRecord record) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::string id = record.id(), sandbox = record.sandbox_id();
   pods_[sandbox].containers[id] = std::make_shared<const hv1::ContainerRecord>(std::move(record));
   container_sandbox_[id] = sandbox;
@@ -151,7 +152,7 @@ void StateStore::putContainer(hv1::ContainerRecord record) {
 }
 
 void StateStore::removeContainer(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto s = container_sandbox_.find(id);
   if (s == container_sandbox_.end()) return;
   const std::string sandbox = s->second;
@@ -161,7 +162,7 @@ void StateStore::removeContainer(const std::string& id) {
 }
 
 void StateStore::removePod(const std::string& sandbox_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(sandbox_id);
   if (it == pods_.end()) return;
   for (const auto& [id, c] : it->second.containers) container_sandbox_.erase(id);
@@ -171,7 +172,7 @@ void StateStore::removePod(const std::string& sandbox_id) {
 
 StateStore::Forgotten StateStore::retainOnly(const std::set<std::string>& pods,
                                              const std::set<std::string>& containers) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Forgotten out;
   for (auto it = pods_.begin(); it != pods_.end();) {
     const std::string sandbox = it->first;
@@ -201,12 +202,12 @@ StateStore::Forgotten StateStore::retainOnly(const std::set<std::string>& pods,
 }
 
 size_t StateStore::podCount() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pods_.size();
 }
 
 size_t StateStore::containerCount() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return container_sandbox_.size();
 }
 
@@ -218,26 +219,28 @@ void StateStore::markDirtyLocked(const std::string& sandbox_id) {
   }
   if (refused_.count(sandbox_id)) return;  // its file is of a newer format (load() said so)
   dirty_.insert(sandbox_id);
-  if (!writer_.joinable()) writer_ = std::thread([this] { writeLoop(); });
-  cv_.notify_one();
+  if (!writer_.joinable()) writer_ = namedThread("state-writer", [this] { writeLoop(); });
+  cv_.notifyOne();
 }
 
 void StateStore::flush() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return dirty_.empty() && !writing_; });
+  MutexLock lock(mu_);
+  while (!dirty_.empty() || writing_) cv_.wait(lock);
 }
 
 StateStore::~StateStore() {
+  std::thread writer;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
+    writer = std::move(writer_);
   }
-  cv_.notify_all();
-  if (writer_.joinable()) writer_.join();  // writes what is still dirty first
+  cv_.notifyAll();
+  if (writer.joinable()) writer.join();  // writes what is still dirty first
 }
 
 void StateStore::writeLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     MonotonicClock& clock = env_->clock();
     // Failed writes come due again (or, when stopping, get their last try).
@@ -251,7 +254,9 @@ void StateStore::writeLoop() {
       if (failed_.empty()) {
         cv_.wait(lock);
       } else {
-        clock.waitUntil(cv_, lock, retry_at_);  // by the env's clock: a test jumps it
+        // By the env's clock: a test jumps it.
+        const MonotonicClock::time_point until = retry_at_;
+        cv_.waitUntilBy(lock, clock, until);
       }
       continue;
     }
@@ -260,18 +265,7 @@ void StateStore::writeLoop() {
     writing_ = true;
     for (const std::string& id : batch) {
       // Serialised under the lock (a consistent snapshot), written without it.
-      auto it = pods_.find(id);
-      std::optional<std::string> json;
-      if (it != pods_.end()) {
-        hv1::PodState state;
-        if (it->second.record) *state.mutable_pod() = *it->second.record;
-        for (const auto& [cid, c] : it->second.containers) *state.add_containers() = *c;
-        JsonPrintOptions options;
-        options.preserve_proto_field_names = true;
-        std::string body;
-        (void)google::protobuf::util::MessageToJsonString(state, &body, options);
-        json = withVersion(body);
-      }
+      const std::optional<std::string> json = podJson(id);
       lock.unlock();
       const bool ok = writeFile(id, json);
       lock.lock();
@@ -283,8 +277,21 @@ void StateStore::writeLoop() {
       }
     }
     writing_ = false;
-    cv_.notify_all();
+    cv_.notifyAll();
   }
+}
+
+std::optional<std::string> StateStore::podJson(const std::string& sandbox_id) const {
+  auto it = pods_.find(sandbox_id);
+  if (it == pods_.end()) return std::nullopt;
+  hv1::PodState state;
+  if (it->second.record) *state.mutable_pod() = *it->second.record;
+  for (const auto& [cid, c] : it->second.containers) *state.add_containers() = *c;
+  JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string body;
+  (void)google::protobuf::util::MessageToJsonString(state, &body, options);
+  return withVersion(body);
 }
 
 bool StateStore::writeFile(const std::string& sandbox_id, const std::optional<std::string>& json) {

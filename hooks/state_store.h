@@ -21,10 +21,8 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -33,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/env.h"
+#include "base/mutex.h"
 #include "cri-api/crihook_hook_v1.pb.h"
 #include "hooks/process_env.h"
 
@@ -99,26 +98,37 @@ class StateStore {
     std::shared_ptr<const hook::v1::PodRecord> record;
     std::map<std::string, std::shared_ptr<const hook::v1::ContainerRecord>> containers;
   };
-  void markDirtyLocked(const std::string& sandbox_id);
+  void markDirtyLocked(const std::string& sandbox_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The writer thread ("state-writer"): writes the dirty pods' files, retries
+  // failed ones, until stopping and everything was written or tried.
   void writeLoop();
+  // The pod's latest state as its file's JSON; nullopt when it is gone.
+  std::optional<std::string> podJson(const std::string& sandbox_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The pod's record as `json`, or (nullopt) its file removed. False when
-  // that failed (logged).
+  // that failed (logged). Called without mu_: it writes to disk.
   bool writeFile(const std::string& sandbox_id, const std::optional<std::string>& json);
 
-  std::string dir_;
-  std::shared_ptr<spdlog::logger> log_;
-  Env* env_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<std::string> dirty_;    // sandbox ids whose file is out of date
-  std::set<std::string> refused_;  // sandbox ids whose file is of a newer format: never written
-  std::set<std::string> failed_;   // sandbox ids whose last write failed: tried again at retry_at_
-  MonotonicClock::time_point retry_at_;
-  bool last_try_ = false;  // stopping: the failed writes were given their last try
-  bool writing_ = false, stopping_ = false;
-  std::thread writer_;                                    // started by the first change
-  std::map<std::string, Pod> pods_;                       // by sandbox id
-  std::map<std::string, std::string> container_sandbox_;  // container id -> sandbox id
+  const std::string dir_;
+  const std::shared_ptr<spdlog::logger> log_;
+  Env* const env_;
+  mutable Mutex mu_;
+  CondVar cv_;  // dirty_ grew, a write ended, or stopping
+  // sandbox ids whose file is out of date
+  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  // sandbox ids whose file is of a newer format: never written
+  std::set<std::string> refused_ ABSL_GUARDED_BY(mu_);
+  // sandbox ids whose last write failed: tried again at retry_at_
+  std::set<std::string> failed_ ABSL_GUARDED_BY(mu_);
+  MonotonicClock::time_point retry_at_ ABSL_GUARDED_BY(mu_);
+  // stopping: the failed writes were given their last try
+  bool last_try_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread writer_ ABSL_GUARDED_BY(mu_);               // started by the first change
+  std::map<std::string, Pod> pods_ ABSL_GUARDED_BY(mu_);  // by sandbox id
+  // container id -> sandbox id
+  std::map<std::string, std::string> container_sandbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace crihook

@@ -3,6 +3,7 @@
 #include "base/grpc_channel.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "cri-api/runtime_v1.pb.h"
 
 namespace crihook::metrics {
@@ -10,13 +11,13 @@ namespace crihook::metrics {
 using Clock = std::chrono::steady_clock;
 
 void Readiness::set(bool ready, std::string phase) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ready_ = ready;
   phase_ = std::move(phase);
 }
 
 bool Readiness::ready(std::string* phase) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (phase) *phase = phase_;
   return ready_;
 }
@@ -24,30 +25,30 @@ bool Readiness::ready(std::string* phase) const {
 BackendHealth::BackendHealth(Probe probe, std::chrono::milliseconds timeout,
                              std::chrono::milliseconds cache_for)
     : probe_(std::move(probe)), timeout_(timeout), cache_for_(cache_for) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = namedThread("health-probe", [this] { loop(); });
 }
 
 BackendHealth::~BackendHealth() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   thread_.join();
 }
 
 uint64_t BackendHealth::probes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return probes_;
 }
 
 void BackendHealth::check(std::function<void(absl::Status)> done) {
   absl::Status cached;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!have_last_ || Clock::now() - last_at_ >= cache_for_) {
       waiting_.push_back(std::move(done));
-      cv_.notify_all();
+      cv_.notifyAll();
       return;
     }
     cached = last_;
@@ -56,10 +57,11 @@ void BackendHealth::check(std::function<void(absl::Status)> done) {
 }
 
 void BackendHealth::loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+    while (!stopping_ && waiting_.empty()) cv_.wait(lock);
     if (stopping_) break;
+    // The probe and the callers' replies run outside the lock.
     lock.unlock();
     absl::Status s;
     try {

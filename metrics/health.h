@@ -13,14 +13,13 @@
 // probe of a node shows which crihookd answers.
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/mutex.h"
 #include "metrics/http_endpoint.h"
 #include "metrics/metric_registry.h"
 
@@ -38,9 +37,9 @@ class Readiness {
   bool ready(std::string* phase = nullptr) const;
 
  private:
-  mutable std::mutex mu_;
-  bool ready_ = false;
-  std::string phase_ = "starting";
+  mutable Mutex mu_;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  std::string phase_ ABSL_GUARDED_BY(mu_) = "starting";
 };
 
 class BackendHealth {
@@ -54,26 +53,26 @@ class BackendHealth {
   ~BackendHealth();  // joins the health thread (a probe in progress ends by its timeout)
 
   // Calls `done` with the runtime's health: at once when the last probe is
-  // fresher than `cache_for`, else on the health thread after one probe (all
-  // callers waiting meanwhile share it). Thread-safe.
+  // fresher than `cache_for`, else on the health thread ("health-probe")
+  // after one probe (all callers waiting meanwhile share it). Thread-safe.
   void check(std::function<void(absl::Status)> done);
 
   // How many probes ran (for tests).
   uint64_t probes() const;
 
  private:
-  void loop();
+  void loop();  // the health thread
 
   Probe probe_;
   const std::chrono::milliseconds timeout_, cache_for_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::function<void(absl::Status)>> waiting_;
-  absl::Status last_ = absl::UnavailableError("not probed yet");
-  std::chrono::steady_clock::time_point last_at_{};
-  bool have_last_ = false;
-  bool stopping_ = false;
-  uint64_t probes_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_;  // waiting_ or stopping_ set
+  std::vector<std::function<void(absl::Status)>> waiting_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_ ABSL_GUARDED_BY(mu_) = absl::UnavailableError("not probed yet");
+  std::chrono::steady_clock::time_point last_at_ ABSL_GUARDED_BY(mu_){};
+  bool have_last_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t probes_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

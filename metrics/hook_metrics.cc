@@ -29,7 +29,7 @@ HookMetrics::HookMetrics(Registry& r)
                          {"hook", "reason"})) {}
 
 HookExecutorMetrics& HookMetrics::executor(const std::string& hook) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = executors_[hook];
   if (!slot) {
     slot.reset(new HookExecutorMetrics{stuck_workers_.with({hook}), unhealthy_.with({hook}),
@@ -40,7 +40,7 @@ HookExecutorMetrics& HookMetrics::executor(const std::string& hook) {
 }
 
 HookStageMetrics& HookMetrics::of(const std::string& hook, const std::string& stage) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& slot = stages_[{hook, stage}];
   if (!slot) {
     const std::vector<std::string> labels = {hook, stage};

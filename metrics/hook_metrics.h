@@ -7,10 +7,10 @@
 // a hook that stays keeps counting in the same series.
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "base/mutex.h"
 #include "metrics/metric_registry.h"
 
 namespace crihook::metrics {
@@ -50,9 +50,10 @@ class HookMetrics {
   Family<Histogram>& duration_;
   Family<Gauge>&stuck_workers_, &unhealthy_;
   Family<Counter>& refused_;
-  std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<HookStageMetrics>> stages_;
-  std::map<std::string, std::unique_ptr<HookExecutorMetrics>> executors_;
+  Mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<HookStageMetrics>> stages_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<HookExecutorMetrics>> executors_ ABSL_GUARDED_BY(mu_);
 };
 
 // Device init and cleanup by the device-lifecycle hook, per hook and device

@@ -15,12 +15,14 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "base/unix_listener.h"
 
 namespace crihook::metrics {
@@ -88,6 +90,10 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
 
   // Handlers capture `this`: they run only inside loop.run(), on the thread
   // that holds the Impl, and are destroyed with the loop, never run later.
+  // What they touch (conns, each Conn) is the loop thread's alone: the
+  // functions below but accept() assert they run there (debug builds).
+  bool inLoop() { return loop.get_executor().running_in_this_thread(); }
+
   void accept() {
     acceptor->async_accept([this](const boost::system::error_code& ec, Generic::socket socket) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
@@ -97,6 +103,7 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   }
 
   void serve(Generic::socket socket) {
+    assert(inLoop());
     if (conns.size() >= options.max_connections) {
       // A flood: no reply, no buffer, the connection closed at once.
       boost::system::error_code ignored;
@@ -118,6 +125,7 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   }
 
   void read(const std::shared_ptr<Conn>& c) {
+    assert(inLoop());
     c->socket.async_read_some(asio::buffer(c->buf),
                               [this, c](const boost::system::error_code& ec, size_t n) {
                                 if (c->done) return;
@@ -174,18 +182,21 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   }
 
   void respond(const std::shared_ptr<Conn>& c, HttpResponse r) {
+    assert(inLoop());
     c->done = true;
     c->timer.cancel();
     write(c, std::move(r));
   }
 
   void write(const std::shared_ptr<Conn>& c, HttpResponse r) {
+    assert(inLoop());
     c->out = serialise(r);
     asio::async_write(c->socket, asio::buffer(c->out),
                       [this, c](const boost::system::error_code&, size_t) { close(c); });
   }
 
   void close(const std::shared_ptr<Conn>& c) {
+    assert(inLoop());
     c->done = true;
     boost::system::error_code ignored;
     c->timer.cancel();
@@ -258,7 +269,7 @@ absl::Status HttpEndpoint::start() {
     }
   }
   i.accept();
-  thread_ = std::thread([impl = impl_] {
+  thread_ = namedThread("metrics-http", [impl = impl_] {
     auto guard = asio::make_work_guard(impl->loop);
     impl->loop.run();
   });

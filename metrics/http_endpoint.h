@@ -1,7 +1,8 @@
 #pragma once
 
 // A minimal HTTP/1.1 server for the metrics and health endpoints, on a Unix
-// socket or a TCP address, with its own event-loop thread.
+// socket or a TCP address, with its own event-loop thread ("metrics-http";
+// a handler's reply may come from any thread and is posted to it).
 //
 // The endpoint is hostile input like any socket: GET only (anything else
 // 405), one request per connection (Connection: close), the request line and

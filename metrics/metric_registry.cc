@@ -42,7 +42,7 @@ Histogram::Snapshot Histogram::snapshot() const {
 }
 
 Registry::Entry& Registry::add(Entry entry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& e : entries_) {
     if (e->kind == entry.kind && e->name == entry.name) return *e;
   }
@@ -169,7 +169,7 @@ std::string Registry::expose() const {
                      labelText(f.labelNames(), values), metric.value());
     });
   };
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& e : entries_) {
     switch (e->kind) {
       case Entry::Kind::kCounter:

@@ -18,10 +18,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace crihook::metrics {
 
@@ -91,7 +92,7 @@ class Family {
   // The series for `values` (as many as label names), created on first use.
   // Locks the family: call it once and keep the reference, not per event.
   M& with(const std::vector<std::string>& values) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = series_.find(values);
     if (it != series_.end()) return *it->second;
     if (series_.size() >= kMaxSeriesPerFamily) {
@@ -113,7 +114,7 @@ class Family {
   // (series are only added under it, so the pointers are stable anyway).
   template <typename F>
   void forEach(F&& f) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [values, m] : series_) f(values, *m);
   }
 
@@ -121,8 +122,8 @@ class Family {
   std::string name_, help_;
   std::vector<std::string> label_names_;
   std::function<std::unique_ptr<M>()> make_;
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<M>> series_;
+  mutable Mutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<M>> series_ ABSL_GUARDED_BY(mu_);
 };
 
 class Registry {
@@ -165,8 +166,8 @@ class Registry {
   };
   Entry& add(Entry entry);
 
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Entry>> entries_;
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 // The exposition format's escaping: in label values \ " and newline; in

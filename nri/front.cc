@@ -6,6 +6,7 @@
 
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 
 namespace crihook::nri {
 
@@ -90,7 +91,7 @@ Front::Front(Interceptor& interceptor, Options options, std::shared_ptr<spdlog::
 Front::~Front() { stop(); }
 
 void Front::start() {
-  thread_ = std::thread([this] {
+  thread_ = namedThread("nri-front", [this] {
     auto work = asio::make_work_guard(*io_);
     asio::post(*io_, [this] { connect(); });
     io_->run();
@@ -449,58 +450,20 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
   if (!ev.ParseFromString(payload))
     return reply(absl::InvalidArgumentError("StateChangeEvent does not decode"), {});
   const std::string ctr = ev.container().id();
-  // A "done" event: the post-stage of the call its pre-stage began.
-  auto done = [&](Waiting& waiting, std::unique_ptr<PbMessage> response) {
-    auto call = waiting.take(ctr);
-    if (!call) return reply(absl::OkStatus(), emptyAnswer());
-    post(call, std::move(response), [reply] { reply(absl::OkStatus(), emptyAnswer()); });
-  };
   switch (ev.event()) {
-    case api::RUN_POD_SANDBOX: {
-      auto request = std::make_unique<v1::RunPodSandboxRequest>(runPodSandboxRequestOf(ev.pod()));
-      const std::string pod = ev.pod().id();
-      if (answerFirst(LifecycleMethod::kRunPodSandbox)) {
-        // No hook on the pod: nothing to carry or refuse, only its record.
-        auto response = std::make_unique<v1::RunPodSandboxResponse>();
-        response->set_pod_sandbox_id(pod);
-        reply(absl::OkStatus(), emptyAnswer());
-        return recordAfterAnswer(
-            newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline),
-            std::move(response), true);
-      }
-      auto before = std::make_shared<v1::RunPodSandboxRequest>(*request);
-      auto call = newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline);
-      return pre(call, [this, call, before, pod, reply](absl::Status st) {
-        if (!st.ok()) return refusePod(*call, pod, st, reply);
-        if (call->request_changed && !MessageDifferencer::Equals(*before, *call->request)) {
-          noteNotApplied(*call,
-                         "sandbox labels, annotations, cgroup parent, resources: NRI 0.6.1 "
-                         "cannot change a pod");
-        }
-        auto response = std::make_unique<v1::RunPodSandboxResponse>();
-        response->set_pod_sandbox_id(pod);
-        post(call, std::move(response), [reply] { reply(absl::OkStatus(), emptyAnswer()); });
-      });
-    }
+    case api::RUN_POD_SANDBOX:
+      return onRunPodSandbox(ev.pod(), deadline, reply);
     case api::POST_CREATE_CONTAINER: {
       auto response = std::make_unique<v1::CreateContainerResponse>();
       response->set_container_id(ctr);
-      return done(created_, std::move(response));
+      return done(created_, ctr, std::move(response), reply);
     }
-    case api::START_CONTAINER: {
-      auto request = std::make_unique<v1::StartContainerRequest>();
-      request->set_container_id(ctr);
-      auto call = newCall(LifecycleMethod::kStartContainer, std::move(request), deadline);
-      return pre(call, [this, call, ctr, reply](absl::Status st) {
-        if (!st.ok()) return reply(st, {});
-        started_.add(ctr, call);
-        reply(absl::OkStatus(), emptyAnswer());
-      });
-    }
+    case api::START_CONTAINER:
+      return onStartContainer(ctr, deadline, reply);
     case api::POST_START_CONTAINER:
-      return done(started_, std::make_unique<v1::StartContainerResponse>());
+      return done(started_, ctr, std::make_unique<v1::StartContainerResponse>(), reply);
     case api::POST_UPDATE_CONTAINER:
-      return done(updated_, std::make_unique<v1::UpdateContainerResourcesResponse>());
+      return done(updated_, ctr, std::make_unique<v1::UpdateContainerResourcesResponse>(), reply);
     case api::STOP_POD_SANDBOX: {
       auto request = std::make_unique<v1::StopPodSandboxRequest>();
       request->set_pod_sandbox_id(ev.pod().id());
@@ -526,6 +489,50 @@ void Front::onStateChange(std::string payload, Clock::time_point deadline, Reply
     default:
       return reply(absl::OkStatus(), emptyAnswer());
   }
+}
+
+void Front::onRunPodSandbox(const api::PodSandbox& pod, Clock::time_point deadline, Reply reply) {
+  auto request = std::make_unique<v1::RunPodSandboxRequest>(runPodSandboxRequestOf(pod));
+  const std::string id = pod.id();
+  if (answerFirst(LifecycleMethod::kRunPodSandbox)) {
+    // No hook on the pod: nothing to carry or refuse, only its record.
+    auto response = std::make_unique<v1::RunPodSandboxResponse>();
+    response->set_pod_sandbox_id(id);
+    reply(absl::OkStatus(), emptyAnswer());
+    return recordAfterAnswer(newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline),
+                             std::move(response), true);
+  }
+  auto before = std::make_shared<v1::RunPodSandboxRequest>(*request);
+  auto call = newCall(LifecycleMethod::kRunPodSandbox, std::move(request), deadline);
+  pre(call, [this, call, before, id, reply](absl::Status st) {
+    if (!st.ok()) return refusePod(*call, id, st, reply);
+    if (call->request_changed && !MessageDifferencer::Equals(*before, *call->request)) {
+      noteNotApplied(*call,
+                     "sandbox labels, annotations, cgroup parent, resources: NRI 0.6.1 "
+                     "cannot change a pod");
+    }
+    auto response = std::make_unique<v1::RunPodSandboxResponse>();
+    response->set_pod_sandbox_id(id);
+    post(call, std::move(response), [reply] { reply(absl::OkStatus(), emptyAnswer()); });
+  });
+}
+
+void Front::onStartContainer(const std::string& ctr, Clock::time_point deadline, Reply reply) {
+  auto request = std::make_unique<v1::StartContainerRequest>();
+  request->set_container_id(ctr);
+  auto call = newCall(LifecycleMethod::kStartContainer, std::move(request), deadline);
+  pre(call, [this, call, ctr, reply](absl::Status st) {
+    if (!st.ok()) return reply(st, {});
+    started_.add(ctr, call);
+    reply(absl::OkStatus(), emptyAnswer());
+  });
+}
+
+void Front::done(Waiting& waiting, const std::string& ctr, std::unique_ptr<PbMessage> response,
+                 Reply reply) {
+  auto call = waiting.take(ctr);
+  if (!call) return reply(absl::OkStatus(), emptyAnswer());
+  post(call, std::move(response), [reply] { reply(absl::OkStatus(), emptyAnswer()); });
 }
 
 }  // namespace crihook::nri

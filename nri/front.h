@@ -146,6 +146,20 @@ class Front {
                        Reply reply);
   void onStateChange(std::string payload, std::chrono::steady_clock::time_point deadline,
                      Reply reply);
+  // StateChange's RUN_POD_SANDBOX: the pre-stage, then (NRI has no Post*
+  // for a pod) the post-stage at once; a refusal goes to refusePod().
+  void onRunPodSandbox(const api::PodSandbox& pod, std::chrono::steady_clock::time_point deadline,
+                       Reply reply);
+  // StateChange's START_CONTAINER: the pre-stage; the call waits in
+  // started_ for POST_START_CONTAINER.
+  void onStartContainer(const std::string& ctr, std::chrono::steady_clock::time_point deadline,
+                        Reply reply);
+  class Waiting;
+  // A "done" event (PostCreate, PostStart, PostUpdate): the post-stage of
+  // the call `waiting` holds for `ctr`, with `response` as the runtime's
+  // answer; answered at once when none waits.
+  void done(Waiting& waiting, const std::string& ctr,
+            std::unique_ptr<google::protobuf::Message> response, Reply reply);
   // Runs the pre-stage of `call`; `then` gets its status on this Front's
   // thread.
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> then);

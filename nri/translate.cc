@@ -101,6 +101,173 @@ void copyHugepagesAndUnified(const From& from, To& to) {
   for (const auto& [k, v] : from.unified()) (*to.mutable_unified())[k] = v;
 }
 
+// Env: NRI sets a name in place or appends it, in the order given, and
+// removes "-NAME"; the hooks' order of new names is the request's. A name
+// the container already has is removed before it is set: NRI refuses a
+// second plugin's value for a name an earlier plugin set (koordlet's own
+// plugin sets NVIDIA_VISIBLE_DEVICES) unless the later one removes it
+// first, and the value the hooks decided is meant to stand.
+void adjustEnv(const v1::ContainerConfig& b, const v1::ContainerConfig& a,
+               api::ContainerAdjustment& adj) {
+  const auto env_before = envMap(b);
+  const auto env_after = envMap(a);
+  for (const auto& kv : a.envs()) {
+    auto it = env_before.find(kv.key());
+    if (it != env_before.end() && it->second == kv.value()) continue;
+    if (it != env_before.end()) adj.add_env()->set_key("-" + kv.key());
+    auto* e = adj.add_env();
+    e->set_key(kv.key());
+    e->set_value(kv.value());
+  }
+  for (const auto& [name, value] : env_before) {
+    if (!env_after.count(name)) adj.add_env()->set_key("-" + name);
+  }
+}
+
+// Annotations set (new or changed) and removed ("-KEY").
+void adjustAnnotations(const v1::ContainerConfig& b, const v1::ContainerConfig& a,
+                       api::ContainerAdjustment& adj) {
+  for (const auto& [k, v] : a.annotations()) {
+    auto it = b.annotations().find(k);
+    if (it == b.annotations().end() || it->second != v) (*adj.mutable_annotations())[k] = v;
+  }
+  for (const auto& [k, v] : b.annotations()) {
+    if (!a.annotations().count(k)) (*adj.mutable_annotations())["-" + k] = "";
+  }
+}
+
+// Mounts added or replaced, by container path, as bind mounts; removed ones
+// as "-/path".
+void adjustMounts(const v1::ContainerConfig& b, const v1::ContainerConfig& a,
+                  api::ContainerAdjustment& adj) {
+  std::map<std::string, const v1::Mount*> mounts_before;
+  for (const auto& m : b.mounts()) mounts_before[m.container_path()] = &m;
+  std::set<std::string> mounts_after;
+  for (const auto& m : a.mounts()) {
+    mounts_after.insert(m.container_path());
+    auto it = mounts_before.find(m.container_path());
+    if (it != mounts_before.end() && sameMount(*it->second, m)) continue;
+    *adj.add_mounts() = nriMountOf(m);
+  }
+  for (const auto& [path, m] : mounts_before) {
+    if (!mounts_after.count(path)) adj.add_mounts()->set_destination("-" + path);
+  }
+}
+
+// The device node NRI creates for `d`, its type and numbers from `lookup`;
+// permissions NRI cannot narrow are noted in `answer`.
+absl::Status addDevice(const v1::Device& d, const DeviceLookup& lookup, ContainerAnswer& answer) {
+  auto node = lookup(d.host_path());
+  if (!node.ok()) {
+    return absl::Status(node.status().code(),
+                        cat("device ", quote(d.container_path()), ": ", node.status().message()));
+  }
+  auto* dev = answer.adjust.mutable_linux()->add_devices();
+  dev->set_path(d.container_path());
+  dev->set_type(std::string(1, node->type));
+  dev->set_major(node->major);
+  dev->set_minor(node->minor);
+  dev->mutable_file_mode()->set_value(node->file_mode);
+  // NRI allows "rw" (and "m" for a block device) whatever is asked.
+  const std::string wanted = d.permissions().empty() ? "rwm" : d.permissions();
+  if (wanted.find('r') == std::string::npos || wanted.find('w') == std::string::npos) {
+    answer.not_applied.push_back(cat("device ", quote(d.container_path()), ": permissions \"",
+                                     wanted, "\": NRI 0.6.1 allows rw"));
+  }
+  return absl::OkStatus();
+}
+
+// Devices added or replaced, by container path; removed ones as "-/path".
+// The first device `lookup` cannot resolve is the error.
+absl::Status adjustDevices(const v1::ContainerConfig& b, const v1::ContainerConfig& a,
+                           const DeviceLookup& lookup, ContainerAnswer& answer) {
+  std::map<std::string, const v1::Device*> devices_before;
+  for (const auto& d : b.devices()) devices_before[d.container_path()] = &d;
+  std::set<std::string> devices_after;
+  for (const auto& d : a.devices()) {
+    devices_after.insert(d.container_path());
+    auto it = devices_before.find(d.container_path());
+    if (it != devices_before.end() && sameDevice(*it->second, d)) continue;
+    if (absl::Status st = addDevice(d, lookup, answer); !st.ok()) return st;
+  }
+  for (const auto& [path, d] : devices_before) {
+    if (!devices_after.count(path))
+      answer.adjust.mutable_linux()->add_devices()->set_path("-" + path);
+  }
+  return absl::OkStatus();
+}
+
+// The CPU and memory fields NRI applies at creation that changed from `rb`
+// to `ra`, set in `res`; whether any did.
+bool adjustCpuAndMemory(const v1::LinuxContainerResources& rb,
+                        const v1::LinuxContainerResources& ra, api::LinuxResources& res) {
+  bool changed = false;
+  if (ra.cpuset_cpus() != rb.cpuset_cpus()) {
+    res.mutable_cpu()->set_cpus(ra.cpuset_cpus());
+    changed = true;
+  }
+  if (ra.cpuset_mems() != rb.cpuset_mems()) {
+    res.mutable_cpu()->set_mems(ra.cpuset_mems());
+    changed = true;
+  }
+  if (ra.cpu_shares() != rb.cpu_shares()) {
+    res.mutable_cpu()->mutable_shares()->set_value(static_cast<uint64_t>(ra.cpu_shares()));
+    changed = true;
+  }
+  if (ra.cpu_quota() != rb.cpu_quota()) {
+    res.mutable_cpu()->mutable_quota()->set_value(ra.cpu_quota());
+    changed = true;
+  }
+  if (ra.cpu_period() != rb.cpu_period()) {
+    res.mutable_cpu()->mutable_period()->set_value(static_cast<uint64_t>(ra.cpu_period()));
+    changed = true;
+  }
+  if (ra.memory_limit_in_bytes() != rb.memory_limit_in_bytes()) {
+    res.mutable_memory()->mutable_limit()->set_value(ra.memory_limit_in_bytes());
+    changed = true;
+  }
+  return changed;
+}
+
+// The hugepage limits and cgroup v2 keys that changed from `rb` to `ra`, set
+// in `res`; whether any did.
+bool adjustHugepagesAndUnified(const v1::LinuxContainerResources& rb,
+                               const v1::LinuxContainerResources& ra, api::LinuxResources& res) {
+  bool changed = false;
+  std::map<std::string, uint64_t> huge_before;
+  for (const auto& h : rb.hugepage_limits()) huge_before[h.page_size()] = h.limit();
+  for (const auto& h : ra.hugepage_limits()) {
+    auto it = huge_before.find(h.page_size());
+    if (it != huge_before.end() && it->second == h.limit()) continue;
+    auto* l = res.add_hugepage_limits();
+    l->set_page_size(h.page_size());
+    l->set_limit(h.limit());
+    changed = true;
+  }
+  for (const auto& [k, v] : ra.unified()) {
+    auto it = rb.unified().find(k);
+    if (it != rb.unified().end() && it->second == v) continue;
+    (*res.mutable_unified())[k] = v;
+    changed = true;
+  }
+  return changed;
+}
+
+// The Linux resources NRI applies at creation, when any changed; those it
+// cannot are noted.
+void adjustResources(const v1::LinuxContainerResources& rb, const v1::LinuxContainerResources& ra,
+                     ContainerAnswer& answer) {
+  api::LinuxResources res;
+  bool changed = adjustCpuAndMemory(rb, ra, res);
+  if (ra.memory_swap_limit_in_bytes() != rb.memory_swap_limit_in_bytes())
+    answer.not_applied.push_back(
+        "memory swap limit: NRI 0.6.1 sets swap to the memory limit at creation");
+  if (ra.oom_score_adj() != rb.oom_score_adj())
+    answer.not_applied.push_back("oom_score_adj: NRI 0.6.1 cannot change it (0.7.0 can)");
+  changed = adjustHugepagesAndUnified(rb, ra, res) || changed;
+  if (changed) *answer.adjust.mutable_linux()->mutable_resources() = std::move(res);
+}
+
 }  // namespace
 
 v1::LinuxContainerResources resourcesOf(const api::LinuxResources& r) {
@@ -210,139 +377,22 @@ absl::StatusOr<ContainerAnswer> adjustmentOf(const v1::CreateContainerRequest& b
   api::ContainerAdjustment& adj = answer.adjust;
   const v1::ContainerConfig& b = before.config();
   const v1::ContainerConfig& a = after.config();
-  auto cannot = [&](std::string line) { answer.not_applied.push_back(std::move(line)); };
-
-  // Env: NRI sets a name in place or appends it, in the order given, and
-  // removes "-NAME"; the hooks' order of new names is the request's. A name
-  // the container already has is removed before it is set: NRI refuses a
-  // second plugin's value for a name an earlier plugin set (koordlet's own
-  // plugin sets NVIDIA_VISIBLE_DEVICES) unless the later one removes it
-  // first, and the value the hooks decided is meant to stand.
-  const auto env_before = envMap(b);
-  const auto env_after = envMap(a);
-  for (const auto& kv : a.envs()) {
-    auto it = env_before.find(kv.key());
-    if (it != env_before.end() && it->second == kv.value()) continue;
-    if (it != env_before.end()) adj.add_env()->set_key("-" + kv.key());
-    auto* e = adj.add_env();
-    e->set_key(kv.key());
-    e->set_value(kv.value());
-  }
-  for (const auto& [name, value] : env_before) {
-    if (!env_after.count(name)) adj.add_env()->set_key("-" + name);
-  }
-
-  for (const auto& [k, v] : a.annotations()) {
-    auto it = b.annotations().find(k);
-    if (it == b.annotations().end() || it->second != v) (*adj.mutable_annotations())[k] = v;
-  }
-  for (const auto& [k, v] : b.annotations()) {
-    if (!a.annotations().count(k)) (*adj.mutable_annotations())["-" + k] = "";
-  }
-  if (!sameMap(a.labels(), b.labels())) cannot("labels: NRI cannot change a container's labels");
-
-  std::map<std::string, const v1::Mount*> mounts_before;
-  for (const auto& m : b.mounts()) mounts_before[m.container_path()] = &m;
-  std::set<std::string> mounts_after;
-  for (const auto& m : a.mounts()) {
-    mounts_after.insert(m.container_path());
-    auto it = mounts_before.find(m.container_path());
-    if (it != mounts_before.end() && sameMount(*it->second, m)) continue;
-    *adj.add_mounts() = nriMountOf(m);
-  }
-  for (const auto& [path, m] : mounts_before) {
-    if (!mounts_after.count(path)) adj.add_mounts()->set_destination("-" + path);
-  }
-
-  std::map<std::string, const v1::Device*> devices_before;
-  for (const auto& d : b.devices()) devices_before[d.container_path()] = &d;
-  std::set<std::string> devices_after;
-  for (const auto& d : a.devices()) {
-    devices_after.insert(d.container_path());
-    auto it = devices_before.find(d.container_path());
-    if (it != devices_before.end() && sameDevice(*it->second, d)) continue;
-    auto node = lookup(d.host_path());
-    if (!node.ok()) {
-      return absl::Status(node.status().code(),
-                          cat("device ", quote(d.container_path()), ": ", node.status().message()));
-    }
-    auto* dev = adj.mutable_linux()->add_devices();
-    dev->set_path(d.container_path());
-    dev->set_type(std::string(1, node->type));
-    dev->set_major(node->major);
-    dev->set_minor(node->minor);
-    dev->mutable_file_mode()->set_value(node->file_mode);
-    // NRI allows "rw" (and "m" for a block device) whatever is asked.
-    const std::string wanted = d.permissions().empty() ? "rwm" : d.permissions();
-    if (wanted.find('r') == std::string::npos || wanted.find('w') == std::string::npos) {
-      cannot(cat("device ", quote(d.container_path()), ": permissions \"", wanted,
-                 "\": NRI 0.6.1 allows rw"));
-    }
-  }
-  for (const auto& [path, d] : devices_before) {
-    if (!devices_after.count(path)) adj.mutable_linux()->add_devices()->set_path("-" + path);
-  }
+  adjustEnv(b, a, adj);
+  adjustAnnotations(b, a, adj);
+  if (!sameMap(a.labels(), b.labels()))
+    answer.not_applied.push_back("labels: NRI cannot change a container's labels");
+  adjustMounts(b, a, adj);
+  if (absl::Status st = adjustDevices(b, a, lookup, answer); !st.ok()) return st;
   if (a.cdi_devices_size() != b.cdi_devices_size())
-    cannot("CDI devices: NRI 0.6.1 has none (0.7.0 does)");
-
-  const v1::LinuxContainerResources& rb = b.linux().resources();
-  const v1::LinuxContainerResources& ra = a.linux().resources();
-  api::LinuxResources res;
-  bool changed = false;
-  if (ra.cpuset_cpus() != rb.cpuset_cpus()) {
-    res.mutable_cpu()->set_cpus(ra.cpuset_cpus());
-    changed = true;
-  }
-  if (ra.cpuset_mems() != rb.cpuset_mems()) {
-    res.mutable_cpu()->set_mems(ra.cpuset_mems());
-    changed = true;
-  }
-  if (ra.cpu_shares() != rb.cpu_shares()) {
-    res.mutable_cpu()->mutable_shares()->set_value(static_cast<uint64_t>(ra.cpu_shares()));
-    changed = true;
-  }
-  if (ra.cpu_quota() != rb.cpu_quota()) {
-    res.mutable_cpu()->mutable_quota()->set_value(ra.cpu_quota());
-    changed = true;
-  }
-  if (ra.cpu_period() != rb.cpu_period()) {
-    res.mutable_cpu()->mutable_period()->set_value(static_cast<uint64_t>(ra.cpu_period()));
-    changed = true;
-  }
-  if (ra.memory_limit_in_bytes() != rb.memory_limit_in_bytes()) {
-    res.mutable_memory()->mutable_limit()->set_value(ra.memory_limit_in_bytes());
-    changed = true;
-  }
-  if (ra.memory_swap_limit_in_bytes() != rb.memory_swap_limit_in_bytes())
-    cannot("memory swap limit: NRI 0.6.1 sets swap to the memory limit at creation");
-  if (ra.oom_score_adj() != rb.oom_score_adj())
-    cannot("oom_score_adj: NRI 0.6.1 cannot change it (0.7.0 can)");
-  std::map<std::string, uint64_t> huge_before;
-  for (const auto& h : rb.hugepage_limits()) huge_before[h.page_size()] = h.limit();
-  for (const auto& h : ra.hugepage_limits()) {
-    auto it = huge_before.find(h.page_size());
-    if (it != huge_before.end() && it->second == h.limit()) continue;
-    auto* l = res.add_hugepage_limits();
-    l->set_page_size(h.page_size());
-    l->set_limit(h.limit());
-    changed = true;
-  }
-  for (const auto& [k, v] : ra.unified()) {
-    auto it = rb.unified().find(k);
-    if (it != rb.unified().end() && it->second == v) continue;
-    (*res.mutable_unified())[k] = v;
-    changed = true;
-  }
-  if (changed) *adj.mutable_linux()->mutable_resources() = std::move(res);
-
+    answer.not_applied.push_back("CDI devices: NRI 0.6.1 has none (0.7.0 does)");
+  adjustResources(b.linux().resources(), a.linux().resources(), answer);
   if (a.linux().security_context().supplemental_groups_size() !=
       b.linux().security_context().supplemental_groups_size()) {
-    cannot("supplemental groups: NRI 0.6.1 cannot change them");
+    answer.not_applied.push_back("supplemental groups: NRI 0.6.1 cannot change them");
   }
-  const auto& sb = before.sandbox_config();
-  const auto& sa = after.sandbox_config();
-  if (sa.linux().cgroup_parent() != sb.linux().cgroup_parent())
-    cannot("cgroup parent: NRI 0.6.1 cannot move a pod");
+  if (after.sandbox_config().linux().cgroup_parent() !=
+      before.sandbox_config().linux().cgroup_parent())
+    answer.not_applied.push_back("cgroup parent: NRI 0.6.1 cannot move a pod");
   return answer;
 }
 

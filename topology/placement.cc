@@ -60,6 +60,111 @@ struct Candidate {
   const RdmaDevice* nic = nullptr;
 };
 
+// The free devices of one scope, grouped by what they share there (a PCIe
+// id, a NUMA node, a socket), the keys in the order first seen.
+struct Groups {
+  std::map<std::string, Candidate> by_key;
+  std::vector<std::string> order;
+  Candidate& group(const std::string& key) {
+    if (!by_key.count(key)) order.push_back(key);
+    return by_key[key];
+  }
+};
+
+// What devices share at scope `s`: "" when it is not known.
+std::string scopeKey(const Locality& l, Scope s, PcieScope pcie) {
+  switch (s) {
+    case Scope::kSamePcie:
+      return pcieId(l, pcie);
+    case Scope::kSameNumaNode:
+      return l.numa_node < 0 ? "" : cat(l.numa_node);
+    case Scope::kSameSocket:
+      return l.socket < 0 ? "" : cat(l.socket);
+    case Scope::kNone:
+      break;
+  }
+  return "";
+}
+
+// The free GPUs and NICs grouped at scope `s`: every GPU of a group, and its
+// first NIC.
+Groups deviceGroups(const std::vector<const Gpu*>& gpus, const std::vector<const RdmaDevice*>& nics,
+                    Scope s, PcieScope pcie) {
+  Groups groups;
+  for (const Gpu* g : gpus) {
+    if (auto k = scopeKey(g->where, s, pcie); !k.empty()) groups.group(k).gpus.push_back(g);
+  }
+  for (const RdmaDevice* x : nics) {
+    auto k = scopeKey(x->where, s, pcie);
+    if (k.empty()) continue;
+    Candidate& c = groups.group(k);
+    if (c.nic == nullptr) c.nic = x;
+  }
+  return groups;
+}
+
+// A request for CPUs only: every NUMA node (or socket) is a group, without
+// devices.
+Groups cpuGroups(const Snapshot& snap, Scope s) {
+  Groups groups;
+  for (const NumaNode& n : snap.nodes)
+    groups.order.push_back(s == Scope::kSameNumaNode ? cat(n.id) : cat(n.socket));
+  groups.order.erase(std::unique(groups.order.begin(), groups.order.end()), groups.order.end());
+  return groups;
+}
+
+// The NUMA nodes a choice's CPUs come from: those of the chosen devices, else
+// those of group `key`; at kSameSocket any node of the socket as well.
+std::vector<int> cpuNodes(const Snapshot& snap, const Request& req, const Candidate& c, Scope s,
+                          const std::string& key) {
+  std::vector<int> nodes;
+  auto addNode = [&](int n) {
+    if (n >= 0 && std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  };
+  for (int i = 0; i < req.gpus; ++i) addNode(c.gpus[i]->where.numa_node);
+  if (req.rdma) addNode(c.nic->where.numa_node);
+  if (nodes.empty()) {
+    for (const NumaNode& n : snap.nodes) {
+      if ((s == Scope::kSameNumaNode && cat(n.id) == key) ||
+          (s == Scope::kSameSocket && cat(n.socket) == key))
+        addNode(n.id);
+    }
+  }
+  if (s == Scope::kSameSocket) {
+    for (const NumaNode& n : snap.nodes) {
+      if (cat(n.socket) == key) addNode(n.id);
+    }
+  }
+  return nodes;
+}
+
+// Why `choice` (of group `key`, its CPUs on `nodes`): what its devices
+// share, where its CPUs are, and why no tighter scope held it.
+std::string whyChosen(const Request& req, const Candidate& c, const Choice& choice,
+                      const std::vector<int>& nodes, const std::string& key, PcieScope pcie) {
+  const Scope s = choice.scope;
+  std::vector<std::string> parts;
+  if (!choice.devices.gpus.empty()) parts.push_back("GPUs " + join(choice.devices.gpus));
+  if (req.rdma) parts.push_back(cat("RDMA ", c.nic->name, " (", c.nic->address, ")"));
+  // kSamePcie has devices: a CPU-only request starts at kSameNumaNode.
+  std::string where = s == Scope::kSamePcie
+                          ? pcieWhat(req.gpus > 0 ? c.gpus[0]->where : c.nic->where, pcie)
+                      : s == Scope::kSameNumaNode ? cat("NUMA node ", key)
+                                                  : cat("socket ", key);
+  std::string why = cat(join(parts), parts.empty() ? "" : " share ", parts.empty() ? "" : where);
+  if (req.cpus > 0) {
+    why += cat(parts.empty() ? "" : "; ", "CPUs ", formatCpuList(choice.devices.cpus),
+               " are on NUMA node", nodes.size() > 1 ? "s " : " ");
+    std::vector<std::string> ns;
+    for (int n : nodes) ns.push_back(cat(n));
+    why += join(ns);
+  }
+  if (s != Scope::kSamePcie && (req.gpus > 0 || req.rdma))
+    why += cat(" (no single ", pcie == PcieScope::kSwitch ? "PCIe switch" : "PCIe root complex",
+               s == Scope::kSameSocket ? " or NUMA node" : "", " has enough free)");
+  return why;
+}
+
 }  // namespace
 
 std::string_view scopeName(Scope s) {
@@ -157,93 +262,22 @@ absl::StatusOr<Choice> pick(const Snapshot& snap, const Request& req, const Devi
     if (!x.isVirtualFunction() && !contains(taken.rdma, x.address)) free_nics.push_back(&x);
   }
   // Try each scope, tightest first; within a scope, groups in address order.
-  auto key = [&](const Locality& l, Scope s) -> std::string {
-    switch (s) {
-      case Scope::kSamePcie:
-        return pcieId(l, pcie);
-      case Scope::kSameNumaNode:
-        return l.numa_node < 0 ? "" : cat(l.numa_node);
-      case Scope::kSameSocket:
-        return l.socket < 0 ? "" : cat(l.socket);
-      case Scope::kNone:
-        break;
-    }
-    return "";
-  };
   for (Scope s : {Scope::kSamePcie, Scope::kSameNumaNode, Scope::kSameSocket}) {
-    std::map<std::string, Candidate> groups;
-    std::vector<std::string> order;
-    auto group = [&](const std::string& k) -> Candidate& {
-      if (!groups.count(k)) order.push_back(k);
-      return groups[k];
-    };
-    for (const Gpu* g : free_gpus) {
-      if (auto k = key(g->where, s); !k.empty()) group(k).gpus.push_back(g);
-    }
-    for (const RdmaDevice* x : free_nics) {
-      auto k = key(x->where, s);
-      if (k.empty()) continue;
-      Candidate& c = group(k);
-      if (c.nic == nullptr) c.nic = x;
-    }
-    if (req.gpus == 0 && !req.rdma) {
-      // CPUs only: any node (or socket) that has them.
-      if (s == Scope::kSamePcie) continue;
-      order.clear();
-      for (const NumaNode& n : snap.nodes)
-        order.push_back(s == Scope::kSameNumaNode ? cat(n.id) : cat(n.socket));
-      order.erase(std::unique(order.begin(), order.end()), order.end());
-    }
-    for (const std::string& k : order) {
-      Candidate& c = groups[k];
+    const bool cpus_only = req.gpus == 0 && !req.rdma;
+    if (cpus_only && s == Scope::kSamePcie) continue;  // CPUs have no PCIe
+    Groups groups = cpus_only ? cpuGroups(snap, s) : deviceGroups(free_gpus, free_nics, s, pcie);
+    for (const std::string& k : groups.order) {
+      const Candidate& c = groups.by_key[k];
       if (static_cast<int>(c.gpus.size()) < req.gpus) continue;
       if (req.rdma && c.nic == nullptr) continue;
       Choice choice;
       choice.scope = s;
-      std::vector<int> nodes;
       for (int i = 0; i < req.gpus; ++i) choice.devices.gpus.push_back(c.gpus[i]->address);
       if (req.rdma) choice.devices.rdma.push_back(c.nic->address);
-      // The CPUs: on the NUMA node(s) of the chosen devices, or of the group.
-      auto addNode = [&](int n) {
-        if (n >= 0 && std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
-      };
-      for (int i = 0; i < req.gpus; ++i) addNode(c.gpus[i]->where.numa_node);
-      if (req.rdma) addNode(c.nic->where.numa_node);
-      if (nodes.empty()) {
-        for (const NumaNode& n : snap.nodes) {
-          if ((s == Scope::kSameNumaNode && cat(n.id) == k) ||
-              (s == Scope::kSameSocket && cat(n.socket) == k))
-            addNode(n.id);
-        }
-      }
-      if (s == Scope::kSameSocket) {  // any node of the socket
-        for (const NumaNode& n : snap.nodes) {
-          if (cat(n.socket) == k) addNode(n.id);
-        }
-      }
+      const std::vector<int> nodes = cpuNodes(snap, req, c, s, k);
       choice.devices.cpus = takeCpus(snap, nodes, req.cpus, taken.cpus);
       if (static_cast<int>(choice.devices.cpus.size()) < req.cpus) continue;
-      // Say why.
-      std::vector<std::string> parts;
-      if (!choice.devices.gpus.empty()) parts.push_back("GPUs " + join(choice.devices.gpus));
-      if (req.rdma) parts.push_back(cat("RDMA ", c.nic->name, " (", c.nic->address, ")"));
-      // kSamePcie has devices: a CPU-only request starts at kSameNumaNode.
-      std::string where = s == Scope::kSamePcie
-                              ? pcieWhat(req.gpus > 0 ? c.gpus[0]->where : c.nic->where, pcie)
-                          : s == Scope::kSameNumaNode ? cat("NUMA node ", k)
-                                                      : cat("socket ", k);
-      choice.why = cat(join(parts), parts.empty() ? "" : " share ", parts.empty() ? "" : where);
-      if (req.cpus > 0) {
-        choice.why += cat(parts.empty() ? "" : "; ", "CPUs ", formatCpuList(choice.devices.cpus),
-                          " are on NUMA node", nodes.size() > 1 ? "s " : " ");
-        std::vector<std::string> ns;
-        for (int n : nodes) ns.push_back(cat(n));
-        choice.why += join(ns);
-      }
-      if (s != Scope::kSamePcie && (req.gpus > 0 || req.rdma))
-        choice.why +=
-            cat(" (no single ", pcie == PcieScope::kSwitch ? "PCIe switch" : "PCIe root complex",
-                s == Scope::kSameSocket ? " or NUMA node" : "", " has enough free)");
+      choice.why = whyChosen(req, c, choice, nodes, k, pcie);
       return choice;
     }
   }

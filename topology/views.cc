@@ -107,6 +107,174 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
+// Where a row's device sits, for a pod's picture: its switch, else its root
+// port, else the root complex's bus; the root complex; its NUMA node (and
+// the bridge it was taken from) and that node's socket.
+std::string whereText(const Snapshot& snap, const MatrixDevice& d) {
+  const Locality& l = d.gpu ? d.gpu->where : d.rdma->where;
+  std::string s;
+  if (l.root_complex.empty()) {
+    s = "under no root complex sysfs shows";
+  } else {
+    s = !l.pcie_switch.empty() ? cat("switch ", printable(l.pcie_switch))
+        : !l.root_port.empty() ? cat("root port ", printable(l.root_port))
+                               : std::string("on the root complex's bus (no bridge above it)");
+    s += cat(", root complex ", printable(l.root_complex));
+  }
+  s += ", NUMA ";
+  if (!d.numa_node) return s + "unknown (numa_node -1)";
+  s += cat(*d.numa_node);
+  if (!l.numa_node_from.empty() && l.numa_node_from != "none")
+    s += cat(" (numa_node -1: of bridge ", printable(l.numa_node_from), ")");
+  const int socket = snap.socketOfNode(*d.numa_node);
+  if (socket >= 0) s += cat(", socket ", socket);
+  return s;
+}
+
+// The row of the matrix holding `g` or `x`; m.devices.size() when none does.
+size_t rowOf(const Matrix& m, const Gpu* g, const RdmaDevice* x) {
+  for (size_t i = 0; i < m.devices.size(); ++i) {
+    if ((g && m.devices[i].gpu == g) || (x && m.devices[i].rdma == x)) return i;
+  }
+  return m.devices.size();
+}
+
+// A pod's GPU by its PCI address, else its minor.
+const Gpu* podGpu(const Snapshot& snap, const PodDevice& p) {
+  const Gpu* g = p.pci.empty() ? nullptr : snap.gpu(p.pci);
+  if (g == nullptr && p.minor >= 0) g = snap.gpuByMinor(p.minor);
+  return g;
+}
+
+// A pod's RDMA device by its name, else its PCI address, else its uverbs.
+const RdmaDevice* podRdma(const Snapshot& snap, const PodDevice& p) {
+  const RdmaDevice* x = p.name.empty() ? nullptr : snap.rdmaByName(p.name);
+  if (x == nullptr && !p.pci.empty()) x = snap.rdmaByAddress(p.pci);
+  for (const RdmaDevice& r : snap.rdma) {
+    if (x == nullptr && !p.uverbs.empty() && r.uverbs == p.uverbs) x = &r;
+  }
+  return x;
+}
+
+// A line per device of a pod, appended to `out`: where it sits, or why it
+// is not placed. Returns the rows placed, each once, in the pod's order.
+std::vector<size_t> podDeviceLines(const Snapshot& snap, const Matrix& m,
+                                   const std::vector<PodDevice>& devices, std::string_view indent,
+                                   std::string& out) {
+  std::vector<size_t> placed;
+  for (const PodDevice& p : devices) {
+    size_t row = m.devices.size();
+    std::string what;
+    if (p.type == "gpu") {
+      row = rowOf(m, podGpu(snap, p), nullptr);
+      what = p.minor >= 0 ? cat("GPU minor ", p.minor) : cat("GPU ", printable(p.pci));
+    } else if (p.type == "rdma") {
+      row = rowOf(m, nullptr, podRdma(snap, p));
+      what = cat("RDMA ", printable(!p.name.empty() ? p.name : !p.pci.empty() ? p.pci : p.uverbs));
+    } else {
+      out += cat(indent, printable(p.type), p.minor >= 0 ? cat(" minor ", p.minor) : "",
+                 ": not a GPU or RDMA device; not placed\n");
+      continue;
+    }
+    if (row == m.devices.size()) {
+      out += cat(indent, what, ": not in this machine's topology\n");
+      continue;
+    }
+    const MatrixDevice& d = m.devices[row];
+    if (d.gpu != nullptr) {
+      out += cat(indent, d.label, " (",
+                 d.gpu->minor >= 0 ? cat("minor ", d.gpu->minor, ", ") : std::string(),
+                 printable(d.gpu->address), "): ", whereText(snap, d), "\n");
+    } else {
+      out += cat(indent, d.label, " ", printable(d.rdma->name), " (", printable(d.rdma->address),
+                 d.rdma->isVirtualFunction() ? ", a VF" : "", "): ", whereText(snap, d), "\n");
+    }
+    if (std::find(placed.begin(), placed.end(), row) == placed.end()) placed.push_back(row);
+  }
+  return placed;
+}
+
+// A pod's CPUs by the NUMA node they are on.
+using CpusByNode = std::map<int, std::vector<int>>;
+
+// The lines on a pod's CPUs, appended to `out`: by NUMA node, then those the
+// machine does not have. Returns them by node (empty when `cpuset` is not
+// known, not pinned or not a CPU list).
+CpusByNode podCpuLines(const Snapshot& snap, std::optional<std::string_view> cpuset,
+                       std::string_view indent, std::string& out) {
+  CpusByNode by_node;
+  std::vector<int> cpus;
+  if (!cpuset) return by_node;  // not known: nothing to say
+  if (cpuset->empty()) {
+    out += cat(indent, "cpus: not pinned (any CPU of the machine)\n");
+    return by_node;
+  }
+  if (!parseCpuList(*cpuset, cpus)) {
+    out += cat(indent, "cpus \"", printable(*cpuset), "\": not a CPU list\n");
+    return by_node;
+  }
+  // Each CPU's node by id, once: the cpuset may name every CPU up to 65535,
+  // and a walk over the machine's CPUs for each would be quadratic.
+  std::map<int, int> node_of;
+  for (const Cpu& cpu : snap.cpus) node_of.emplace(cpu.id, cpu.node);
+  std::vector<int> nowhere;
+  for (int c : cpus) {
+    auto it = node_of.find(c);
+    if (it != node_of.end() && it->second >= 0) {
+      by_node[it->second].push_back(c);
+    } else {
+      nowhere.push_back(c);
+    }
+  }
+  for (const auto& [node, list] : by_node) {
+    const int socket = snap.socketOfNode(node);
+    out += cat(indent, "cpus ", formatCpuList(list), " on NUMA ", node,
+               socket >= 0 ? cat(" (socket ", socket, ")") : std::string(), "\n");
+  }
+  if (!nowhere.empty())
+    out += cat(indent, "cpus ", formatCpuList(nowhere), ": not CPUs of this machine\n");
+  return by_node;
+}
+
+// What is wrong at a glance: the farthest link between a pod's devices.
+void farthestLinkLine(const Matrix& m, const std::vector<size_t>& placed, std::string_view indent,
+                      std::string& out) {
+  if (placed.size() < 2) return;
+  size_t a = placed[0], b = placed[1];
+  for (size_t i : placed) {
+    for (size_t j : placed) {
+      if (m.links[i][j] > m.links[a][b]) a = i, b = j;
+    }
+  }
+  out += cat(indent, "farthest link between its devices: ", linkName(m.links[a][b]), " (",
+             m.devices[a].label, " - ", m.devices[b].label, ")\n");
+}
+
+// What is wrong at a glance: a pod's CPUs off its devices' NUMA nodes (or
+// that none is), when every device's node and some CPUs' are known.
+void offNodeCpusLine(const Matrix& m, const std::vector<size_t>& placed, const CpusByNode& cpus,
+                     std::string_view indent, std::string& out) {
+  std::set<int> device_nodes;
+  for (size_t i : placed) {
+    if (!m.devices[i].numa_node) return;
+    device_nodes.insert(*m.devices[i].numa_node);
+  }
+  if (placed.empty() || cpus.empty()) return;
+  std::vector<int> off;
+  for (const auto& [node, list] : cpus) {
+    if (!device_nodes.count(node)) off.insert(off.end(), list.begin(), list.end());
+  }
+  std::string nodes;
+  for (int n : device_nodes) nodes += cat(nodes.empty() ? "" : ",", n);
+  const char* plural = device_nodes.size() > 1 ? "s " : " ";
+  if (off.empty()) {
+    out += cat(indent, "cpus on its devices' NUMA node", plural, nodes, "\n");
+  } else {
+    out += cat(indent, "cpus ", formatCpuList(off), " off its devices' NUMA node", plural, nodes,
+               "\n");
+  }
+}
+
 }  // namespace
 
 std::string_view linkName(Link link) {
@@ -237,142 +405,10 @@ std::string podPicture(const Snapshot& snap, const std::vector<PodDevice>& devic
                        std::optional<std::string_view> cpuset, std::string_view indent) {
   const Matrix m = connectionMatrix(snap);
   std::string out;
-  std::vector<size_t> placed;  // rows of the matrix
-  auto where = [&](const MatrixDevice& d) {
-    const Locality& l = d.gpu ? d.gpu->where : d.rdma->where;
-    std::string s;
-    if (l.root_complex.empty()) {
-      s = "under no root complex sysfs shows";
-    } else {
-      s = !l.pcie_switch.empty() ? cat("switch ", printable(l.pcie_switch))
-          : !l.root_port.empty() ? cat("root port ", printable(l.root_port))
-                                 : std::string("on the root complex's bus (no bridge above it)");
-      s += cat(", root complex ", printable(l.root_complex));
-    }
-    s += ", NUMA ";
-    if (!d.numa_node) {
-      s += "unknown (numa_node -1)";
-    } else {
-      s += cat(*d.numa_node);
-      if (!l.numa_node_from.empty() && l.numa_node_from != "none")
-        s += cat(" (numa_node -1: of bridge ", printable(l.numa_node_from), ")");
-      const int socket = snap.socketOfNode(*d.numa_node);
-      if (socket >= 0) s += cat(", socket ", socket);
-    }
-    return s;
-  };
-  auto rowOf = [&](const Gpu* g, const RdmaDevice* x) -> size_t {
-    for (size_t i = 0; i < m.devices.size(); ++i) {
-      if ((g && m.devices[i].gpu == g) || (x && m.devices[i].rdma == x)) return i;
-    }
-    return m.devices.size();
-  };
-  for (const PodDevice& p : devices) {
-    size_t row = m.devices.size();
-    std::string what;
-    if (p.type == "gpu") {
-      const Gpu* g = p.pci.empty() ? nullptr : snap.gpu(p.pci);
-      if (g == nullptr && p.minor >= 0) g = snap.gpuByMinor(p.minor);
-      row = rowOf(g, nullptr);
-      what = p.minor >= 0 ? cat("GPU minor ", p.minor) : cat("GPU ", printable(p.pci));
-    } else if (p.type == "rdma") {
-      const RdmaDevice* x = p.name.empty() ? nullptr : snap.rdmaByName(p.name);
-      if (x == nullptr && !p.pci.empty()) x = snap.rdmaByAddress(p.pci);
-      for (const RdmaDevice& r : snap.rdma) {
-        if (x == nullptr && !p.uverbs.empty() && r.uverbs == p.uverbs) x = &r;
-      }
-      row = rowOf(nullptr, x);
-      what = cat("RDMA ", printable(!p.name.empty() ? p.name : !p.pci.empty() ? p.pci : p.uverbs));
-    } else {
-      out += cat(indent, printable(p.type), p.minor >= 0 ? cat(" minor ", p.minor) : "",
-                 ": not a GPU or RDMA device; not placed\n");
-      continue;
-    }
-    if (row == m.devices.size()) {
-      out += cat(indent, what, ": not in this machine's topology\n");
-      continue;
-    }
-    const MatrixDevice& d = m.devices[row];
-    if (d.gpu != nullptr) {
-      out += cat(indent, d.label, " (",
-                 d.gpu->minor >= 0 ? cat("minor ", d.gpu->minor, ", ") : std::string(),
-                 printable(d.gpu->address), "): ", where(d), "\n");
-    } else {
-      out += cat(indent, d.label, " ", printable(d.rdma->name), " (", printable(d.rdma->address),
-                 d.rdma->isVirtualFunction() ? ", a VF" : "", "): ", where(d), "\n");
-    }
-    if (std::find(placed.begin(), placed.end(), row) == placed.end()) placed.push_back(row);
-  }
-
-  // The CPUs, by NUMA node.
-  std::vector<int> cpus;
-  std::set<int> cpu_nodes;
-  std::map<int, std::vector<int>> by_node;
-  if (!cpuset) {
-    // Not known: nothing to say.
-  } else if (cpuset->empty()) {
-    out += cat(indent, "cpus: not pinned (any CPU of the machine)\n");
-  } else if (!parseCpuList(*cpuset, cpus)) {
-    out += cat(indent, "cpus \"", printable(*cpuset), "\": not a CPU list\n");
-  } else {
-    // Each CPU's node by id, once: the cpuset may name every CPU up to 65535,
-    // and a walk over the machine's CPUs for each would be quadratic.
-    std::map<int, int> node_of;
-    for (const Cpu& cpu : snap.cpus) node_of.emplace(cpu.id, cpu.node);
-    std::vector<int> nowhere;
-    for (int c : cpus) {
-      auto it = node_of.find(c);
-      if (it != node_of.end() && it->second >= 0) {
-        by_node[it->second].push_back(c);
-      } else {
-        nowhere.push_back(c);
-      }
-    }
-    for (const auto& [node, list] : by_node) {
-      const int socket = snap.socketOfNode(node);
-      out += cat(indent, "cpus ", formatCpuList(list), " on NUMA ", node,
-                 socket >= 0 ? cat(" (socket ", socket, ")") : std::string(), "\n");
-      cpu_nodes.insert(node);
-    }
-    if (!nowhere.empty())
-      out += cat(indent, "cpus ", formatCpuList(nowhere), ": not CPUs of this machine\n");
-  }
-
-  // What is wrong at a glance.
-  if (placed.size() >= 2) {
-    size_t a = placed[0], b = placed[1];
-    for (size_t i : placed) {
-      for (size_t j : placed) {
-        if (m.links[i][j] > m.links[a][b]) a = i, b = j;
-      }
-    }
-    out += cat(indent, "farthest link between its devices: ", linkName(m.links[a][b]), " (",
-               m.devices[a].label, " - ", m.devices[b].label, ")\n");
-  }
-  std::set<int> device_nodes;
-  bool all_known = true;
-  for (size_t i : placed) {
-    if (m.devices[i].numa_node) {
-      device_nodes.insert(*m.devices[i].numa_node);
-    } else {
-      all_known = false;
-    }
-  }
-  if (!placed.empty() && all_known && !cpu_nodes.empty()) {
-    std::vector<int> off;
-    for (const auto& [node, list] : by_node) {
-      if (!device_nodes.count(node)) off.insert(off.end(), list.begin(), list.end());
-    }
-    std::string nodes;
-    for (int n : device_nodes) nodes += cat(nodes.empty() ? "" : ",", n);
-    if (off.empty()) {
-      out += cat(indent, "cpus on its devices' NUMA node", device_nodes.size() > 1 ? "s " : " ",
-                 nodes, "\n");
-    } else {
-      out += cat(indent, "cpus ", formatCpuList(off), " off its devices' NUMA node",
-                 device_nodes.size() > 1 ? "s " : " ", nodes, "\n");
-    }
-  }
+  const std::vector<size_t> placed = podDeviceLines(snap, m, devices, indent, out);
+  const CpusByNode cpus = podCpuLines(snap, cpuset, indent, out);
+  farthestLinkLine(m, placed, indent, out);
+  offNodeCpusLine(m, placed, cpus, indent, out);
   return out;
 }
 

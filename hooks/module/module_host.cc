@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "confine/capabilities.h"
 #include "confine/seccomp_filter.h"
 #include "hooks/wire.h"
@@ -107,6 +107,19 @@ absl::StatusOr<Frame> readFrame(int fd, size_t max, Clock::time_point deadline) 
   return f;
 }
 
+// Holds a TimedMutex the caller took (lock() or tryLockUntil()) until the
+// end of its scope, which releases it.
+class ABSL_SCOPED_LOCKABLE HeldTimedMutex {
+ public:
+  explicit HeldTimedMutex(TimedMutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) : mu_(mu) {}
+  ~HeldTimedMutex() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  HeldTimedMutex(const HeldTimedMutex&) = delete;
+  HeldTimedMutex& operator=(const HeldTimedMutex&) = delete;
+
+ private:
+  TimedMutex& mu_;
+};
+
 bool get32(std::string_view& in, uint32_t& v) {
   if (in.size() < 4) return false;
   std::memcpy(&v, in.data(), 4);
@@ -129,7 +142,8 @@ class IsolatedModuleHook final : public Hook {
     if (!isolation_.launcher) isolation_.launcher = confine::processLauncher();
   }
   ~IsolatedModuleHook() override {
-    std::lock_guard lock(mu_);
+    mu_.lock();
+    HeldTimedMutex held(mu_);
     drop();  // EOF: the host calls fini and exits
     reap();
   }
@@ -141,7 +155,8 @@ class IsolatedModuleHook final : public Hook {
   bool honoursDeadline() const override { return true; }
 
   absl::Status startFirst() {
-    std::lock_guard lock(mu_);
+    mu_.lock();
+    HeldTimedMutex held(mu_);
     absl::Status s = launch(Clock::time_point::max());
     if (s.ok()) s = awaitReady(Clock::time_point::max());
     if (!s.ok()) drop();
@@ -149,8 +164,8 @@ class IsolatedModuleHook final : public Hook {
   }
 
   // Starts a helper and sends it its settings, by `deadline`; its ready frame
-  // is awaitReady's. With mu_ held.
-  absl::Status launch(Clock::time_point deadline) {
+  // is awaitReady's.
+  absl::Status launch(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     reap();
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -187,8 +202,8 @@ class IsolatedModuleHook final : public Hook {
   // DEADLINE_EXCEEDED (a start under load outlasts a short budget; cutting it
   // there would never let one finish). Else FAILED_PRECONDITION (the host
   // refused: its reason) or UNAVAILABLE (it did not start); the caller drops
-  // it. With mu_ held.
-  absl::Status awaitReady(Clock::time_point deadline) {
+  // it.
+  absl::Status awaitReady(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::StatusOr<Frame> hello = readHello(std::min(deadline, start_until_));
     if (hello.ok() && hello->kind == 'R') {
       ready_ = true;
@@ -207,7 +222,7 @@ class IsolatedModuleHook final : public Hook {
 
   // The helper's first frame, read into hello_ as it comes, so that a call
   // whose deadline cuts it short leaves the rest for the next.
-  absl::StatusOr<Frame> readHello(Clock::time_point deadline) {
+  absl::StatusOr<Frame> readHello(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (;;) {
       if (hello_.size() >= 4) {
         uint32_t len = 0;
@@ -237,34 +252,48 @@ class IsolatedModuleHook final : public Hook {
   }
 
   HookDecision run(const HookInput& input) override {
-    std::unique_lock lock(mu_, std::defer_lock);
-    if (!lock.try_lock_until(input.deadline)) {
+    if (!mu_.tryLockUntil(input.deadline)) {
       return HookDecision::error(absl::DeadlineExceededError(
           "timed out waiting for its helper (it serves one call at a time)"));
     }
+    HeldTimedMutex held(mu_);
+    if (absl::Status s = readyHelper(input.deadline); !s.ok()) return HookDecision::error(s);
+    return ask(input);
+  }
+
+ private:
+  // A helper ready to be asked by `deadline`: the one there is, or a new one
+  // once the backoff after a death has passed (a start that fails is a death
+  // too). Else why not (timeToAsk's reasons included).
+  absl::Status readyHelper(Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (fd_ < 0) {
       const auto now = Clock::now();
       if (now < next_start_) {
-        return HookDecision::error(absl::UnavailableError(
+        return absl::UnavailableError(
             cat("its helper died; restarting in ",
                 std::chrono::duration_cast<std::chrono::milliseconds>(next_start_ - now).count(),
-                "ms")));
+                "ms"));
       }
-      if (absl::Status s = launch(input.deadline); !s.ok()) {
+      if (absl::Status s = launch(deadline); !s.ok()) {
         died(cat("start failed: ", sv(s.message())));
-        return HookDecision::error(s);
+        return s;
       }
     }
     const bool starting = !ready_;
     if (starting) {
-      if (absl::Status s = awaitReady(input.deadline); !s.ok()) {
+      if (absl::Status s = awaitReady(deadline); !s.ok()) {
         if (s.code() != absl::StatusCode::kDeadlineExceeded)
           died(cat("start failed: ", sv(s.message())));
-        return HookDecision::error(s);
+        return s;
       }
     }
-    if (absl::Status s = timeToAsk(input.deadline, starting); !s.ok())
-      return HookDecision::error(s);
+    return timeToAsk(deadline, starting);
+  }
+
+  // The call, put to the ready helper, and its answer. A helper that does not
+  // answer in time is replaced at once; one that ends or garbles its answer
+  // is a death (restarted after the backoff).
+  HookDecision ask(const HookInput& input) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto budget = input.deadline == Clock::time_point::max()
                             ? uint32_t{UINT32_MAX}
                             : static_cast<uint32_t>(std::clamp<int64_t>(
@@ -303,11 +332,11 @@ class IsolatedModuleHook final : public Hook {
                           std::string(in.substr(n)));
   }
 
- private:
   // DEADLINE_EXCEEDED, the helper kept, when the call has too little left to
   // ask it: nothing, or under kMinQueryAfterStart when it became ready during
   // this call. Asking then could only cut a helper that did nothing wrong.
-  absl::Status timeToAsk(Clock::time_point deadline, bool became_ready) const {
+  absl::Status timeToAsk(Clock::time_point deadline, bool became_ready) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (deadline == Clock::time_point::max()) return absl::OkStatus();
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
@@ -325,7 +354,7 @@ class IsolatedModuleHook final : public Hook {
     return absl::OkStatus();
   }
   // Closes the channel (the host sees EOF) and remembers the pid to reap.
-  void drop() {
+  void drop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     ready_ = false;
@@ -334,10 +363,10 @@ class IsolatedModuleHook final : public Hook {
   }
   // Reaps helpers this process started (DirectLauncher); the spawner reaps
   // those it started (ECHILD here).
-  void reap() {
+  void reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::erase_if(unreaped_, [](pid_t p) { return ::waitpid(p, nullptr, WNOHANG) != 0; });
   }
-  void died(std::string_view why) {
+  void died(std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const pid_t pid = pid_;
     drop();
     const auto backoff =
@@ -358,45 +387,45 @@ class IsolatedModuleHook final : public Hook {
   ModuleIsolation isolation_;
   std::shared_ptr<spdlog::logger> log_;
 
-  std::timed_mutex mu_;  // one call at a time; guards the rest
-  int fd_ = -1;
-  pid_t pid_ = -1;
-  bool ready_ = false;               // its ready frame came
-  Clock::time_point start_until_{};  // when a helper not ready is given up
-  std::string hello_;                // its ready frame so far
-  std::vector<pid_t> unreaped_;
-  int deaths_in_a_row_ = 0;
-  Clock::time_point next_start_{};
+  TimedMutex mu_;  // one call at a time; guards the rest
+  int fd_ ABSL_GUARDED_BY(mu_) = -1;
+  pid_t pid_ ABSL_GUARDED_BY(mu_) = -1;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;  // its ready frame came
+  // When a helper not ready is given up.
+  Clock::time_point start_until_ ABSL_GUARDED_BY(mu_){};
+  std::string hello_ ABSL_GUARDED_BY(mu_);  // its ready frame so far
+  std::vector<pid_t> unreaped_ ABSL_GUARDED_BY(mu_);
+  int deaths_in_a_row_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point next_start_ ABSL_GUARDED_BY(mu_){};
 };
 
 // Ends the host when a call runs past its budget plus kHostGrace: the
 // module is hung, crihookd has given up on the call and starts a new helper.
 class Watchdog {
  public:
-  Watchdog() : thread_([this] { loop(); }) { thread_.detach(); }
+  Watchdog() : thread_(namedThread("module-watchdog", [this] { loop(); })) { thread_.detach(); }
   void arm(Clock::time_point until) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     until_ = until;
-    cv_.notify_one();
+    cv_.notifyOne();
   }
 
  private:
   void loop() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
       if (until_ == Clock::time_point::max()) {
         cv_.wait(lock);
-      } else if (cv_.wait_until(lock, until_) == std::cv_status::timeout &&
-                 Clock::now() >= until_) {
+      } else if (cv_.waitUntil(lock, until_) == std::cv_status::timeout && Clock::now() >= until_) {
         static const char msg[] = "crihook-module-host: the module overran its call; exiting\n";
         (void)!::write(2, msg, sizeof(msg) - 1);
         ::_exit(124);
       }
     }
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Clock::time_point until_ = Clock::time_point::max();
+  Mutex mu_;
+  CondVar cv_;  // until_ changed
+  Clock::time_point until_ ABSL_GUARDED_BY(mu_) = Clock::time_point::max();
   std::thread thread_;
 };
 

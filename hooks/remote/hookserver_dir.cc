@@ -24,30 +24,35 @@ std::string lower(std::string s) {
   return s;
 }
 
-}  // namespace
+// What a registration's parts report: the InvalidArgument that refuses the
+// file, and the warnings of what was ignored.
+struct Report {
+  const std::string& file;
+  std::vector<std::string>& warnings;
 
-absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& file,
-                                                           const std::string& text) {
-  auto bad = [&](std::string_view key, std::string_view why) {
+  absl::Status bad(std::string_view key, std::string_view why) const {
     return absl::InvalidArgumentError(
         cat("hook server registration ", file, ": ", key, key.empty() ? "" : ": ", why));
-  };
-  auto parsed = parseJsonBounded(text, kMaxRegistrationBytes, kMaxHookServerFileNesting);
-  if (!parsed.ok()) return bad("", sv(parsed.status().message()));
-  const nlohmann::json& json = *parsed;
-  if (!json.is_object()) return bad("", "expected a JSON object");
-  HookServerRegistration r;
-  r.file = file;
-  r.name = cat("hookserver/", file.substr(0, file.rfind(".json")));
-  r.text = text;
-  auto warn = [&](std::string_view key, std::string_view why) {
-    r.warnings.push_back(cat(key, ": ", why));
-  };
+  }
+  void warn(std::string_view key, std::string_view why) const {
+    warnings.push_back(cat(key, ": ", why));
+  }
+};
 
-  // koord-runtime-proxy reads these files with Go's json.Unmarshal: keys
-  // match case-insensitively (an exact match first), and other keys are
-  // ignored. crihook does the same and says which it ignored.
-  static const char* const kKeys[] = {"remote-endpoint", "failure-policy", "runtime-hooks"};
+// The keys koord-runtime-proxy reads, in the order of Keys' members.
+constexpr const char* kKeys[] = {"remote-endpoint", "failure-policy", "runtime-hooks"};
+struct Keys {
+  // Each key's value; null when absent or JSON null (which leaves a Go
+  // field as it was: absent).
+  const nlohmann::json* endpoint = nullptr;
+  const nlohmann::json* failure_policy = nullptr;
+  const nlohmann::json* runtime_hooks = nullptr;
+};
+
+// koord-runtime-proxy reads these files with Go's json.Unmarshal: keys match
+// case-insensitively (an exact match first), and other keys are ignored.
+// crihook does the same and says which it ignored.
+Keys findKeys(const nlohmann::json& json, const Report& report) {
   const nlohmann::json* values[3] = {nullptr, nullptr, nullptr};
   bool exact[3] = {false, false, false};
   for (const auto& [key, value] : json.items()) {
@@ -62,58 +67,92 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
       }
     }
     if (!known)
-      warn(quote(key),
-           "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
+      report.warn(quote(key),
+                  "unknown key, ignored (known: remote-endpoint, failure-policy, runtime-hooks)");
   }
-  // A JSON null leaves a Go field as it was: absent.
-  auto present = [&](int i) { return values[i] != nullptr && !values[i]->is_null(); };
+  auto present = [&](int i) {
+    return values[i] != nullptr && !values[i]->is_null() ? values[i] : nullptr;
+  };
+  return {present(0), present(1), present(2)};
+}
 
-  if (!present(0) || !values[0]->is_string())
-    return bad("remote-endpoint", "expected the hook server's Unix socket path");
-  auto path = unixSocketPath(values[0]->get<std::string>());
-  if (!path.ok()) return bad("remote-endpoint", sv(path.status().message()));
-  r.socket_path = *path;
+absl::Status takeFailurePolicy(const nlohmann::json& value, HookServerRegistration& r,
+                               const Report& report) {
+  if (!value.is_string()) return report.bad("failure-policy", "expected a string");
+  const std::string policy = value.get<std::string>();
+  // koord-runtime-proxy fails a call only under exactly "Fail"; anything
+  // else, "fail" included, lets the call go on.
+  r.ignore_failures = policy != "Fail";
+  if (policy != "Fail" && policy != "Ignore" && !policy.empty()) {
+    report.warn("failure-policy",
+                cat(quote(policy), " is not \"Fail\" (case matters), so failures are ignored"));
+  }
+  return absl::OkStatus();
+}
 
-  if (present(1)) {
-    if (!values[1]->is_string()) return bad("failure-policy", "expected a string");
-    const std::string policy = values[1]->get<std::string>();
-    // koord-runtime-proxy fails a call only under exactly "Fail"; anything
-    // else, "fail" included, lets the call go on.
-    r.ignore_failures = policy != "Fail";
-    if (policy != "Fail" && policy != "Ignore" && !policy.empty()) {
-      warn("failure-policy",
-           cat(quote(policy), " is not \"Fail\" (case matters), so failures are ignored"));
+absl::Status takeRuntimeHooks(const nlohmann::json& hooks, HookServerRegistration& r,
+                              const Report& report) {
+  if (!hooks.is_array()) return report.bad("runtime-hooks", "expected an array of hook names");
+  for (size_t i = 0; i < hooks.size(); ++i) {
+    if (!hooks[i].is_string())
+      return report.bad(cat("runtime-hooks[", i, "]"), "expected a string");
+    const std::string name = hooks[i].get<std::string>();
+    auto stage = koordinatorStage(name);
+    if (stage.ok()) {
+      if (std::none_of(r.stages.begin(), r.stages.end(), [&](const StageId& s) {
+            return s.method == stage->method && s.phase == stage->phase;
+          }))
+        r.stages.push_back(*stage);
+    } else if (isKoordinatorStageWithoutRpc(name)) {
+      r.uncallable.push_back(name);
+    } else {
+      report.warn(cat("runtime-hooks[", i, "]"), cat("unknown hook ", quote(name), ", ignored"));
     }
   }
+  return absl::OkStatus();
+}
 
-  if (present(2)) {
-    if (!values[2]->is_array()) return bad("runtime-hooks", "expected an array of hook names");
-    const nlohmann::json& hooks = *values[2];
-    for (size_t i = 0; i < hooks.size(); ++i) {
-      if (!hooks[i].is_string()) return bad(cat("runtime-hooks[", i, "]"), "expected a string");
-      const std::string name = hooks[i].get<std::string>();
-      auto stage = koordinatorStage(name);
-      if (stage.ok()) {
-        if (std::none_of(r.stages.begin(), r.stages.end(), [&](const StageId& s) {
-              return s.method == stage->method && s.phase == stage->phase;
-            }))
-          r.stages.push_back(*stage);
-      } else if (isKoordinatorStageWithoutRpc(name)) {
-        r.uncallable.push_back(name);
-      } else {
-        warn(cat("runtime-hooks[", i, "]"), cat("unknown hook ", quote(name), ", ignored"));
-      }
-    }
-  }
+// The warnings of a registration whose hooks crihook does not all call.
+void warnUncalled(const HookServerRegistration& r, const Report& report) {
   if (!r.uncallable.empty()) {
     std::string names;
     for (const auto& n : r.uncallable) names += cat(names.empty() ? "" : ", ", n);
-    warn("runtime-hooks", cat(names, ": Koordinator's RuntimeHookService has no call for ",
-                              r.uncallable.size() == 1 ? "this stage" : "these stages",
-                              " (koordlet serves it through NRI); crihook does not call it"));
+    report.warn("runtime-hooks",
+                cat(names, ": Koordinator's RuntimeHookService has no call for ",
+                    r.uncallable.size() == 1 ? "this stage" : "these stages",
+                    " (koordlet serves it through NRI); crihook does not call it"));
   }
   if (r.stages.empty())
-    warn("runtime-hooks", "no hook crihook can call; the server is never called");
+    report.warn("runtime-hooks", "no hook crihook can call; the server is never called");
+}
+
+}  // namespace
+
+absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& file,
+                                                           const std::string& text) {
+  HookServerRegistration r;
+  const Report report{file, r.warnings};
+  auto parsed = parseJsonBounded(text, kMaxRegistrationBytes, kMaxHookServerFileNesting);
+  if (!parsed.ok()) return report.bad("", sv(parsed.status().message()));
+  const nlohmann::json& json = *parsed;
+  if (!json.is_object()) return report.bad("", "expected a JSON object");
+  r.file = file;
+  r.name = cat("hookserver/", file.substr(0, file.rfind(".json")));
+  r.text = text;
+  const Keys keys = findKeys(json, report);
+
+  if (keys.endpoint == nullptr || !keys.endpoint->is_string())
+    return report.bad("remote-endpoint", "expected the hook server's Unix socket path");
+  auto path = unixSocketPath(keys.endpoint->get<std::string>());
+  if (!path.ok()) return report.bad("remote-endpoint", sv(path.status().message()));
+  r.socket_path = *path;
+  if (keys.failure_policy) {
+    if (auto s = takeFailurePolicy(*keys.failure_policy, r, report); !s.ok()) return s;
+  }
+  if (keys.runtime_hooks) {
+    if (auto s = takeRuntimeHooks(*keys.runtime_hooks, r, report); !s.ok()) return s;
+  }
+  warnUncalled(r, report);
   return r;
 }
 

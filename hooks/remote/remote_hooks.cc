@@ -174,6 +174,113 @@ void podMeta(const HookInput& in, koord::PodSandboxMetadata& meta) {
   }
 }
 
+// Koordinator's service (apis/runtime/v1alpha1/api.proto: package
+// runtime.v1alpha1, service RuntimeHookService); cri-api/koordinator_proto_test
+// checks the RPC names against the proto.
+constexpr std::string_view kKoordinatorService = "/runtime.v1alpha1.RuntimeHookService/";
+
+// A pod's stage as koord-runtime-proxy sends it.
+koord::PodSandboxHookRequest podRequest(const HookInput& in) {
+  koord::PodSandboxHookRequest req;
+  podMeta(in, *req.mutable_pod_meta());
+  if (in.pod) {
+    const auto& c = in.pod->config();
+    req.set_runtime_handler(in.pod->runtime_handler());
+    req.mutable_labels()->insert(c.labels().begin(), c.labels().end());
+    req.mutable_annotations()->insert(c.annotations().begin(), c.annotations().end());
+    req.set_cgroup_parent(c.linux().cgroup_parent());
+    if (c.linux().has_overhead()) *req.mutable_overhead() = toKoordinator(c.linux().overhead());
+    if (c.linux().has_resources()) *req.mutable_resources() = toKoordinator(c.linux().resources());
+  }
+  return req;
+}
+
+// What a pod-level answer decides; koord-runtime-proxy takes no resources
+// from one.
+void takePodAnswer(const koord::PodSandboxHookRequest& req,
+                   const koord::PodSandboxHookResponse& reply, Adjustment& a) {
+  takeMap(req.labels(), reply.labels(), a.labels);
+  takeMap(req.annotations(), reply.annotations(), a.annotations);
+  if (!reply.cgroup_parent().empty() && reply.cgroup_parent() != req.cgroup_parent())
+    a.cgroup_parent = reply.cgroup_parent();
+}
+
+// The container's config the server is sent: what the runtime has (sent), or
+// what kubelet asked for if no hook changed it; null when the call has none.
+const v1::ContainerConfig* containerConfig(const HookInput& in) {
+  if (!in.container) return nullptr;
+  return in.container->has_sent() ? &in.container->sent() : &in.container->requested();
+}
+
+// A container's stage as koord-runtime-proxy sends it.
+koord::ContainerResourceHookRequest containerRequest(const HookInput& in) {
+  koord::ContainerResourceHookRequest req;
+  podMeta(in, *req.mutable_pod_meta());
+  if (in.pod) {
+    const auto& c = in.pod->config();
+    req.mutable_pod_annotations()->insert(c.annotations().begin(), c.annotations().end());
+    req.mutable_pod_labels()->insert(c.labels().begin(), c.labels().end());
+    req.set_pod_cgroup_parent(c.linux().cgroup_parent());
+    if (c.linux().has_resources())
+      *req.mutable_pod_resources() = toKoordinator(c.linux().resources());
+  }
+  // koord-runtime-proxy always sends resources, all zero if none are known.
+  req.mutable_container_resources();
+  if (const v1::ContainerConfig* config = containerConfig(in)) {
+    auto* meta = req.mutable_container_meta();
+    meta->set_name(config->metadata().name());
+    meta->set_attempt(config->metadata().attempt());
+    meta->set_id(in.container->id());
+    req.mutable_container_annotations()->insert(config->annotations().begin(),
+                                                config->annotations().end());
+    if (config->linux().has_resources())
+      *req.mutable_container_resources() = toKoordinator(config->linux().resources());
+    // A map, as Go's does it: a name given twice keeps its last value.
+    for (const v1::KeyValue& kv : config->envs())
+      (*req.mutable_container_envs())[kv.key()] = kv.value();
+  } else if (in.identity) {
+    req.mutable_container_meta()->set_id(in.identity->container_id);
+  }
+  if (in.method == LifecycleMethod::kUpdateContainerResources && in.request) {
+    const auto& u = static_cast<const v1::UpdateContainerResourcesRequest&>(*in.request);
+    *req.mutable_container_resources() = toKoordinator(u.linux());
+  }
+  return req;
+}
+
+// What a container-level answer decides.
+void takeContainerAnswer(const HookInput& in, const koord::ContainerResourceHookRequest& req,
+                         const koord::ContainerResourceHookResponse& reply, Adjustment& a) {
+  takeMap(req.container_annotations(), reply.container_annotations(), a.annotations);
+  if (reply.has_container_resources())
+    takeResources(req.container_resources(), reply.container_resources(), a);
+  // The pod's cgroup parent, which the runtime reads from CreateContainer's
+  // sandbox config to place the container.
+  if (!reply.pod_cgroup_parent().empty() && reply.pod_cgroup_parent() != req.pod_cgroup_parent())
+    a.cgroup_parent = reply.pod_cgroup_parent();
+  // koord-runtime-proxy takes the environment on CreateContainer only.
+  const v1::ContainerConfig* config = containerConfig(in);
+  if (in.method == LifecycleMethod::kCreateContainer && config)
+    takeEnv(config->envs(), reply.container_envs(), a);
+}
+
+// The RuntimeHookService call of a container's stage; null for a stage
+// Koordinator's protocol does not have.
+const char* containerRpc(const HookInput& in) {
+  switch (in.method) {
+    case LifecycleMethod::kCreateContainer:
+      return "PreCreateContainerHook";
+    case LifecycleMethod::kStartContainer:
+      return in.phase == Phase::kPre ? "PreStartContainerHook" : "PostStartContainerHook";
+    case LifecycleMethod::kStopContainer:
+      return "PostStopContainerHook";
+    case LifecycleMethod::kUpdateContainerResources:
+      return "PreUpdateContainerResourcesHook";
+    default:
+      return nullptr;
+  }
+}
+
 class KoordinatorHook final : public RemoteHook {
  public:
   KoordinatorHook(std::string name, std::string path, std::vector<StageId> stages)
@@ -190,97 +297,23 @@ class KoordinatorHook final : public RemoteHook {
     Adjustment a;
     if (in.method == LifecycleMethod::kRunPodSandbox ||
         in.method == LifecycleMethod::kStopPodSandbox) {
-      koord::PodSandboxHookRequest req;
-      podMeta(in, *req.mutable_pod_meta());
-      if (in.pod) {
-        const auto& c = in.pod->config();
-        req.set_runtime_handler(in.pod->runtime_handler());
-        req.mutable_labels()->insert(c.labels().begin(), c.labels().end());
-        req.mutable_annotations()->insert(c.annotations().begin(), c.annotations().end());
-        req.set_cgroup_parent(c.linux().cgroup_parent());
-        if (c.linux().has_overhead()) *req.mutable_overhead() = toKoordinator(c.linux().overhead());
-        if (c.linux().has_resources())
-          *req.mutable_resources() = toKoordinator(c.linux().resources());
-      }
+      const koord::PodSandboxHookRequest req = podRequest(in);
       auto answer = callServer<koord::PodSandboxHookResponse>(
           channel_,
-          in.method == LifecycleMethod::kRunPodSandbox ? cat(kService, "PreRunPodSandboxHook")
-                                                       : cat(kService, "PostStopPodSandboxHook"),
+          cat(kKoordinatorService, in.method == LifecycleMethod::kRunPodSandbox
+                                       ? "PreRunPodSandboxHook"
+                                       : "PostStopPodSandboxHook"),
           req, deadline);
       if (!answer.ok()) return failed(answer.status(), path_);
-      const koord::PodSandboxHookResponse& reply = *answer;
-      // koord-runtime-proxy takes no resources from a pod-level answer.
-      takeMap(req.labels(), reply.labels(), a.labels);
-      takeMap(req.annotations(), reply.annotations(), a.annotations);
-      if (!reply.cgroup_parent().empty() && reply.cgroup_parent() != req.cgroup_parent())
-        a.cgroup_parent = reply.cgroup_parent();
+      takePodAnswer(req, *answer, a);
     } else {
-      koord::ContainerResourceHookRequest req;
-      podMeta(in, *req.mutable_pod_meta());
-      if (in.pod) {
-        const auto& c = in.pod->config();
-        req.mutable_pod_annotations()->insert(c.annotations().begin(), c.annotations().end());
-        req.mutable_pod_labels()->insert(c.labels().begin(), c.labels().end());
-        req.set_pod_cgroup_parent(c.linux().cgroup_parent());
-        if (c.linux().has_resources())
-          *req.mutable_pod_resources() = toKoordinator(c.linux().resources());
-      }
-      // koord-runtime-proxy always sends resources, all zero if none are known.
-      req.mutable_container_resources();
-      const v1::ContainerConfig* config = nullptr;
-      if (in.container) {
-        // What the runtime has (sent), or what kubelet asked for if no hook changed it.
-        config = in.container->has_sent() ? &in.container->sent() : &in.container->requested();
-        auto* meta = req.mutable_container_meta();
-        meta->set_name(config->metadata().name());
-        meta->set_attempt(config->metadata().attempt());
-        meta->set_id(in.container->id());
-        req.mutable_container_annotations()->insert(config->annotations().begin(),
-                                                    config->annotations().end());
-        if (config->linux().has_resources())
-          *req.mutable_container_resources() = toKoordinator(config->linux().resources());
-        // A map, as Go's does it: a name given twice keeps its last value.
-        for (const v1::KeyValue& kv : config->envs())
-          (*req.mutable_container_envs())[kv.key()] = kv.value();
-      } else if (in.identity) {
-        req.mutable_container_meta()->set_id(in.identity->container_id);
-      }
-      if (in.method == LifecycleMethod::kUpdateContainerResources && in.request) {
-        const auto& u = static_cast<const v1::UpdateContainerResourcesRequest&>(*in.request);
-        *req.mutable_container_resources() = toKoordinator(u.linux());
-      }
-      const char* rpc = nullptr;
-      switch (in.method) {
-        case LifecycleMethod::kCreateContainer:
-          rpc = "PreCreateContainerHook";
-          break;
-        case LifecycleMethod::kStartContainer:
-          rpc = in.phase == Phase::kPre ? "PreStartContainerHook" : "PostStartContainerHook";
-          break;
-        case LifecycleMethod::kStopContainer:
-          rpc = "PostStopContainerHook";
-          break;
-        case LifecycleMethod::kUpdateContainerResources:
-          rpc = "PreUpdateContainerResourcesHook";
-          break;
-        default:
-          return HookDecision::proceed();  // not a stage of Koordinator's protocol
-      }
-      auto answer = callServer<koord::ContainerResourceHookResponse>(channel_, cat(kService, rpc),
-                                                                     req, deadline);
+      const char* rpc = containerRpc(in);
+      if (rpc == nullptr) return HookDecision::proceed();  // not a stage of Koordinator's protocol
+      const koord::ContainerResourceHookRequest req = containerRequest(in);
+      auto answer = callServer<koord::ContainerResourceHookResponse>(
+          channel_, cat(kKoordinatorService, rpc), req, deadline);
       if (!answer.ok()) return failed(answer.status(), path_);
-      const koord::ContainerResourceHookResponse& reply = *answer;
-      takeMap(req.container_annotations(), reply.container_annotations(), a.annotations);
-      if (reply.has_container_resources())
-        takeResources(req.container_resources(), reply.container_resources(), a);
-      // The pod's cgroup parent, which the runtime reads from CreateContainer's
-      // sandbox config to place the container.
-      if (!reply.pod_cgroup_parent().empty() &&
-          reply.pod_cgroup_parent() != req.pod_cgroup_parent())
-        a.cgroup_parent = reply.pod_cgroup_parent();
-      // koord-runtime-proxy takes the environment on CreateContainer only.
-      if (in.method == LifecycleMethod::kCreateContainer && config)
-        takeEnv(config->envs(), reply.container_envs(), a);
+      takeContainerAnswer(in, req, *answer, a);
     }
     if (in.phase == Phase::kPost) return HookDecision::proceed();
     // The same checks as any other hook's reply (a cpuset that is not a list, ...).
@@ -288,12 +321,6 @@ class KoordinatorHook final : public RemoteHook {
     if (!checked.ok()) return HookDecision::error(checked.status());
     return HookDecision::proceed(std::move(*checked));
   }
-
- private:
-  // Koordinator's service (apis/runtime/v1alpha1/api.proto: package
-  // runtime.v1alpha1, service RuntimeHookService); cri-api/koordinator_proto_test
-  // checks the RPC names against the proto.
-  static constexpr std::string_view kService = "/runtime.v1alpha1.RuntimeHookService/";
 };
 
 }  // namespace

@@ -196,5 +196,32 @@ TEST(JumpingClock, AJumpMovesNowAndEndsAWaitWithinASlice) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
 }
 
+// What crihook's classes hold (base/mutex.h's CondVar and MutexLock) waits
+// by the clock as the std types do, and returns with the lock held.
+TEST(JumpingClock, WaitsOnTheAnnotatedLockTypesByItsOwnTime) {
+  JumpingClock jumping;
+  for (const MonotonicClock* clock : {static_cast<const MonotonicClock*>(&jumping),
+                                      static_cast<const MonotonicClock*>(&steadyClock())}) {
+    Mutex mu;
+    CondVar cv;
+    const auto deadline = clock->now() + std::chrono::hours(1);
+    MutexLock lock(mu);
+    jumping.jump(std::chrono::hours(2));
+    if (clock == &jumping) {
+      const auto start = std::chrono::steady_clock::now();
+      clock->waitUntil(cv, lock, deadline);  // already passed by this clock: at once
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+    } else {
+      clock->waitUntil(cv, lock, clock->now());  // a deadline now: returns
+    }
+    bool other_got_it = true;
+    std::thread([&] {
+      other_got_it = mu.try_lock();
+      if (other_got_it) mu.unlock();
+    }).join();
+    EXPECT_FALSE(other_got_it) << "the wait returned without the lock";
+  }
+}
+
 }  // namespace
 }  // namespace crihook::testing

@@ -12,6 +12,7 @@
 
 #include "base/grpc_wire.h"
 #include "cri-api/runtime_v1.pb.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/raw_h2_backend.h"
 
@@ -45,7 +46,7 @@ class GrpcLibraryServerTest : public ::testing::Test {
         return grpc::Status(grpc::StatusCode::NOT_FOUND, "pod \"näme\"\n100% gone");
       }
       if (req.version() == "slow") {
-        for (int i = 0; i < 300 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
+        eventually([&] { return call.cancelled(); }, 3s);
         return grpc::Status(grpc::StatusCode::CANCELLED, "");
       }
       *out = versionReply("fake:" + req.version());

@@ -84,6 +84,39 @@ TEST(MutexTest, ATimedLockGivesUpAtItsDeadlineWhileAnotherHoldsIt) {
   EXPECT_TRUE(got);
 }
 
+// A clock of a test's own, shaped as base/env.h's MonotonicClock: it does
+// the waiting, on the caller's condition variable and held lock.
+struct RecordingClock {
+  using time_point = std::chrono::steady_clock::time_point;
+  void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                 time_point deadline) const {
+    held_while_waiting = lock.owns_lock();
+    waited_until = deadline;
+    cv.wait_until(lock, std::chrono::steady_clock::now() + 1ms);
+  }
+  mutable bool held_while_waiting = false;
+  mutable time_point waited_until;
+};
+
+TEST(MutexTest, AWaitByAClockIsThatClocksWaitAndReturnsWithTheLockHeld) {
+  Mutex mu;
+  CondVar cv;
+  RecordingClock clock;
+  const auto deadline = std::chrono::steady_clock::now() + 1h;
+  MutexLock lock(mu);
+  cv.waitUntilBy(lock, clock, deadline);
+  EXPECT_TRUE(clock.held_while_waiting);
+  EXPECT_EQ(clock.waited_until, deadline);
+  bool other_got_it = false;
+  std::thread([&] {
+    if (mu.try_lock()) {
+      other_got_it = true;
+      mu.unlock();
+    }
+  }).join();
+  EXPECT_FALSE(other_got_it);
+}
+
 std::string ownThreadName() {
   std::ifstream comm("/proc/self/task/" + std::to_string(::syscall(SYS_gettid)) + "/comm");
   std::string name;

@@ -121,7 +121,7 @@ TEST(Config, BadValuesSayWhatWasExpected) {
       {"[server]\nmode = \"sidecar\"",
        "config f: server.mode: expected \"proxy\" or \"nri\", got \"sidecar\""},
       {"[nri]\nsocket_path = \"nri.sock\"",
-       "config f: nri.socket_path: expected an absolute Unix socket path, got \"nri.sock\""},
+       "config f: nri.socket_path: expected an absolute path, got \"nri.sock\""},
       {"[nri]\nplugin_request_timeout = \"50ms\"",
        "config f: nri.plugin_request_timeout: expected a duration from 200ms to 10m"},
       {"[nri]\nkoordlet_plugin = \"yes\"", "config f: nri.koordlet_plugin: expected true or false"},
@@ -356,6 +356,62 @@ TEST(Config, TheReadmesOwnerTableIsTheCodes) {
                                       ownerSideName(c.side), "\"` | ", c.why, " |\n")))
         << "README.md: the [hooks.owners] row of " << c.key;
   }
+}
+
+// Every key that holds a path is read by one check with one message: the
+// key, "expected an absolute path" (or "", where "" turns the part off),
+// the value quoted.
+TEST(Config, EveryPathKeyRefusesARelativePathNamingTheKey) {
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"[server]\nlisten = \"crihook.sock\"",
+       "config f: server.listen: expected an absolute path, got \"crihook.sock\""},
+      {"[server]\nlisten = \"\"", "config f: server.listen: expected an absolute path, got \"\""},
+      {"[nri]\nsocket_path = \"\"",
+       "config f: nri.socket_path: expected an absolute path, got \"\""},
+      {"[hooks]\nstate_dir = \"var/lib/crihook\"",
+       "config f: hooks.state_dir: expected an absolute path or \"\", got \"var/lib/crihook\""},
+      {"[hooks]\nmodule_dir = \"modules\"",
+       "config f: hooks.module_dir: expected an absolute path or \"\", got \"modules\""},
+      {"[hooks]\nhookserver_dir = \"./hookserver.d\"",
+       "config f: hooks.hookserver_dir: expected an absolute path or \"\", got \"./hookserver.d\""},
+      {"[hooks]\nmodule_host = \"\"",
+       "config f: hooks.module_host: expected an absolute path, got \"\""},
+      {"[topology]\nroot = \"sys\"",
+       "config f: topology.root: expected an absolute path, got \"sys\""},
+      {"[security.mounts]\ndeny = [\"/etc\", \"proc\"]",
+       "config f: security.mounts.deny[1]: expected an absolute path, got \"proc\""},
+      {"[security.mounts]\ndeny_rw = [\"\"]",
+       "config f: security.mounts.deny_rw[0]: expected an absolute path, got \"\""},
+  };
+  for (const Case& k : cases) {
+    auto c = parseConfig(k.text, "f");
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_EQ(message(c.status()), k.want) << k.text;
+  }
+  // A socket's path fits a sockaddr_un: 107 bytes and its NUL.
+  const std::string longest = "/" + std::string(106, 's');
+  auto fits = parseConfig(cat("[nri]\nsocket_path = \"", longest, "\""), "f");
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  auto too_long = parseConfig(cat("[nri]\nsocket_path = \"", longest, "s\""), "f");
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_THAT(message(too_long.status()),
+              HasSubstr("config f: nri.socket_path: expected a Unix socket path of at most 107 "
+                        "bytes, got 108 bytes: \"/sss"));
+  // Where the part may be off, "" is taken; a path that is not text is quoted.
+  auto off =
+      parseConfig("[hooks]\nstate_dir = \"\"\nmodule_dir = \"\"\nhookserver_dir = \"\"", "f");
+  EXPECT_TRUE(off.ok()) << off.status();
+  auto odd = parseConfig("[topology]\nroot = \"a\\nb\"", "f");
+  EXPECT_EQ(message(odd.status()),
+            "config f: topology.root: expected an absolute path, got \"a\\x0ab\"");
+  // The flags' --listen: the same check.
+  Config flags;
+  flags.listen_path = "rel.sock";
+  EXPECT_EQ(message(validateConfig(flags, "flags")),
+            "flags: listen: expected an absolute path, got \"rel.sock\"");
 }
 
 TEST(Endpoint, UnixSocketsOnly) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
 #include <thread>
 
 namespace crihook::confine {
@@ -54,12 +55,10 @@ TEST(CapabilitiesTest, DropKeepsOnlyTheGivenOnesInEverySet) {
 }
 
 TEST(CapabilitiesTest, RefusedWhileOtherThreadsWouldKeepTheirs) {
-  std::atomic<bool> stop{false};
-  std::thread other([&] {
-    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
+  std::promise<void> stop;
+  std::thread other([done = stop.get_future()] { done.wait(); });
   absl::Status s = keepOnlyCapabilities(0);
-  stop = true;
+  stop.set_value();
   other.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(),

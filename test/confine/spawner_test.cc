@@ -14,9 +14,11 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "confine/capabilities.h"
+#include "test/support/eventually.h"
 
 namespace crihook::confine {
 namespace {
@@ -35,11 +37,7 @@ bool gone(pid_t pid) {
 }
 
 bool waitGone(pid_t pid, std::chrono::milliseconds bound) {
-  for (const auto until = Clock::now() + bound; Clock::now() < until;) {
-    if (gone(pid)) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return gone(pid);
+  return eventually([pid] { return gone(pid); }, bound);
 }
 
 LaunchRequest command(std::vector<std::string> argv, std::chrono::milliseconds timeout = 5s) {
@@ -271,21 +269,16 @@ TEST(SpawnerTest, TheSpawnerDiesWithTheProcessThatForkedIt) {
   ASSERT_EQ(::waitpid(parent, nullptr, 0), parent);
   int status = 0;
   pid_t w = 0;
-  for (const auto until = Clock::now() + 5s; w == 0 && Clock::now() < until;) {
-    w = ::waitpid(spawner, &status, WNOHANG);
-    if (w == 0) std::this_thread::sleep_for(10ms);
-  }
+  eventually([&] { return (w = ::waitpid(spawner, &status, WNOHANG)) != 0; });
   EXPECT_EQ(w, spawner) << "the spawner outlived its parent";
   ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
 }
 
 TEST(SpawnerTest, IsOnlyForkedWhileTheProcessHasOneThread) {
-  std::atomic<bool> stop{false};
-  std::thread other([&] {
-    while (!stop) std::this_thread::sleep_for(1ms);
-  });
+  std::promise<void> stop;
+  std::thread other([done = stop.get_future()] { done.wait(); });
   auto s = SpawnerClient::start({});
-  stop = true;
+  stop.set_value();
   other.join();
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("one thread, it has 2"));

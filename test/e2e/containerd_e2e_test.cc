@@ -27,6 +27,7 @@
 #include "test/support/cri_pods.h"
 #include "test/support/device_pod.h"
 #include "test/support/e2e_env.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/koord_server.h"
 #include "tools/crihookctl/cli.h"
@@ -122,9 +123,8 @@ class ContainerdE2E : public ::testing::Test {
       // Guarded: containerd and its shims die with the test (child_process.h).
       std::vector<std::string> args = {env->dir + "/ctd", kE2eImage, env->dir + "/busybox.tar"};
       if (!binary.empty()) args.push_back(binary);
-      env->containerd = startGuardedDaemon(env->containerd_guard,
-                                           scripts + "containerd-private.sh", args,
-                                           env->dir + "/ctd-start.log", 120s);
+      env->containerd = startGuardedDaemon(env->containerd_guard, scripts + "containerd-private.sh",
+                                           args, env->dir + "/ctd-start.log", 120s);
     } catch (const std::exception& e) {
       fatal_ = e.what();
       return;
@@ -170,11 +170,7 @@ class ContainerdE2E : public ::testing::Test {
       env->crihookd->wait(10s);
     }
     if (env->refuser) env->refuser->Shutdown(std::chrono::system_clock::now());
-    if (env->containerd > 0) {
-      ::kill(env->containerd, SIGTERM);
-      for (int i = 0; i < 500 && ::kill(env->containerd, 0) == 0; ++i)
-        std::this_thread::sleep_for(10ms);
-    }
+    if (env->containerd > 0) terminateDaemon(env->containerd, 5s);
     env->containerd_guard.reset();  // kills what containerd left (shims)
     std::error_code ec;
     std::filesystem::remove_all(env->dir, ec);
@@ -350,8 +346,13 @@ TEST_F(ContainerdE2E, WholePodLifecycleThroughCrihookdMatchesContainerd) {
   v1::ImageStatusResponse is = same(&images, &IS::ImageStatus, istat);
   EXPECT_FALSE(is.image().id().empty());
 
-  // One log line per intercepted call, naming the pod.
-  std::this_thread::sleep_for(100ms);
+  // One log line per intercepted call, naming the pod; the last one is
+  // written as its answer goes out.
+  const std::string last =
+      "RemovePodSandbox api=v1 pod=default/e2e-pod sandbox=" + pod.substr(0, 12);
+  EXPECT_TRUE(eventually(
+      [&] { return readFile(env->dir + "/crihookd.log").find(last) != std::string::npos; }, 5s,
+      10ms));
   const std::string log = readFile(env->dir + "/crihookd.log");
   for (const char* m : {"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer",
                         "RemoveContainer", "StopPodSandbox", "RemovePodSandbox"}) {
@@ -549,8 +550,7 @@ TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
   MetricsListen where;
   where.kind = MetricsListen::Kind::kUnix;
   where.path = socket;
-  for (int i = 0; i < 500 && !ctl::httpGet(where, "/readyz", 1s).ok(); ++i)
-    std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(eventually([&] { return ctl::httpGet(where, "/readyz", 1s).ok(); }, 5s, 10ms));
   auto sample = [&](const std::string& name, const std::map<std::string, std::string>& labels) {
     return metricSample(socket, name, labels);
   };
@@ -579,8 +579,8 @@ TEST_F(ContainerdE2E, MetricsCountAPodLifecycleAndItsHooks) {
 
   // A call is counted as its stream closes, just after the client has its answer.
   double now = 0;
-  for (int i = 0; i < 200 && (now = sample("crihook_cri_calls_total", run_ok)) < runs + 1; ++i)
-    std::this_thread::sleep_for(10ms);
+  eventually([&] { return (now = sample("crihook_cri_calls_total", run_ok)) >= runs + 1; }, 2s,
+             10ms);
   EXPECT_EQ(now, runs + 1);
   EXPECT_EQ(sample("crihook_hook_calls_total", static_pre), static_calls + 1);
   EXPECT_EQ(sample("crihook_hook_calls_total", refuser_pre), refuser_calls + 1);
@@ -633,8 +633,7 @@ class DeviceE2E {
   std::unique_ptr<v1::RuntimeService::Stub> stub() { return v1::RuntimeService::NewStub(channel_); }
   std::vector<std::string> actions() const { return deviceActions(dir_); }
   bool waitForActions(size_t n) const {
-    for (int i = 0; i < 500 && actions().size() < n; ++i) std::this_thread::sleep_for(20ms);
-    return actions().size() >= n;
+    return eventually([&] { return actions().size() >= n; }, 10s, 20ms);
   }
   std::string log() const { return readFile(dir_ + "/crihookd.log"); }
   std::string metricsSocket() const { return dir_ + "/metrics.sock"; }
@@ -646,8 +645,7 @@ class DeviceE2E {
     return n;
   }
   bool waitForLogCount(const std::string& text, size_t n) const {
-    for (int i = 0; i < 500 && logCount(text) < n; ++i) std::this_thread::sleep_for(20ms);
-    return logCount(text) >= n;
+    return eventually([&] { return logCount(text) >= n; }, 10s, 20ms);
   }
   // The phase of the pod's device record ("ready", "cleanup-pending",
   // "cleaned"); "gone" without one. device-lifecycle cleans up only what a
@@ -766,8 +764,7 @@ TEST_F(ContainerdE2E, AllocatedGpusAndRdmaVfAreInTheContainerInitialisedAndClean
   // device node, so the nodes being there would prove nothing.)
   ASSERT_TRUE(devices.waitForLogCount(reconciled, reconciled_before + 1)) << devices.log();
   EXPECT_EQ(devices.phaseOf(run_a.config()), "ready");
-  for (int i = 0; i < 500 && devices.phaseOf(run_c.config()) != "gone"; ++i)
-    std::this_thread::sleep_for(20ms);
+  eventually([&] { return devices.phaseOf(run_c.config()) == "gone"; }, 10s, 20ms);
   EXPECT_EQ(devices.phaseOf(run_c.config()), "gone") << devices.log();
   EXPECT_THAT(
       devices.actions(),
@@ -853,11 +850,7 @@ TEST_F(ContainerdE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
     return out.stdout();
   };
   auto cpusBecome = [&](const std::string& ctr, const std::string& cpus) {
-    for (int i = 0; i < 100; ++i) {
-      if (inside(ctr).starts_with(cpus + "\n")) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
+    return eventually([&] { return inside(ctr).starts_with(cpus + "\n"); }, 10s, 100ms);
   };
 
   const auto [ls_pod, ls] =

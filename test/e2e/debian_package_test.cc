@@ -55,6 +55,7 @@
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
+#include "test/support/eventually.h"
 
 namespace crihook::testing {
 namespace {
@@ -217,9 +218,7 @@ class DebianPackage : public ::testing::Test {
       auto direct = v1::RuntimeService::NewStub(
           grpc::CreateChannel("unix://" + ctdSocket(), grpc::InsecureChannelCredentials()));
       for (const auto& id : pod_ids_) stopAndRemovePod(*direct, id);
-      ::kill(containerd_, SIGTERM);
-      for (int i = 0; i < 1000 && ::kill(containerd_, 0) == 0; ++i)
-        std::this_thread::sleep_for(10ms);
+      terminateDaemon(containerd_, 10s);
     }
     containerd_guard_.reset();  // kills what containerd left (shims)
     std::filesystem::remove_all(dir_, ec);
@@ -279,13 +278,13 @@ class DebianPackage : public ::testing::Test {
                                  "unix://" + ctdSocket()},
         log);
     // Serving: a call through it reaches containerd.
-    const auto until = Clock::now() + 30s;
     ShellResult v;
-    while (Clock::now() < until) {
-      v = ctl("version");
-      if (v.code == 0 || crihookd_->wait(0ms) >= 0) break;
-      std::this_thread::sleep_for(200ms);
-    }
+    eventually(
+        [&] {
+          v = ctl("version");
+          return v.code == 0 || crihookd_->wait(0ms) >= 0;
+        },
+        30s, 200ms);
     ASSERT_EQ(v.code, 0) << v.out << "\ncrihookd's log:\n" << readFile(log);
     EXPECT_NE(v.out.find("containerd"), std::string::npos) << v.out;
     EXPECT_NE(readFile(log).find(cat("serving the activated socket ", kSocket)), std::string::npos)

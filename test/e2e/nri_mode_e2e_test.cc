@@ -53,6 +53,7 @@
 #include "test/support/cri_pods.h"
 #include "test/support/device_pod.h"
 #include "test/support/e2e_env.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/koord_server.h"
 #include "tools/crihookctl/cli.h"
@@ -164,10 +165,7 @@ class Crihookd {
   std::string log() const { return readFile(dir_ + "/crihookd.log"); }
   size_t logCount(const std::string& text) const { return countOf(log(), text); }
   bool waitForLogCount(const std::string& text, size_t n, std::chrono::milliseconds timeout) const {
-    for (auto until = std::chrono::steady_clock::now() + timeout;
-         logCount(text) < n && std::chrono::steady_clock::now() < until;)
-      std::this_thread::sleep_for(20ms);
-    return logCount(text) >= n;
+    return eventually([&] { return logCount(text) >= n; }, timeout, 20ms);
   }
   std::string criSocket() const { return dir_ + "/crihook.sock"; }
   std::string metricsSocket() const { return dir_ + "/metrics.sock"; }
@@ -250,8 +248,7 @@ class NriModeE2E : public ::testing::Test {
     return out;
   }
   void stopContainerd() {
-    ::kill(containerd_, SIGTERM);
-    for (int i = 0; i < 500 && ::kill(containerd_, 0) == 0; ++i) std::this_thread::sleep_for(10ms);
+    terminateDaemon(containerd_, 5s);
     containerd_ = -1;
   }
 
@@ -363,9 +360,7 @@ class NriModeE2E : public ::testing::Test {
   }
 
   static bool waitForActions(const std::string& dir, size_t n) {
-    for (int i = 0; i < 500 && deviceActions(dir).size() < n; ++i)
-      std::this_thread::sleep_for(20ms);
-    return deviceActions(dir).size() >= n;
+    return eventually([&] { return deviceActions(dir).size() >= n; }, 10s, 20ms);
   }
 
   std::string dir_;
@@ -632,8 +627,7 @@ TEST_F(NriModeE2E, KilledAndRestartedItKeepsThePodsItSawAndCleansUpThoseGone) {
   EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_unhooked_pods"), 0);
 
   // Pod c's cleanup is owed and runs; pod a's record stays ready.
-  for (int i = 0; i < 500 && phaseOf(dir + "/state", run_c.config()) != "gone"; ++i)
-    std::this_thread::sleep_for(20ms);
+  eventually([&] { return phaseOf(dir + "/state", run_c.config()) == "gone"; }, 10s, 20ms);
   EXPECT_EQ(phaseOf(dir + "/state", run_c.config()), "gone") << crihookd_->log();
   EXPECT_EQ(phaseOf(dir + "/state", run_a.config()), "ready");
   expected.push_back(cat("cleanup gpu 2 ", kFixtureGpu2, " e2e-nri-c"));
@@ -717,9 +711,9 @@ TEST_F(NriModeE2E, ReconnectsWhenContainerdRestartsAndHooksTheNextPod) {
   const size_t synced = crihookd_->logCount(Crihookd::kSynchronized);
 
   stopContainerd();
-  for (int i = 0;
-       i < 250 && metricSample(crihookd_->metricsSocket(), "crihook_nri_registered") != 0; ++i)
-    std::this_thread::sleep_for(20ms);
+  eventually(
+      [&] { return metricSample(crihookd_->metricsSocket(), "crihook_nri_registered") == 0; }, 5s,
+      20ms);
   EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 0);
   EXPECT_THAT(crihookd_->log(), HasSubstr("NRI connection to " + dir_ + "/ctd/nri.sock ended"));
   startContainerd();
@@ -784,11 +778,7 @@ TEST_F(NriModeE2E, NumaOnlyPodMakesRoomForAPinnedPodAndWidensWhenItGoes) {
   // What a process started in the container now is allowed, and its quota.
   auto inside = [&](const std::string& ctr) { return exec(kubelet, ctr, kCpusAndQuotaProbe); };
   auto cpusBecome = [&](const std::string& ctr, const std::string& cpus) {
-    for (int i = 0; i < 100; ++i) {
-      if (inside(ctr).starts_with(cpus + "\n")) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
+    return eventually([&] { return inside(ctr).starts_with(cpus + "\n"); }, 10s, 100ms);
   };
 
   const auto [ls_pod, ls] =

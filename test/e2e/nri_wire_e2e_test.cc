@@ -35,6 +35,7 @@
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
@@ -84,9 +85,7 @@ class NriWireE2E : public ::testing::Test {
     work_.reset();
     if (io_thread_.joinable()) io_thread_.join();
     if (containerd_ > 0) {
-      ::kill(containerd_, SIGTERM);
-      for (int i = 0; i < 500 && ::kill(containerd_, 0) == 0; ++i)
-        std::this_thread::sleep_for(10ms);
+      terminateDaemon(containerd_, 5s);
     }
     guard_.reset();
     std::error_code ec;
@@ -156,12 +155,13 @@ class NriWireE2E : public ::testing::Test {
   }
 
   bool waitForCall(const std::string& call, std::chrono::milliseconds timeout) {
-    for (auto until = std::chrono::steady_clock::now() + timeout;
-         std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(10ms)) {
-      for (const auto& c : seen_.all())
-        if (c == call) return true;
-    }
-    return false;
+    return eventually(
+        [&] {
+          for (const auto& c : seen_.all())
+            if (c == call) return true;
+          return false;
+        },
+        timeout);
   }
 
   v1::PodSandboxConfig podConfig(const std::string& name) {
@@ -296,8 +296,7 @@ TEST_F(NriWireE2E, TheFrontDrivesTheSeamFromNriEventsAndItsAdjustmentReachesTheC
       std::make_shared<spdlog::logger>("nri", std::make_shared<spdlog::sinks::null_sink_mt>());
   nri::Front front(hooks, options, log);
   front.start();
-  for (int i = 0; i < 500 && !front.registered(); ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_TRUE(front.registered());
+  ASSERT_TRUE(eventually([&] { return front.registered(); }));
 
   grpc::ClientContext c_run;
   v1::RunPodSandboxRequest run;
@@ -360,11 +359,10 @@ TEST_F(NriWireE2E, TheFrontDrivesTheSeamFromNriEventsAndItsAdjustmentReachesTheC
       << st.error_message();
 
   ASSERT_TRUE(stopAndRemovePod(*runtime_, pod).ok());
-  for (int i = 0; i < 500; ++i) {
+  eventually([&] {
     auto all = hooks.seen.all();
-    if (!all.empty() && all.back().rfind("post RemovePodSandbox", 0) == 0) break;
-    std::this_thread::sleep_for(10ms);
-  }
+    return !all.empty() && all.back().rfind("post RemovePodSandbox", 0) == 0;
+  });
   const std::vector<std::string> expected = {
       "pre RunPodSandbox front-pod",
       "post RunPodSandbox sandbox",

@@ -34,6 +34,7 @@
 #include "test/support/child_process.h"
 #include "test/support/cri_pods.h"
 #include "test/support/e2e_env.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/process_stats.h"
 
@@ -175,8 +176,7 @@ class Soak : public ::testing::Test {
   }
   void stopContainerd() {
     if (containerd_ <= 0) return;
-    ::kill(containerd_, SIGTERM);
-    for (int i = 0; i < 1000 && ::kill(containerd_, 0) == 0; ++i) std::this_thread::sleep_for(10ms);
+    terminateDaemon(containerd_, 10s);
     containerd_ = -1;
   }
   void startCrihookd() {
@@ -595,10 +595,8 @@ TEST_F(Soak, PodChurnSurvivesCrihookdKillsAndAContainerdRestart) {
   crihookd_->signal(SIGTERM);
   EXPECT_EQ(crihookd_->wait(20s), 0);
   startCrihookd();
-  for (auto until = Clock::now() + 60s; Clock::now() < until && !owedCleanups().empty();)
-    std::this_thread::sleep_for(100ms);
-  for (auto until = Clock::now() + 30s; Clock::now() < until && filesIn("devices") > 0;)
-    std::this_thread::sleep_for(100ms);
+  eventually([&] { return owedCleanups().empty(); }, 60s, 100ms);
+  eventually([&] { return filesIn("devices") == 0; }, 30s, 100ms);
 
   const auto took = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - began);
   const auto actions = actionsByPod();

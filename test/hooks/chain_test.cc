@@ -2,9 +2,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <spdlog/sinks/ostream_sink.h>
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -14,7 +14,8 @@
 #include "base/quote.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
-#include "hooks/ownership.h"
+#include "test/support/eventually.h"
+#include "topology/topology.h"
 
 namespace crihook {
 namespace {
@@ -225,41 +226,6 @@ std::shared_ptr<const topology::Snapshot> twoGpus() {
 constexpr const char* kUuids =
     "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd,GPU-00000003-aaaa-bbbb-cccc-dddddddddddd";
 
-TEST(SameDecision, GpusByMinorUuidOrAddressCpusetsByTheirCpus) {
-  auto topo = twoGpus();
-  const FieldKey visible{Field::kEnv, "NVIDIA_VISIBLE_DEVICES"};
-  EXPECT_TRUE(sameDecision(visible, "2,3", kUuids, topo.get()));
-  EXPECT_TRUE(sameDecision(visible, "3,2", kUuids, topo.get()));  // a set: CUDA orders by bus
-  EXPECT_TRUE(sameDecision(visible, "0000:12:00.0, 3", kUuids, topo.get()));
-  EXPECT_FALSE(sameDecision(visible, "2", kUuids, topo.get()));
-  EXPECT_TRUE(sameDecision(visible, "2,4", "4,2", nullptr));  // the same entries, reordered
-  EXPECT_FALSE(sameDecision(visible, "2,3", kUuids, nullptr));  // no node: spelling only
-  EXPECT_FALSE(sameDecision(visible, "all", kUuids, topo.get()));
-  EXPECT_FALSE(sameDecision(visible, "9,3", "GPU-x,3", topo.get()));  // neither names a GPU here
-  EXPECT_FALSE(sameDecision(visible, "2,3", "<removed>", topo.get()));
-  // Numbers mean minors only for the one variable the scheduler's minors go to.
-  EXPECT_FALSE(sameDecision({Field::kEnv, "CUDA_VISIBLE_DEVICES"}, "2,3", kUuids, topo.get()));
-  EXPECT_TRUE(sameDecision({Field::kCpusetCpus, ""}, "0-3,8", "8,2,3,0-1", nullptr));
-  EXPECT_TRUE(sameDecision({Field::kCpusetMems, ""}, "0,1", "0-1", nullptr));
-  EXPECT_FALSE(sameDecision({Field::kCpusetCpus, ""}, "0-3", "0-4", nullptr));
-  EXPECT_FALSE(sameDecision({Field::kCpusetCpus, ""}, "0-3", "three", nullptr));
-  EXPECT_FALSE(sameDecision({Field::kCpuQuota, ""}, "-1", "-01", nullptr));
-}
-
-TEST(OwnerClassOf, EachFieldHasTheClassTheReadmeGivesIt) {
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "NVIDIA_VISIBLE_DEVICES"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "CUDA_DEVICE_MEMORY_LIMIT_1"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "CUDA_DEVICE_MEMORY_LIMIT_x"}), OwnerClass::kOther);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "LD_PRELOAD"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kEnv, "HF_HOME"}), OwnerClass::kOther);
-  EXPECT_EQ(ownerClassOf({Field::kDevice, "/dev/nvidia2"}), OwnerClass::kDeviceEnv);
-  EXPECT_EQ(ownerClassOf({Field::kCpusetMems, ""}), OwnerClass::kCpuset);
-  EXPECT_EQ(ownerClassOf({Field::kCpuShares, ""}), OwnerClass::kResources);
-  EXPECT_EQ(ownerClassOf({Field::kUnified, "memory.high"}), OwnerClass::kResources);
-  EXPECT_EQ(ownerClassOf({Field::kAnnotation, "a"}), OwnerClass::kOther);
-  EXPECT_EQ(ownerClassOf({Field::kCgroupParent, ""}), OwnerClass::kOther);
-}
-
 // crihook's device hooks beside koordlet (issue 31): koordlet's answer as
 // its GPU and cpuset hooks give it, crihook's as its built-ins do.
 class BesideKoordletTest : public ChainTest {
@@ -288,8 +254,9 @@ class BesideKoordletTest : public ChainTest {
 
 TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) {
   beside_->add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
-  beside_->add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
-             {.koordinator = true});
+  beside_->add(
+      hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
+      {.koordinator = true});
   ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_THAT(out.merged.result().env, ElementsAre(EnvVar{"NVIDIA_VISIBLE_DEVICES", kUuids}));
@@ -299,8 +266,9 @@ TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) 
 
   // Whatever the order, the owner's spelling: crihook's, for device env.
   HookChain reversed(log_);
-  reversed.add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
-               {.koordinator = true});
+  reversed.add(
+      hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2,3"); }),
+      {.koordinator = true});
   reversed.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
   out = reversed.run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
@@ -310,8 +278,9 @@ TEST_F(BesideKoordletTest, TheSameGpusByMinorAreNoConflictAndKeepCrihooksUuids) 
   // Other GPUs than crihook's: crihook decides, and the loser is logged.
   HookChain other(log_);
   other.add(hook("gpu", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", kUuids); }), {});
-  other.add(hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2"); }),
-            {.koordinator = true});
+  other.add(
+      hook("hookserver/koordlet", [](auto&) { return setEnv("NVIDIA_VISIBLE_DEVICES", "2"); }),
+      {.koordinator = true});
   out = other.run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().env[0].value, kUuids);
@@ -329,7 +298,8 @@ TEST_F(BesideKoordletTest, ACpusetThatDiffersIsKoordletsOneSpeltOtherwiseIsNoCon
   pool.cpuset_cpus = "4-15";
   pool.cpu_shares = 2048;
   beside_->add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
-  beside_->add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }), {.koordinator = true});
+  beside_->add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }),
+               {.koordinator = true});
   ChainOutcome out = beside_->run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().cpuset_cpus, "4-15");
@@ -354,16 +324,16 @@ TEST_F(BesideKoordletTest, ACpusetThatDiffersIsKoordletsOneSpeltOtherwiseIsNoCon
   // Configured otherwise: crihook keeps it, or the difference is refused.
   pool.cpuset_cpus = "4-15";
   HookChain mine(log_);
-  mine.setOwners({OwnerSide::kCrihook, OwnerSide::kCrihook, OwnerSide::kKoordinator,
-                  OwnerSide::kRefuse});
+  mine.setOwners(
+      {OwnerSide::kCrihook, OwnerSide::kCrihook, OwnerSide::kKoordinator, OwnerSide::kRefuse});
   mine.add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
   mine.add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }), {.koordinator = true});
   out = mine.run(onNode(), Clock::time_point::max());
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(out.merged.result().cpuset_cpus, "0-15");
   HookChain refusing(log_);
-  refusing.setOwners({OwnerSide::kCrihook, OwnerSide::kRefuse, OwnerSide::kKoordinator,
-                      OwnerSide::kRefuse});
+  refusing.setOwners(
+      {OwnerSide::kCrihook, OwnerSide::kRefuse, OwnerSide::kKoordinator, OwnerSide::kRefuse});
   refusing.add(hook("cpuset", [&](auto&) { return decide(numa); }), {});
   refusing.add(hook("hookserver/koordlet", [&](auto&) { return decide(pool); }),
                {.koordinator = true});
@@ -410,13 +380,16 @@ TEST_F(ChainTest, PostStageFailuresNeverFailTheCall) {
 }
 
 TEST_F(ChainTest, AbandonedHookWorksOnItsOwnCopyOfTheRequest) {
-  std::atomic<bool> read_ok{false};
+  std::atomic<bool> caller_gone{false};
+  std::atomic<int> read{-1};  // -1 not yet; 1 the request as it was sent, 0 anything else
   chain_.add(hook(
                  "late",
                  [&](const HookInput& in) {
-                   std::this_thread::sleep_for(200ms);  // long after the chain gave up
-                   read_ok = static_cast<const runtime::v1::CreateContainerRequest*>(in.request)
-                                 ->pod_sandbox_id() == "sb-1";
+                   // Runs on after the chain gave up, until its caller's
+                   // request is gone.
+                   EXPECT_TRUE(eventually([&] { return caller_gone.load(); }));
+                   read = static_cast<const runtime::v1::CreateContainerRequest*>(in.request)
+                              ->pod_sandbox_id() == "sb-1";
                    return HookDecision::proceed();
                  },
                  false),
@@ -428,8 +401,9 @@ TEST_F(ChainTest, AbandonedHookWorksOnItsOwnCopyOfTheRequest) {
     in.request = &request;
     EXPECT_TRUE(chain_.run(in, Clock::time_point::max()).status.ok());
   }  // the caller's request is gone
-  std::this_thread::sleep_for(400ms);
-  EXPECT_TRUE(read_ok.load());
+  caller_gone = true;
+  ASSERT_TRUE(eventually([&] { return read.load() != -1; }));
+  EXPECT_EQ(read.load(), 1);
 }
 
 // A hook that bounds its own time (a remote call) gets the deadline and is

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fault_env.h"
 
@@ -249,17 +250,6 @@ TEST(StateStoreTest, ADirectoryThatCannotBeMadeIsAnError) {
 
 // ---- faults (test/support/fault_env.h) ----
 
-// Waits up to `bound` for `done`, checking every few milliseconds.
-template <typename Done>
-bool waitFor(Done done, std::chrono::milliseconds bound = std::chrono::seconds(10)) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
 hv1::PodRecord podNamed(const std::string& sandbox, const std::string& name) {
   hv1::PodRecord p;
   p.set_sandbox_id(sandbox);
@@ -310,9 +300,12 @@ TEST_F(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhen
   // after the failure (the test jumps the store's clock there).
   env.freeDisk();
   env.jumpingClock().jump(kStateWriteRetry);
-  EXPECT_TRUE(waitFor([&] {
-    return readFile(file).find("train-0-renamed-with-a-longer-name") != std::string::npos;
-  })) << readFile(file);
+  EXPECT_TRUE(eventually(
+      [&] {
+        return readFile(file).find("train-0-renamed-with-a-longer-name") != std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << readFile(file);
   // A restart reads the new record.
   StateStore again(dir.path(), nullptr);
   ASSERT_TRUE(again.load().ok());
@@ -336,7 +329,8 @@ TEST_F(StateStoreFaultTest, AFailedRemoveIsRetriedSoARestartDoesNotBringThePodBa
   EXPECT_EQ(::access(dir.file("pods/sb1.json").c_str(), F_OK), 0);
   env.failRemoves(0);
   env.jumpingClock().jump(kStateWriteRetry);
-  EXPECT_TRUE(waitFor([&] { return ::access(dir.file("pods/sb1.json").c_str(), F_OK) != 0; }));
+  EXPECT_TRUE(eventually([&] { return ::access(dir.file("pods/sb1.json").c_str(), F_OK) != 0; },
+                         std::chrono::seconds(10)));
   StateStore again(dir.path(), nullptr);
   ASSERT_TRUE(again.load().ok());
   EXPECT_EQ(again.pod("sb1"), nullptr);

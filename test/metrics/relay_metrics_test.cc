@@ -15,6 +15,7 @@
 #include "metrics/hook_metrics.h"
 #include "metrics/http_endpoint.h"
 #include "metrics/metric_registry.h"
+#include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 #include "tools/crihookctl/status.h"
 
@@ -120,23 +121,15 @@ class RelayMetricsTest : public ProxyFixture {
     }
     return -1;
   }
-  // Polls a gauge until it reads `want` (the proxy updates it as the call's
-  // stream closes, just after the client has its answer).
+  // Whether a gauge comes to read `want` (the proxy updates it as the
+  // call's stream closes, just after the client has its answer).
   bool gaugeReaches(const std::string& name, double want) {
-    for (int i = 0; i < 500; ++i) {
-      if (scraped(name, {}) == want) return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
+    return eventually([&] { return scraped(name, {}) == want; });
   }
   // Likewise for a counter that is recorded as the stream closes.
   bool counterReaches(const std::string& name, const std::map<std::string, std::string>& labels,
                       double want) {
-    for (int i = 0; i < 500; ++i) {
-      if (scraped(name, labels) == want) return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
+    return eventually([&] { return scraped(name, labels) == want; });
   }
 
   metrics::Registry registry_;

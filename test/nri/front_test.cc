@@ -11,13 +11,14 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 
-#include <condition_variable>
-#include <mutex>
+#include <algorithm>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "cri-api/nri_api_v1alpha1.pb.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fake_nri_runtime.h"
@@ -29,58 +30,101 @@ using namespace std::chrono_literals;
 
 // Records each stage it runs ("pre RemoveContainer", …); a stage close()d
 // waits until it is open()ed (or 10 s, longer than any wait of the test's
-// runtime, so an answer that waited for it is reported missing first).
+// runtime, so an answer that waited for it is reported missing first). An
+// open stage runs on the caller's thread; a closed one waits on a thread of
+// its own, as a hook runs on the interceptor's workers, so the Front's
+// thread goes on reading and answering other events meanwhile.
 class GateInterceptor final : public Interceptor {
  public:
+  ~GateInterceptor() override {
+    open();
+    // A waiter's stage may call the next stage, which runs inline now.
+    for (;;) {
+      std::vector<std::thread> waiters;
+      {
+        MutexLock lock(mu_);
+        waiters.swap(waiters_);
+      }
+      if (waiters.empty()) break;
+      for (std::thread& t : waiters) t.join();
+    }
+  }
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
-    pass(cat("pre ", methodName(call->method)));
-    done(absl::OkStatus());
+    pass(cat("pre ", methodName(call->method)), [done] { done(absl::OkStatus()); });
   }
   void post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) override {
-    pass(cat("post ", methodName(call->method)));
-    done();
+    pass(cat("post ", methodName(call->method)), std::move(done));
   }
 
   void close(const std::string& stage) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     closed_.insert(stage);
   }
   void open() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     closed_.clear();
-    cv_.notify_all();
+    cv_.notifyAll();
   }
   void open(const std::string& stage) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     closed_.erase(stage);
-    cv_.notify_all();
+    cv_.notifyAll();
   }
   std::vector<std::string> ran() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return ran_;
   }
   // Waits (up to 5 s) until `stage` ran.
   bool waitFor(const std::string& stage) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, 5s, [&] {
-      for (const auto& s : ran_)
-        if (s == stage) return true;
-      return false;
+    MutexLock lock(mu_);
+    return cv_.waitFor(lock, 5s, [&] {
+      mu_.assertHeld();
+      return std::find(ran_.begin(), ran_.end(), stage) != ran_.end();
+    });
+  }
+  // Waits (up to 5 s) until `stage` is held at its closed gate.
+  bool waitAtGate(const std::string& stage) {
+    MutexLock lock(mu_);
+    return cv_.waitFor(lock, 5s, [&] {
+      mu_.assertHeld();
+      return at_gate_.count(stage) > 0;
     });
   }
 
  private:
-  void pass(const std::string& stage) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, 10s, [&] { return !closed_.count(stage); });
-    ran_.push_back(stage);
-    cv_.notify_all();
+  // Runs `stage`, then `done`: at once when its gate is open, else on a
+  // waiter thread once it opens.
+  void pass(const std::string& stage, std::function<void()> done) {
+    MutexLock lock(mu_);
+    if (!closed_.count(stage)) {
+      ran_.push_back(stage);
+      cv_.notifyAll();
+      lock.unlock();
+      return done();
+    }
+    at_gate_.insert(stage);
+    cv_.notifyAll();
+    waiters_.push_back(namedThread("gate-waiter", [this, stage, done = std::move(done)] {
+      {
+        MutexLock lock(mu_);
+        cv_.waitFor(lock, 10s, [&] {
+          mu_.assertHeld();
+          return !closed_.count(stage);
+        });
+        at_gate_.erase(stage);
+        ran_.push_back(stage);
+        cv_.notifyAll();
+      }
+      done();
+    }));
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<std::string> closed_;
-  std::vector<std::string> ran_;
+  Mutex mu_;
+  CondVar cv_;
+  std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> at_gate_ ABSL_GUARDED_BY(mu_);  // stages held by a closed gate
+  std::vector<std::string> ran_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
 class FrontTest : public ::testing::Test {
@@ -174,8 +218,13 @@ TEST_F(FrontTest, CreateContainerIsAnsweredOnceItsHookRanAndBeforeItsRecords) {
   hooks_.close("pre CreateContainer");
   hooks_.close("post CreateContainer");
   createContainer(21);
-  // The hook on the pre-stage decides the answer: nothing comes while it waits.
-  EXPECT_FALSE(runtime_.sentWithin(300)) << "answered before the pre-stage ran";
+  // The hook on the pre-stage decides the answer: nothing comes while it
+  // waits. An event the Front answers at once, sent once the stage waits,
+  // is answered first: an answer to CreateContainer queued before would
+  // have come before it.
+  ASSERT_TRUE(hooks_.waitAtGate("pre CreateContainer"));
+  stateChange(23, api::POST_START_CONTAINER);  // no StartContainer waits for it
+  EXPECT_EQ(runtime_.answer().first, 23u) << "answered before the pre-stage ran";
   hooks_.open("pre CreateContainer");
   auto [stream, resp] = runtime_.answer();  // while the post-stage (records) waits
   EXPECT_EQ(stream, 21u);
@@ -199,17 +248,17 @@ class RefusingInterceptor final : public Interceptor {
     done();
   }
   std::vector<std::string> ran() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return ran_;
   }
 
  private:
   void note(const std::string& stage) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ran_.push_back(stage);
   }
-  std::mutex mu_;
-  std::vector<std::string> ran_;
+  Mutex mu_;
+  std::vector<std::string> ran_ ABSL_GUARDED_BY(mu_);
 };
 
 // A Front with a hook on RunPodSandbox's pre-stage (a device init of 3 s)
@@ -225,7 +274,7 @@ class ConfigureTest : public ::testing::Test {
       return m == LifecycleMethod::kRunPodSandbox && p == Phase::kPre;
     };
     options.check_budget = [this](std::chrono::milliseconds runtime_timeout) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       checked_.push_back(runtime_timeout);
       return checkBudget(
           [](LifecycleMethod m, Phase p) {
@@ -236,11 +285,11 @@ class ConfigureTest : public ::testing::Test {
           runtime_timeout, 100ms, TimeoutSource::kRuntime);
     };
     options.on_refused = [this](const absl::Status& why) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       refused_.push_back(std::string(why.message()));
     };
     options.on_synchronize = [this](const Synchronized& sync) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       synchronized_.push_back(sync);
     };
     front_ = std::make_unique<Front>(
@@ -298,10 +347,10 @@ class ConfigureTest : public ::testing::Test {
   ::crihook::testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};
   RefusingInterceptor hooks_;
   std::unique_ptr<Front> front_;
-  std::mutex mu_;
-  std::vector<std::chrono::milliseconds> checked_;
-  std::vector<std::string> refused_;
-  std::vector<Synchronized> synchronized_;
+  Mutex mu_;
+  std::vector<std::chrono::milliseconds> checked_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> refused_ ABSL_GUARDED_BY(mu_);
+  std::vector<Synchronized> synchronized_ ABSL_GUARDED_BY(mu_);
 };
 
 // The case: crihookd told 12 s, containerd at 2 s, a 3 s device
@@ -315,7 +364,7 @@ TEST_F(ConfigureTest, ARuntimesOwnTimeoutTooShortForTheHooksRefusesTheRegistrati
   EXPECT_THAT(r.status().message(),
               ::testing::HasSubstr("the runtime's own, sent at NRI Configure: 2s"));
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("at least 3100ms"));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   EXPECT_EQ(checked_, std::vector<std::chrono::milliseconds>{2000ms});
   ASSERT_EQ(refused_.size(), 1u);
   EXPECT_FALSE(front_->registered());
@@ -323,7 +372,7 @@ TEST_F(ConfigureTest, ARuntimesOwnTimeoutTooShortForTheHooksRefusesTheRegistrati
 
 TEST_F(ConfigureTest, ARuntimesOwnTimeoutThatFitsIsTaken) {
   EXPECT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   EXPECT_EQ(checked_, std::vector<std::chrono::milliseconds>{5000ms});
   EXPECT_TRUE(refused_.empty());
 }
@@ -332,7 +381,7 @@ TEST_F(ConfigureTest, ARuntimesOwnTimeoutThatFitsIsTaken) {
 // at start-up, stands.
 TEST_F(ConfigureTest, ARuntimeThatSendsNoTimeoutIsNotChecked) {
   EXPECT_FALSE(failed(configure("containerd", "1.7.24~ds1", 0)));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   EXPECT_TRUE(checked_.empty());
 }
 
@@ -349,7 +398,7 @@ TEST_F(ConfigureTest, ASynchronizeInPartsIsAnsweredPartByPartAndDeliveredWhole) 
   ASSERT_TRUE(last.ParseFromString(runtime_.answer().second.payload()));
   EXPECT_FALSE(last.more());
   EXPECT_TRUE(front_->registered());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ASSERT_EQ(synchronized_.size(), 1u);
   ASSERT_EQ(synchronized_[0].pods.size(), 2u);
   EXPECT_EQ(synchronized_[0].pods[0].sandbox_id, "pod-a");

@@ -10,11 +10,12 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <future>
-#include <mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "cri-api/nri_api_v1alpha1.pb.h"
 #include "cri-api/ttrpc.pb.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fake_nri_runtime.h"
 
@@ -45,7 +46,7 @@ class PluginConnectionTest : public ::testing::Test {
     PluginConnection::Callbacks cb;
     cb.on_call = [this](std::string_view method, std::string payload,
                         std::chrono::steady_clock::time_point deadline, Reply reply) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       calls_.push_back({std::string(method), std::move(payload), deadline, std::move(reply)});
     };
     cb.on_closed = [this](const absl::Status& why) { closed_.set_value(why); };
@@ -71,20 +72,24 @@ class PluginConnectionTest : public ::testing::Test {
   }
   std::pair<uint32_t, ::ttrpc::Response> answer() { return runtime_.answer(); }
 
-  size_t callCount() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return calls_.size();
-  }
-  bool waitForCalls(size_t n) {
-    for (int i = 0; i < 500 && callCount() < n; ++i) std::this_thread::sleep_for(10ms);
-    return callCount() >= n;
-  }
-
   struct Call {
     std::string method, payload;
     std::chrono::steady_clock::time_point deadline;
     Reply reply;
   };
+
+  size_t callCount() {
+    MutexLock lock(mu_);
+    return calls_.size();
+  }
+  bool waitForCalls(size_t n) {
+    return eventually([&] { return callCount() >= n; });
+  }
+  // The runtime's call number `i` as the plugin's callback got it.
+  Call callAt(size_t i) {
+    MutexLock lock(mu_);
+    return calls_.at(i);
+  }
 
   testing::TempDir dir_;
   testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};
@@ -94,8 +99,8 @@ class PluginConnectionTest : public ::testing::Test {
       io_->get_executor()};
   std::thread io_thread_;
   std::shared_ptr<PluginConnection> conn_;
-  std::mutex mu_;
-  std::vector<Call> calls_;
+  Mutex mu_;
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
   std::promise<absl::Status> closed_;
 };
 
@@ -121,7 +126,7 @@ TEST_F(PluginConnectionTest, RegistersThenAnswersTheRuntimesCalls) {
   configure.set_runtime_name("containerd");
   call(1, "Configure", configure.SerializeAsString());
   ASSERT_TRUE(waitForCalls(1));
-  Call c = calls_[0];
+  Call c = callAt(0);
   EXPECT_EQ(c.method, "Configure");
   EXPECT_EQ(c.payload, configure.SerializeAsString());
   EXPECT_LT(c.deadline, std::chrono::steady_clock::now() + 3s) << "the runtime's timeout";
@@ -137,8 +142,8 @@ TEST_F(PluginConnectionTest, RegistersThenAnswersTheRuntimesCalls) {
   // An error travels as ttrpc's status, its code and message.
   call(3, "CreateContainer", "");
   ASSERT_TRUE(waitForCalls(2));
-  calls_[1].reply(absl::FailedPreconditionError("gpu 3 is not healthy"), "ignored");
-  calls_[1].reply(absl::OkStatus(), "a second reply goes nowhere");
+  callAt(1).reply(absl::FailedPreconditionError("gpu 3 is not healthy"), "ignored");
+  callAt(1).reply(absl::OkStatus(), "a second reply goes nowhere");
   auto [stream3, failed] = answer();
   EXPECT_EQ(stream3, 3u);
   EXPECT_EQ(failed.status().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
@@ -204,7 +209,7 @@ TEST_F(PluginConnectionTest, CallsPastTheBoundInFlightAreRefused) {
   EXPECT_EQ(stream, over);
   EXPECT_EQ(refused.status().code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
   // One answered: room for the next.
-  calls_[0].reply(absl::OkStatus(), "");
+  callAt(0).reply(absl::OkStatus(), "");
   EXPECT_EQ(answer().first, 1u);
   call(over + 2, "StateChange", "");
   EXPECT_TRUE(waitForCalls(PluginConnection::kMaxCallsInFlight + 1));
@@ -222,7 +227,7 @@ TEST_F(PluginConnectionTest, TheRuntimeGoingAwayEndsTheConnectionOnce) {
   const absl::Status why = closed.get();
   EXPECT_EQ(why.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(why.message(), "the runtime closed the NRI connection");
-  calls_[0].reply(absl::OkStatus(), "after the end: dropped");
+  callAt(0).reply(absl::OkStatus(), "after the end: dropped");
 }
 
 TEST_F(PluginConnectionTest, NoSocketIsUnavailableNamingIt) {

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "test/support/eventually.h"
+
 namespace crihook::testing {
 
 class ActivatedDaemon {
@@ -65,17 +67,14 @@ class ActivatedDaemon {
   // The exit code (128+signal when killed), or -1 if still running after
   // `timeout`.
   int wait(std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (code_ < 0) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      } else if (std::chrono::steady_clock::now() >= until) {
-        break;
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
+    eventually(
+        [&] {
+          int status = 0;
+          if (code_ < 0 && ::waitpid(pid_, &status, WNOHANG) == pid_)
+            code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          return code_ >= 0;
+        },
+        timeout);
     return code_;
   }
 

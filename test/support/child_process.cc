@@ -23,6 +23,8 @@
 #include <thread>
 #include <utility>
 
+#include "test/support/eventually.h"
+
 extern char** environ;
 
 namespace crihook::testing {
@@ -295,12 +297,13 @@ std::string readFile(const std::string& path) {
 }
 
 bool waitForFile(const std::string& path, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (std::filesystem::exists(path)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return eventually([&] { return std::filesystem::exists(path); }, timeout);
+}
+
+bool terminateDaemon(pid_t pid, std::chrono::milliseconds timeout) {
+  if (pid <= 0) return true;
+  ::kill(pid, SIGTERM);
+  return eventually([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }, timeout);
 }
 
 }  // namespace crihook::testing

@@ -87,7 +87,12 @@ std::string runShellOrThrow(const std::string& command);
 
 std::string readFile(const std::string& path);
 
-// Polls until `path` exists.
+// Whether `path` exists within `timeout`.
 bool waitForFile(const std::string& path, std::chrono::milliseconds timeout);
+
+// Sends a daemon that is not this process's child (startGuardedDaemon's)
+// SIGTERM and waits up to `timeout` for it to be gone; false if it is still
+// there (its guard kills it at the end).
+bool terminateDaemon(pid_t pid, std::chrono::milliseconds timeout);
 
 }  // namespace crihook::testing

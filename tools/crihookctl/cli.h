@@ -9,8 +9,11 @@
 
 namespace crihook::ctl {
 
-// Runs one command line (without argv[0]). Writes results to `out`, errors to
-// `err`; returns the process exit code (for exec: the command's own).
+// Runs one command line (without argv[0]): the global flags, then the
+// command of cli.cc's table (kCommands, which the usage text is made from).
+// Writes results to `out`, errors to `err` (printed here, for every
+// command: command.h says which exit 1 and which 2); returns the process
+// exit code (for exec: the command's own).
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace crihook::ctl

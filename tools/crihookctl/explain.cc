@@ -9,6 +9,7 @@
 #include "base/text.h"
 #include "hooks/adjustment_schema.h"
 #include "hooks/apply.h"
+#include "hooks/state_store.h"
 #include "hooks/wire.h"
 
 namespace crihook::ctl {
@@ -167,6 +168,28 @@ void explainContainer(const hv1::PodState& state, const std::string& id, std::os
   if (devices.empty() && cpuset.empty()) return;
   out << "\non the machine (" << machine->root << "):\n"
       << topology::podPicture(*machine, devices, cpuset);
+}
+
+absl::StatusOr<int> cmdExplain(const Invocation& in) {
+  auto p = parseArgs(in.args, {{"--state-dir", true}, {"--root", true}});
+  if (!p.ok()) return p.status();
+  if (auto s = needArgs(*p, 1, "a container ID"); !s.ok()) return s;
+  const std::string dir = p->get("--state-dir", "/var/lib/crihook");
+  std::string id;
+  auto state = StateStore::findContainer(dir, p->positional[0], &id);
+  if (!state.ok()) return state.status();
+  if (in.options.json) {
+    hv1::PodState only;
+    *only.mutable_pod() = state->pod();
+    for (const auto& c : state->containers()) {
+      if (c.id() == id) *only.add_containers() = c;
+    }
+    in.out << messageJson(only);
+    return 0;
+  }
+  const topology::Snapshot machine = topology::discover(topology::SysRoot(p->get("--root", "/")));
+  explainContainer(*state, id, in.out, &machine);
+  return 0;
 }
 
 }  // namespace crihook::ctl

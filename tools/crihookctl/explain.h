@@ -8,10 +8,19 @@
 #include <vector>
 
 #include "cri-api/crihook_hook_v1.pb.h"
+#include "tools/crihookctl/command.h"
 #include "topology/topology.h"
 #include "topology/views.h"
 
 namespace crihook::ctl {
+
+// The command: `explain [--state-dir DIR] [--root DIR] ID`. The container
+// whose ID starts with ID in crihookd's state (DIR, default
+// /var/lib/crihook), explained (-o json: its pod's record with only that
+// container), and with the node's topology under --root (default /) where
+// its devices sit. An error naming the ID and the directory (exit 1) when no
+// container, or more than one, matches.
+absl::StatusOr<int> cmdExplain(const Invocation& in);
 
 // Writes, for the container `id` of `state`: the configuration kubelet sent,
 // every stage's hooks and each change with the hook that made it, what went

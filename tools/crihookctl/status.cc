@@ -47,35 +47,34 @@ bool waitFor(int fd, short events, Clock::time_point until) {
   }
 }
 
-}  // namespace
+absl::Status unavailable(const std::string& name, std::string_view why) {
+  return absl::UnavailableError(cat("metrics endpoint ", name, ": ", why));
+}
 
-absl::StatusOr<HttpResult> httpGet(const MetricsListen& where, const std::string& path,
-                                   std::chrono::milliseconds timeout) {
-  const auto until = Clock::now() + timeout;
-  const std::string name = describe(where);
-  auto unavailable = [&](std::string_view why) {
-    return absl::UnavailableError(cat("metrics endpoint ", name, ": ", why));
-  };
-  Fd s;
+struct SocketAddress {
   sockaddr_storage addr{};
   socklen_t len = 0;
+};
+
+absl::StatusOr<SocketAddress> addressOf(const MetricsListen& where, const std::string& name) {
+  SocketAddress a;
   if (where.kind == MetricsListen::Kind::kUnix) {
-    auto* un = reinterpret_cast<sockaddr_un*>(&addr);
+    auto* un = reinterpret_cast<sockaddr_un*>(&a.addr);
     un->sun_family = AF_UNIX;
-    if (where.path.size() >= sizeof(un->sun_path)) return unavailable("path too long");
+    if (where.path.size() >= sizeof(un->sun_path)) return unavailable(name, "path too long");
     std::strncpy(un->sun_path, where.path.c_str(), sizeof(un->sun_path) - 1);
-    len = sizeof(sockaddr_un);
+    a.len = sizeof(sockaddr_un);
   } else if (where.kind == MetricsListen::Kind::kTcp) {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&addr);
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&a.addr);
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&a.addr);
     if (::inet_pton(AF_INET, where.host.c_str(), &in4->sin_addr) == 1) {
       in4->sin_family = AF_INET;
       in4->sin_port = htons(where.port);
-      len = sizeof(sockaddr_in);
+      a.len = sizeof(sockaddr_in);
     } else if (::inet_pton(AF_INET6, where.host.c_str(), &in6->sin6_addr) == 1) {
       in6->sin6_family = AF_INET6;
       in6->sin6_port = htons(where.port);
-      len = sizeof(sockaddr_in6);
+      a.len = sizeof(sockaddr_in6);
     } else {
       return absl::InvalidArgumentError(cat("metrics endpoint ", name, ": not an IP address"));
     }
@@ -83,52 +82,83 @@ absl::StatusOr<HttpResult> httpGet(const MetricsListen& where, const std::string
     return absl::FailedPreconditionError(
         "the metrics endpoint is disabled ([metrics] listen = \"\")");
   }
-  s.fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (s.fd < 0) return unavailable(std::strerror(errno));
-  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    if (errno != EINPROGRESS) return unavailable(std::strerror(errno));
-    if (!waitFor(s.fd, POLLOUT, until)) return unavailable("connect timed out");
-    int error = 0;
-    socklen_t elen = sizeof(error);
-    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &error, &elen);
-    if (error != 0) return unavailable(std::strerror(error));
-  }
-  const std::string request =
-      cat("GET ", path, " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+  return a;
+}
+
+// A non-blocking connect finished by `until`.
+absl::Status connectBy(int fd, const SocketAddress& a, Clock::time_point until,
+                       const std::string& name) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len) == 0)
+    return absl::OkStatus();
+  if (errno != EINPROGRESS) return unavailable(name, std::strerror(errno));
+  if (!waitFor(fd, POLLOUT, until)) return unavailable(name, "connect timed out");
+  int error = 0;
+  socklen_t elen = sizeof(error);
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &elen);
+  if (error != 0) return unavailable(name, std::strerror(error));
+  return absl::OkStatus();
+}
+
+absl::Status sendAll(int fd, std::string_view request, Clock::time_point until,
+                     const std::string& name) {
   size_t sent = 0;
   while (sent < request.size()) {
-    const ssize_t n = ::send(s.fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!waitFor(s.fd, POLLOUT, until)) return unavailable("send timed out");
+      if (!waitFor(fd, POLLOUT, until)) return unavailable(name, "send timed out");
     } else if (n < 0 && errno != EINTR) {
-      return unavailable(std::strerror(errno));
+      return unavailable(name, std::strerror(errno));
     }
   }
+  return absl::OkStatus();
+}
+
+// Everything until the server closes, at most kMaxHttpResponseBytes.
+absl::StatusOr<std::string> receiveAll(int fd, Clock::time_point until, const std::string& name) {
   std::string response;
   char buf[16384];
   for (;;) {
-    const ssize_t n = ::recv(s.fd, buf, sizeof(buf), 0);
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
     if (n > 0) {
       response.append(buf, static_cast<size_t>(n));
       if (response.size() > kMaxHttpResponseBytes)
         return absl::InvalidArgumentError(cat("metrics endpoint ", name, ": answer larger than ",
                                               kMaxHttpResponseBytes, " bytes"));
     } else if (n == 0) {
-      break;
+      return response;
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!waitFor(s.fd, POLLIN, until)) return unavailable("no complete answer in time");
+      if (!waitFor(fd, POLLIN, until)) return unavailable(name, "no complete answer in time");
     } else if (errno != EINTR) {
-      return unavailable(std::strerror(errno));
+      return unavailable(name, std::strerror(errno));
     }
   }
-  const size_t head_end = response.find("\r\n\r\n");
-  if (!response.starts_with("HTTP/1.") || head_end == std::string::npos || response.size() < 12)
+}
+
+}  // namespace
+
+absl::StatusOr<HttpResult> httpGet(const MetricsListen& where, const std::string& path,
+                                   std::chrono::milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  const std::string name = describe(where);
+  auto address = addressOf(where, name);
+  if (!address.ok()) return address.status();
+  Fd s;
+  s.fd = ::socket(address->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s.fd < 0) return unavailable(name, std::strerror(errno));
+  if (auto c = connectBy(s.fd, *address, until, name); !c.ok()) return c;
+  const std::string request =
+      cat("GET ", path, " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+  if (auto sent = sendAll(s.fd, request, until, name); !sent.ok()) return sent;
+  auto response = receiveAll(s.fd, until, name);
+  if (!response.ok()) return response.status();
+  const size_t head_end = response->find("\r\n\r\n");
+  if (!response->starts_with("HTTP/1.") || head_end == std::string::npos || response->size() < 12)
     return absl::InvalidArgumentError(cat("metrics endpoint ", name, ": not an HTTP answer"));
   HttpResult r;
-  r.status = std::atoi(response.c_str() + 9);
-  r.body = response.substr(head_end + 4);
+  r.status = std::atoi(response->c_str() + 9);
+  r.body = response->substr(head_end + 4);
   return r;
 }
 
@@ -210,18 +240,34 @@ std::string firstLine(const std::string& body) {
   return l.substr(0, 200);
 }
 
-}  // namespace
+// What crihookd's endpoint says of it.
+struct DaemonStatus {
+  std::string endpoint;
+  std::string version, commit;  // crihookd's, from crihook_build_info
+  int64_t uptime_s = 0;
+  bool healthy = false, ready = false;
+  std::string health_reason, ready_reason;  // the first line of a 503's body
+  double connections = 0, in_flight = 0, buffered = 0, pending = 0;
+  struct MethodRow {
+    uint64_t calls = 0, errors = 0;
+    std::map<std::string, uint64_t> by_code;
+  };
+  struct HookRow {
+    uint64_t calls = 0, rejections = 0, failures = 0, timeouts = 0;
+  };
+  std::map<std::string, MethodRow> methods;  // service/method
+  std::map<std::string, HookRow> hooks;
+};
 
-int status(const std::string& metrics, const std::string& config_file, bool json,
-           std::chrono::milliseconds timeout, std::ostream& out, std::ostream& err) {
+// Where `status` reads: --metrics as the operator names it, else the config
+// file's [metrics] listen, else the default. inputError naming the file or key.
+absl::StatusOr<MetricsListen> statusEndpoint(const std::string& metrics,
+                                             const std::string& config_file) {
   Config config;
   std::string origin = "default";
   if (!config_file.empty()) {
     auto loaded = loadConfigFile(config_file);
-    if (!loaded.ok()) {
-      err << "crihookctl: " << sv(loaded.status().message()) << '\n';
-      return 2;
-    }
+    if (!loaded.ok()) return inputError(loaded.status());
     config = *loaded;
     origin = config_file;
   }
@@ -231,137 +277,151 @@ int status(const std::string& metrics, const std::string& config_file, bool json
     origin = "--metrics";
   }
   auto where = metricsListen(config, origin);
-  if (!where.ok()) {
-    err << "crihookctl: " << sv(where.status().message()) << '\n';
-    return 2;
-  }
-  const auto until = Clock::now() + timeout;
-  auto left = [&] {
-    return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()));
-  };
-  auto health = httpGet(*where, "/healthz", left());
-  if (!health.ok()) {
-    err << "crihookctl: " << sv(health.status().message()) << '\n';
-    return 1;
-  }
-  auto ready = httpGet(*where, "/readyz", left());
-  auto scraped = httpGet(*where, "/metrics", left());
-  if (!ready.ok() || !scraped.ok()) {
-    err << "crihookctl: " << sv((ready.ok() ? scraped.status() : ready.status()).message()) << '\n';
-    return 1;
-  }
-  auto samples = parseExposition(scraped->body);
-  if (!samples.ok()) {
-    err << "crihookctl: " << sv(samples.status().message()) << '\n';
-    return 1;
-  }
+  if (!where.ok()) return inputError(where.status());
+  return where;
+}
 
-  std::string built_version, built_commit;  // crihookd's, from crihook_build_info
-  double started = 0, connections = 0, in_flight = 0, buffered = 0, pending = 0;
-  struct MethodRow {
-    uint64_t calls = 0, errors = 0;
-    std::map<std::string, uint64_t> by_code;
-  };
-  struct HookRow {
-    uint64_t calls = 0, rejections = 0, failures = 0, timeouts = 0;
-  };
-  std::map<std::string, MethodRow> methods;
-  std::map<std::string, HookRow> hooks;
-  for (const Sample& s : *samples) {
+// The samples status shows, added into `st`.
+void tally(const std::vector<Sample>& samples, DaemonStatus& st) {
+  double started = 0;
+  for (const Sample& s : samples) {
     auto label = [&](const char* k) {
       auto it = s.labels.find(k);
       return it == s.labels.end() ? std::string() : it->second;
     };
     const auto n = static_cast<uint64_t>(std::max(0.0, s.value));
     if (s.name == "crihook_build_info") {
-      built_version = label("version");
-      built_commit = label("commit");
+      st.version = label("version");
+      st.commit = label("commit");
     } else if (s.name == "crihook_process_start_time_seconds") {
       started = s.value;
     } else if (s.name == "crihook_connections") {
-      connections = s.value;
+      st.connections = s.value;
     } else if (s.name == "crihook_calls_in_flight") {
-      in_flight = s.value;
+      st.in_flight = s.value;
     } else if (s.name == "crihook_intercepted_buffered_bytes") {
-      buffered = s.value;
+      st.buffered = s.value;
     } else if (s.name == "crihook_device_cleanups_pending") {
-      pending += s.value;
+      st.pending += s.value;
     } else if (s.name == "crihook_cri_calls_total") {
-      MethodRow& m = methods[cat(label("service"), "/", label("method"))];
+      DaemonStatus::MethodRow& m = st.methods[cat(label("service"), "/", label("method"))];
       m.calls += n;
       if (label("code") != "OK") m.errors += n;
       m.by_code[label("code")] += n;
     } else if (s.name == "crihook_hook_calls_total") {
-      hooks[label("hook")].calls += n;
+      st.hooks[label("hook")].calls += n;
     } else if (s.name == "crihook_hook_rejections_total") {
-      hooks[label("hook")].rejections += n;
+      st.hooks[label("hook")].rejections += n;
     } else if (s.name == "crihook_hook_failures_total") {
-      hooks[label("hook")].failures += n;
+      st.hooks[label("hook")].failures += n;
     } else if (s.name == "crihook_hook_timeouts_total") {
-      hooks[label("hook")].timeouts += n;
+      st.hooks[label("hook")].timeouts += n;
     }
   }
   const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-  const int64_t uptime = started > 0 ? now_s - static_cast<int64_t>(started) : 0;
-  const bool healthy = health->status == 200;
-  const bool is_ready = ready->status == 200;
+  st.uptime_s = started > 0 ? now_s - static_cast<int64_t>(started) : 0;
+}
 
-  if (json) {
-    nlohmann::json j;
-    j["endpoint"] = describe(*where);
-    j["version"] = built_version;
-    j["commit"] = built_commit;
-    j["uptime_seconds"] = uptime;
-    j["backend"] = {{"healthy", healthy}, {"reason", healthy ? "" : firstLine(health->body)}};
-    j["ready"] = {{"ready", is_ready}, {"reason", is_ready ? "" : firstLine(ready->body)}};
-    j["connections"] = connections;
-    j["calls_in_flight"] = in_flight;
-    j["intercepted_buffered_bytes"] = buffered;
-    j["pending_cleanups"] = pending;
-    j["methods"] = nlohmann::json::array();
-    for (const auto& [name, m] : methods)
-      j["methods"].push_back(
-          {{"method", name}, {"calls", m.calls}, {"errors", m.errors}, {"by_code", m.by_code}});
-    j["hooks"] = nlohmann::json::array();
-    for (const auto& [name, h] : hooks)
-      j["hooks"].push_back({{"hook", name},
-                            {"calls", h.calls},
-                            {"rejections", h.rejections},
-                            {"failures", h.failures},
-                            {"timeouts", h.timeouts}});
-    out << j.dump(2) << '\n';
-  } else {
-    out << versionLine("crihookd", built_version.empty() ? "?" : built_version, built_commit)
-        << " at " << describe(*where) << ", up " << duration(uptime) << '\n';
-    out << "backend:  " << (healthy ? "healthy" : "UNHEALTHY: " + firstLine(health->body)) << '\n';
-    out << "ready:    " << (is_ready ? "yes" : "NO: " + firstLine(ready->body)) << '\n';
-    out << fmt::format(
-        "connections {}, calls in flight {}, intercepted bytes buffered {}, pending device "
-        "cleanups {}\n",
-        connections, in_flight, buffered, pending);
-    if (!methods.empty()) {
-      out << fmt::format("\n{:<56} {:>10} {:>8}\n", "METHOD", "CALLS", "ERRORS");
-      for (const auto& [name, m] : methods) {
-        std::string codes;
-        for (const auto& [code, k] : m.by_code) {
-          if (code != "OK") codes += cat(codes.empty() ? "" : ", ", code, " ", k);
-        }
-        out << fmt::format("{:<56} {:>10} {:>8}{}\n", name, m.calls, m.errors,
-                           codes.empty() ? "" : "  (" + codes + ")");
+// /healthz, /readyz and /metrics, all within `timeout`. UNAVAILABLE or
+// INVALID_ARGUMENT as httpGet and parseExposition say.
+absl::StatusOr<DaemonStatus> readStatus(const MetricsListen& where,
+                                        std::chrono::milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()));
+  };
+  auto health = httpGet(where, "/healthz", left());
+  if (!health.ok()) return health.status();
+  auto ready = httpGet(where, "/readyz", left());
+  auto scraped = httpGet(where, "/metrics", left());
+  if (!ready.ok()) return ready.status();
+  if (!scraped.ok()) return scraped.status();
+  auto samples = parseExposition(scraped->body);
+  if (!samples.ok()) return samples.status();
+  DaemonStatus st;
+  st.endpoint = describe(where);
+  st.healthy = health->status == 200;
+  st.ready = ready->status == 200;
+  if (!st.healthy) st.health_reason = firstLine(health->body);
+  if (!st.ready) st.ready_reason = firstLine(ready->body);
+  tally(*samples, st);
+  return st;
+}
+
+void printJson(const DaemonStatus& st, std::ostream& out) {
+  nlohmann::json j;
+  j["endpoint"] = st.endpoint;
+  j["version"] = st.version;
+  j["commit"] = st.commit;
+  j["uptime_seconds"] = st.uptime_s;
+  j["backend"] = {{"healthy", st.healthy}, {"reason", st.health_reason}};
+  j["ready"] = {{"ready", st.ready}, {"reason", st.ready_reason}};
+  j["connections"] = st.connections;
+  j["calls_in_flight"] = st.in_flight;
+  j["intercepted_buffered_bytes"] = st.buffered;
+  j["pending_cleanups"] = st.pending;
+  j["methods"] = nlohmann::json::array();
+  for (const auto& [name, m] : st.methods)
+    j["methods"].push_back(
+        {{"method", name}, {"calls", m.calls}, {"errors", m.errors}, {"by_code", m.by_code}});
+  j["hooks"] = nlohmann::json::array();
+  for (const auto& [name, h] : st.hooks)
+    j["hooks"].push_back({{"hook", name},
+                          {"calls", h.calls},
+                          {"rejections", h.rejections},
+                          {"failures", h.failures},
+                          {"timeouts", h.timeouts}});
+  out << j.dump(2) << '\n';
+}
+
+void printText(const DaemonStatus& st, std::ostream& out) {
+  out << versionLine("crihookd", st.version.empty() ? "?" : st.version, st.commit) << " at "
+      << st.endpoint << ", up " << duration(st.uptime_s) << '\n';
+  out << "backend:  " << (st.healthy ? "healthy" : "UNHEALTHY: " + st.health_reason) << '\n';
+  out << "ready:    " << (st.ready ? "yes" : "NO: " + st.ready_reason) << '\n';
+  out << fmt::format(
+      "connections {}, calls in flight {}, intercepted bytes buffered {}, pending device "
+      "cleanups {}\n",
+      st.connections, st.in_flight, st.buffered, st.pending);
+  if (!st.methods.empty()) {
+    out << fmt::format("\n{:<56} {:>10} {:>8}\n", "METHOD", "CALLS", "ERRORS");
+    for (const auto& [name, m] : st.methods) {
+      std::string codes;
+      for (const auto& [code, k] : m.by_code) {
+        if (code != "OK") codes += cat(codes.empty() ? "" : ", ", code, " ", k);
       }
-    }
-    if (!hooks.empty()) {
-      out << fmt::format("\n{:<32} {:>10} {:>10} {:>8} {:>8}\n", "HOOK", "CALLS", "REJECTED",
-                         "FAILED", "TIMEOUTS");
-      for (const auto& [name, h] : hooks)
-        out << fmt::format("{:<32} {:>10} {:>10} {:>8} {:>8}\n", name, h.calls, h.rejections,
-                           h.failures, h.timeouts);
+      out << fmt::format("{:<56} {:>10} {:>8}{}\n", name, m.calls, m.errors,
+                         codes.empty() ? "" : "  (" + codes + ")");
     }
   }
-  return healthy && is_ready ? 0 : 1;
+  if (!st.hooks.empty()) {
+    out << fmt::format("\n{:<32} {:>10} {:>10} {:>8} {:>8}\n", "HOOK", "CALLS", "REJECTED",
+                       "FAILED", "TIMEOUTS");
+    for (const auto& [name, h] : st.hooks)
+      out << fmt::format("{:<32} {:>10} {:>10} {:>8} {:>8}\n", name, h.calls, h.rejections,
+                         h.failures, h.timeouts);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<int> cmdStatus(const Invocation& in) {
+  auto p = parseArgs(in.args, {{"--metrics", true}, {"--config", true}});
+  if (!p.ok()) return p.status();
+  if (!p->positional.empty()) return usageError("status takes no arguments");
+  auto where = statusEndpoint(p->get("--metrics"), p->get("--config"));
+  if (!where.ok()) return where.status();
+  auto st = readStatus(*where, std::chrono::seconds(in.options.timeout_s));
+  if (!st.ok()) return st.status();
+  if (in.options.json) {
+    printJson(*st, in.out);
+  } else {
+    printText(*st, in.out);
+  }
+  return st->healthy && st->ready ? 0 : 1;
 }
 
 }  // namespace crihook::ctl

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "tools/crihookctl/command.h"
 
 namespace crihook::ctl {
 
@@ -42,11 +43,14 @@ struct Sample {
 // unescaped). A malformed line is INVALID_ARGUMENT naming its number.
 absl::StatusOr<std::vector<Sample>> parseExposition(std::string_view text);
 
-// The command. `metrics` is the endpoint as [metrics] listen takes it
-// ("" : the config file's, else /run/crihook/metrics.sock); `config_file`
-// may be empty. Returns the exit code: 0 healthy and ready, 1 otherwise or
-// unreachable, 2 for usage errors.
-int status(const std::string& metrics, const std::string& config_file, bool json,
-           std::chrono::milliseconds timeout, std::ostream& out, std::ostream& err);
+// The command: `status [--metrics ENDPOINT] [--config FILE]`. ENDPOINT as
+// [metrics] listen takes it (default: the config FILE's, else
+// /run/crihook/metrics.sock); within the -t timeout in all it reads
+// /healthz, /readyz and /metrics and prints crihookd's version, uptime,
+// health, readiness, gauges, calls per method and runs per hook (-o json:
+// the same as one object). Returns 0 when crihookd is healthy and ready, 1
+// otherwise; an error that exits 1 when the endpoint cannot be reached or
+// answers nonsense, 2 (inputError) when FILE or ENDPOINT is not usable.
+absl::StatusOr<int> cmdStatus(const Invocation& in);
 
 }  // namespace crihook::ctl

@@ -107,6 +107,41 @@ nri::StageHooks stageHooks(const ChainHolder& chains) {
   };
 }
 
+// crihook_build_info and crihook_process_start_time_seconds (5).
+void registerProcessMetrics(metrics::Registry& registry) {
+  registry
+      .gauge("crihook_build_info", "crihookd's version and the commit it was built from; always 1.",
+             {"version", "commit"})
+      .with({std::string(version()), std::string(commit())})
+      .set(1);
+  registry
+      .gauge("crihook_process_start_time_seconds",
+             "When crihookd started, in seconds since the Unix epoch.")
+      .with({})
+      .set(std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count());
+}
+
+// The server's gauges, read at each scrape (proxy mode).
+void registerServerMetrics(metrics::Registry& registry, Server& server) {
+  Server* const s = &server;
+  registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
+                         [s] { return static_cast<double>(s->connections()); });
+  registry.gaugeFunction(
+      "crihook_connections_terminating",
+      "Of them, those the terminating relay serves: all with server.relay = \"terminating\"; "
+      "with \"transparent\", those opened while the runtime could not be reached, until it "
+      "answers and they reconnect.",
+      [s] { return static_cast<double>(s->terminatingConnections()); });
+  registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
+                         [s] { return static_cast<double>(s->activeCalls()); });
+  registry.gaugeFunction(
+      "crihook_intercepted_buffered_bytes",
+      "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
+      [s] { return static_cast<double>(s->bufferedBytes()); });
+}
+
 }  // namespace
 
 // Declared in the order they are made: destroyed in reverse, as main's
@@ -117,6 +152,7 @@ struct Daemon::Parts {
   Confinement confinement;
   MetricsListen metrics_listen;
   std::shared_ptr<spdlog::logger> log = logger("crihookd");
+  std::optional<ActivatedSocket> activated;  // systemd's (crihookd.socket), if it passed one
   sigset_t signals{};
   pid_t spawner_pid = -1;
   std::optional<metrics::Registry> registry;
@@ -155,6 +191,46 @@ Daemon::~Daemon() = default;
 
 absl::Status Daemon::start() {
   Parts& p = *parts_;
+  // 1-3, while crihookd has one thread.
+  if (auto s = takeSocketAndConfine(); !s.ok()) return s;
+  // 4. Signals are taken synchronously by wait()'s thread; the event loops
+  // never see them.
+  sigemptyset(&p.signals);
+  sigaddset(&p.signals, SIGTERM);
+  sigaddset(&p.signals, SIGINT);
+  sigaddset(&p.signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &p.signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  // 5. Metrics: made first, so every part can register its numbers.
+  registerProcessMetrics(p.registry.emplace());
+  p.call_metrics.emplace(*p.registry);
+  // 6, 7.
+  if (auto s = loadStateAndHooks(); !s.ok()) return s;
+  // 8.
+  reload();
+  // 9.
+  p.interceptor.emplace(p.hooks->chains(), *p.state, logger("hook"),
+                        static_cast<size_t>(p.config.hook_workers), &p.topology);
+  // 10.
+  if (auto s = p.config.mode == "nri" ? prepareNriFront() : listenForKubelet(); !s.ok()) return s;
+  // 11. After the CRI socket is ours: a second crihookd on the same paths is
+  // refused by the server's single-instance check, naming the CRI socket.
+  if (auto s = startMetricsEndpoint(); !s.ok()) {
+    if (p.server) p.server->shutdown(std::chrono::milliseconds(0));
+    return s;
+  }
+  // 12. Hooks that keep records square them with the runtime (cleanups owed
+  // for sandboxes that went away while crihookd was down).
+  p.hooks->reconcileWithRuntime(p.config.backend_endpoint);
+  // 13.
+  if (auto s = confineEveryThread(); !s.ok()) return s;
+  // 14-16.
+  serve();
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::takeSocketAndConfine() {
+  Parts& p = *parts_;
   const Config& config = p.config;
   // 1. systemd's socket (crihookd.socket), taken before any thread or child
   // exists: the LISTEN_* variables are unset and the fd made close-on-exec.
@@ -169,6 +245,7 @@ absl::Status Daemon::start() {
     p.log->warn("serving the activated socket {}; the configured listen path {} is not used",
                 (*activated)->path, config.listen_path);
   }
+  p.activated = *activated;
   // 2. The spawner next, while crihookd has one thread: it runs the device
   // actions' commands outside the filter and the capability drop below.
   auto spawner = confine::SpawnerClient::start(p.confinement.spawner);
@@ -176,105 +253,73 @@ absl::Status Daemon::start() {
   p.spawner_pid = (*spawner)->pid();
   confine::setProcessLauncher(std::move(*spawner));
   // 3.
-  if (auto s = confine::keepOnlyCapabilities(p.confinement.keep); !s.ok()) return s;
+  return confine::keepOnlyCapabilities(p.confinement.keep);
+}
 
-  // 4. Signals are taken synchronously by wait()'s thread; the event loops
-  // never see them.
-  sigemptyset(&p.signals);
-  sigaddset(&p.signals, SIGTERM);
-  sigaddset(&p.signals, SIGINT);
-  sigaddset(&p.signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &p.signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  // 5. Metrics: made first, so every part can register its numbers.
-  metrics::Registry& registry = p.registry.emplace();
-  registry
-      .gauge("crihook_build_info", "crihookd's version and the commit it was built from; always 1.",
-             {"version", "commit"})
-      .with({std::string(version()), std::string(commit())})
-      .set(1);
-  registry
-      .gauge("crihook_process_start_time_seconds",
-             "When crihookd started, in seconds since the Unix epoch.")
-      .with({})
-      .set(std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-               .count());
-  p.call_metrics.emplace(registry);
-
+absl::Status Daemon::loadStateAndHooks() {
+  Parts& p = *parts_;
+  const Config& config = p.config;
   // 6.
   StateStore& state = p.state.emplace(config.state_dir, logger("state"));
   if (auto s = state.load(); !s.ok()) return s;
   // 7.
   Config hook_config = config;
   if (!callsHookServers(config)) hook_config.hookserver_dir.clear();
-  auto hooks = HookManager::create(hook_config, builtinHooks(), logger("hook"), &registry);
+  auto hooks = HookManager::create(hook_config, builtinHooks(), logger("hook"), &*p.registry);
   if (!hooks.ok()) return hooks.status();
   p.hooks = std::move(*hooks);
   p.hooks->watch();
-  // 8.
-  reload();
-  // 9.
-  p.interceptor.emplace(p.hooks->chains(), state, logger("hook"),
-                        static_cast<size_t>(config.hook_workers), &p.topology);
-  Server* server = nullptr;
-  if (config.mode == "nri") {
-    // 10 (NRI mode). Every event's hooks must fit under the runtime's plugin
-    // timeout, or the runtime drops crihook and pods go on without it.
-    if (auto s = nri::checkBudget(stageHooks(p.hooks->chains()), config.nri.plugin_request_timeout,
-                                  kNriAnswerMargin);
-        !s.ok()) {
-      return absl::InvalidArgumentError(cat("config ", p.origin, ": ", sv(s.message())));
-    }
-    startNriFront();
-  } else {
-    server = &p.server.emplace(config, *p.interceptor, logger("proxy"));
-    server->setCallMetrics(&*p.call_metrics);
-    registry.gaugeFunction("crihook_connections", "kubelet-side connections open.",
-                           [server] { return static_cast<double>(server->connections()); });
-    registry.gaugeFunction(
-        "crihook_connections_terminating",
-        "Of them, those the terminating relay serves: all with server.relay = \"terminating\"; "
-        "with \"transparent\", those opened while the runtime could not be reached, until it "
-        "answers and they reconnect.",
-        [server] { return static_cast<double>(server->terminatingConnections()); });
-    registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
-                           [server] { return static_cast<double>(server->activeCalls()); });
-    registry.gaugeFunction(
-        "crihook_intercepted_buffered_bytes",
-        "Bytes intercepted calls hold buffered (request, forwarded copy, reply) until they end.",
-        [server] { return static_cast<double>(server->bufferedBytes()); });
-    if (*activated) server->adoptListener(**activated);
-    // 10. Listening, not yet accepting: connections wait in the backlog
-    // until the seccomp filter is on (below).
-    if (auto s = server->listen(); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::prepareNriFront() {
+  Parts& p = *parts_;
+  // 10 (NRI mode). Every event's hooks must fit under the runtime's plugin
+  // timeout, or the runtime drops crihook and pods go on without it.
+  if (auto s = nri::checkBudget(stageHooks(p.hooks->chains()), p.config.nri.plugin_request_timeout,
+                                kNriAnswerMargin);
+      !s.ok()) {
+    return absl::InvalidArgumentError(cat("config ", p.origin, ": ", sv(s.message())));
   }
-  // 11. After the CRI socket is ours: a second crihookd on the same paths is
-  // refused by the server's single-instance check, naming the CRI socket.
+  startNriFront();
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::listenForKubelet() {
+  Parts& p = *parts_;
+  Server& server = p.server.emplace(p.config, *p.interceptor, logger("proxy"));
+  server.setCallMetrics(&*p.call_metrics);
+  registerServerMetrics(*p.registry, server);
+  if (p.activated) server.adoptListener(*p.activated);
+  // 10. Listening, not yet accepting: connections wait in the backlog
+  // until the seccomp filter is on (13).
+  return server.listen();
+}
+
+absl::Status Daemon::startMetricsEndpoint() {
+  Parts& p = *parts_;
+  const Config& config = p.config;
   p.health.emplace(metrics::runtimeVersionProbe(config.backend_endpoint));
-  if (p.metrics_listen.kind != MetricsListen::Kind::kNone) {
-    metrics::HttpEndpointOptions o;
-    o.unix_path = p.metrics_listen.path;
-    o.unix_mode = config.socket_mode;
-    o.unix_group = config.socket_group;
-    o.tcp_host = p.metrics_listen.host;
-    o.tcp_port = p.metrics_listen.port;
-    p.endpoint.emplace(o,
-                       metrics::routes(registry, *p.health, p.readiness,
-                                       versionLine("crihookd", version(), commit())),
-                       logger("metrics"));
-    if (auto s = p.endpoint->start(); !s.ok()) {
-      if (server) server->shutdown(std::chrono::milliseconds(0));
-      return s;
-    }
-    p.log->info("metrics on {}", p.metrics_listen.path.empty()
-                                     ? cat(o.tcp_host, ":", p.endpoint->port())
-                                     : p.metrics_listen.path);
-  }
-  // 12. Hooks that keep records square them with the runtime (cleanups owed
-  // for sandboxes that went away while crihookd was down).
-  p.hooks->reconcileWithRuntime(config.backend_endpoint);
+  if (p.metrics_listen.kind == MetricsListen::Kind::kNone) return absl::OkStatus();
+  metrics::HttpEndpointOptions o;
+  o.unix_path = p.metrics_listen.path;
+  o.unix_mode = config.socket_mode;
+  o.unix_group = config.socket_group;
+  o.tcp_host = p.metrics_listen.host;
+  o.tcp_port = p.metrics_listen.port;
+  p.endpoint.emplace(o,
+                     metrics::routes(*p.registry, *p.health, p.readiness,
+                                     versionLine("crihookd", version(), commit())),
+                     logger("metrics"));
+  if (auto s = p.endpoint->start(); !s.ok()) return s;
+  p.log->info("metrics on {}", p.metrics_listen.path.empty()
+                                   ? cat(o.tcp_host, ":", p.endpoint->port())
+                                   : p.metrics_listen.path);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::confineEveryThread() {
+  Parts& p = *parts_;
   // 13. Started: from here on crihookd makes only the calls on the
   // allow-list (every thread; those that exist and those to come).
   auto filtered = confine::installFilter(p.confinement.seccomp, confine::FilterFor::kDaemon);
@@ -292,17 +337,21 @@ absl::Status Daemon::start() {
       p.confinement.spawner.keep_all_capabilities
           ? std::string("all")
           : confine::capabilityNames(p.confinement.spawner.capabilities));
+  return absl::OkStatus();
+}
+
+void Daemon::serve() {
+  Parts& p = *parts_;
   // 14-16.
-  if (server) {
-    server->serve();
+  if (p.server) {
+    p.server->serve();
     p.readiness.set(true, "serving");
-    notifySystemd("READY=1\nSTATUS=serving " + config.listen_path);
+    notifySystemd("READY=1\nSTATUS=serving " + p.config.listen_path);
   } else {
     // Ready once the runtime took the registration (on_registration).
     p.front->start();
-    notifySystemd("READY=1\nSTATUS=NRI plugin: connecting to " + config.nri.socket_path);
+    notifySystemd("READY=1\nSTATUS=NRI plugin: connecting to " + p.config.nri.socket_path);
   }
-  return absl::OkStatus();
 }
 
 void Daemon::startNriFront() {

@@ -69,6 +69,14 @@ class Daemon {
  private:
   struct Parts;
   Daemon() = default;
+  // start()'s steps, each returning the first failure (the numbers above).
+  absl::Status takeSocketAndConfine();  // 1-3: one thread only
+  absl::Status loadStateAndHooks();     // 6, 7
+  absl::Status listenForKubelet();      // 10, proxy mode: the server and its gauges
+  absl::Status prepareNriFront();       // 10, NRI mode: the budget checked, the front made
+  absl::Status startMetricsEndpoint();  // 11
+  absl::Status confineEveryThread();    // 13
+  void serve();                         // 14-16
   // NRI mode: makes the front and its metrics (not started).
   void startNriFront();
   // NRI's Synchronize: the state store squared with what the runtime has,

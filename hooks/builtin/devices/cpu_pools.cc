@@ -10,6 +10,7 @@
 #include "base/quote.h"
 #include "base/read_file.h"
 #include "base/text.h"
+#include "base/thread_name.h"
 #include "hooks/process_env.h"
 #include "hooks/state_version.h"
 #include "topology/topology.h"
@@ -84,19 +85,20 @@ CpuPools::CpuPools(std::string file, UpdateFn update, std::shared_ptr<spdlog::lo
 
 CpuPools::~CpuPools() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  wake_cv_.notify_all();
+  wake_cv_.notifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void CpuPools::start() {
   load();
-  std::lock_guard lock(mu_);
-  if (thread_.joinable()) return;
+  MutexLock lock(mu_);
+  if (started_) return;
+  started_ = true;
   wake_ = true;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = namedThread("cpuset-pools", [this] { loop(); });
 }
 
 void CpuPools::load() {
@@ -129,7 +131,7 @@ void CpuPools::load() {
     }
     return;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   size_t skipped = 0;
   if (auto p = j.find("pinned"); p != j.end() && p->is_object()) {
     for (const auto& [id, v] : p->items()) {
@@ -197,17 +199,17 @@ void CpuPools::changedLocked(bool persist) {
   if (persist) dirty_ = true;
   wake_ = true;
   idle_ = false;
-  wake_cv_.notify_all();
+  wake_cv_.notifyAll();
 }
 
 void CpuPools::reserve(const std::string& key, std::vector<int> cpus) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   pending_[key] = {std::move(cpus), Clock::now() + kPendingTtl};
   changedLocked(false);
 }
 
 void CpuPools::commit(const std::string& key, const std::string& id, CpuOwner owner) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = pending_.find(key);
   if (it == pending_.end()) return;
   if (validId(id))
@@ -217,7 +219,7 @@ void CpuPools::commit(const std::string& key, const std::string& id, CpuOwner ow
 }
 
 void CpuPools::drop(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (pending_.erase(key) > 0) changedLocked(false);
 }
 
@@ -236,14 +238,14 @@ std::vector<int> CpuPools::sharedCpusLocked(const std::vector<int>& node_cpus) c
 }
 
 std::vector<int> CpuPools::sharedCpus(const std::vector<int>& node_cpus) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sharedCpusLocked(node_cpus);
 }
 
 void CpuPools::addShared(const std::string& id, CpuOwner owner, std::vector<int> node_cpus,
                          std::string mems, std::string applied) {
   if (!validId(id) || node_cpus.empty()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (shared_.size() >= kMaxContainers && !shared_.count(id)) {
     log_->error(
         "pod {} container {} ({}): {} shared containers recorded already; not moved "
@@ -263,14 +265,14 @@ void CpuPools::addShared(const std::string& id, CpuOwner owner, std::vector<int>
 }
 
 std::optional<std::string> CpuPools::sharedCpusOf(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = shared_.find(id);
   if (it == shared_.end()) return std::nullopt;
   return topology::formatCpuList(sharedCpusLocked(it->second.node_cpus));
 }
 
 void CpuPools::applied(const std::string& id, std::string cpus) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = shared_.find(id);
   if (it == shared_.end() || it->second.applied == cpus) return;
   it->second.applied = std::move(cpus);
@@ -278,12 +280,12 @@ void CpuPools::applied(const std::string& id, std::string cpus) {
 }
 
 void CpuPools::forget(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (pins_.erase(id) + shared_.erase(id) > 0) changedLocked(true);
 }
 
 void CpuPools::forgetSandbox(const std::string& sandbox_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const size_t before = pins_.size() + shared_.size();
   std::erase_if(pins_, [&](const auto& e) { return e.second.owner.sandbox_id == sandbox_id; });
   std::erase_if(shared_, [&](const auto& e) { return e.second.owner.sandbox_id == sandbox_id; });
@@ -292,7 +294,7 @@ void CpuPools::forgetSandbox(const std::string& sandbox_id) {
 
 void CpuPools::keepOnly(const std::set<std::string>& ready,
                         std::chrono::system_clock::time_point listed_at) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto gone = [&](const auto& e) {
     if (e.second.since >= listed_at || ready.count(e.second.owner.sandbox_id)) return false;
     log_->info("pod {} container {} ({}): its sandbox is no longer running; forgotten",
@@ -306,14 +308,14 @@ void CpuPools::keepOnly(const std::set<std::string>& ready,
 }
 
 std::vector<int> CpuPools::pinnedCpus() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::set<int> held;
   for (const auto& [id, p] : pins_) held.insert(p.cpus.begin(), p.cpus.end());
   return {held.begin(), held.end()};
 }
 
 size_t CpuPools::sharedCount() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return shared_.size();
 }
 
@@ -330,25 +332,68 @@ std::optional<CpuPools::Move> CpuPools::dueLocked(Clock::time_point now,
 }
 
 bool CpuPools::settle(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return idle_cv_.wait_for(lock, timeout, [&] { return idle_ || !thread_.joinable(); });
+  MutexLock lock(mu_);
+  return idle_cv_.waitFor(lock, timeout, [&] {
+    mu_.assertHeld();
+    return idle_ || !started_;
+  });
 }
 
+size_t CpuPools::owedMoves() const {
+  MutexLock lock(mu_);
+  if (!update_) return 0;
+  size_t owed = 0;
+  for (const auto& [id, s] : shared_)
+    owed += topology::formatCpuList(sharedCpusLocked(s.node_cpus)) != s.applied;
+  return owed;
+}
+
+void CpuPools::expireLocked(Clock::time_point now, Clock::time_point& next) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.expires <= now) {
+      it = pending_.erase(it);  // its CPUs are free again: shared containers may widen
+      wake_ = true;
+    } else {
+      next = std::min(next, it->second.expires);
+      ++it;
+    }
+  }
+}
+
+void CpuPools::movedLocked(const Move& m, const absl::Status& s) {
+  auto it = shared_.find(m.id);
+  if (it == shared_.end()) return;  // forgotten meanwhile
+  Shared& sh = it->second;
+  if (s.ok()) {
+    log_->info("pod {} container {} ({}): moved to CPUs {} (mems {})", sh.owner.pod,
+               sh.owner.container, id12(m.id), m.cpus, m.mems);
+    sh.applied = m.cpus;
+    sh.failures = 0;
+    dirty_ = true;
+  } else if (s.code() == absl::StatusCode::kNotFound) {
+    log_->info("pod {} container {} ({}): the runtime no longer has it; forgotten", sh.owner.pod,
+               sh.owner.container, id12(m.id));
+    shared_.erase(it);
+    dirty_ = true;
+  } else {
+    const auto wait = std::min<std::chrono::milliseconds>(
+        kMaxRetry, kFirstRetry * (1 << std::min(sh.failures, 6)));
+    ++sh.failures;
+    sh.next_try = Clock::now() + wait;
+    log_->warn("pod {} container {} ({}): cannot move to CPUs {}: {}; retry in {} ms", sh.owner.pod,
+               sh.owner.container, id12(m.id), m.cpus, quote(sv(s.message())), wait.count());
+  }
+}
+
+// Each turn does one thing with the lock released (write the file, or move
+// one container), then looks again: a change made meanwhile is never missed.
 void CpuPools::loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     wake_ = false;
-    auto now = Clock::now();
+    const auto now = Clock::now();
     auto next = Clock::time_point::max();
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.expires <= now) {
-        it = pending_.erase(it);  // its CPUs are free again: shared containers may widen
-        wake_ = true;
-      } else {
-        next = std::min(next, it->second.expires);
-        ++it;
-      }
-    }
+    expireLocked(now, next);
     if (dirty_ && file_.empty()) dirty_ = false;  // memory only
     if (dirty_) {
       dirty_ = false;
@@ -363,43 +408,23 @@ void CpuPools::loop() {
       lock.unlock();
       const absl::Status s = update_(m->id, m->cpus, m->mems);
       lock.lock();
-      auto it = shared_.find(m->id);
-      if (it == shared_.end()) continue;  // forgotten meanwhile
-      Shared& sh = it->second;
-      if (s.ok()) {
-        log_->info("pod {} container {} ({}): moved to CPUs {} (mems {})", sh.owner.pod,
-                   sh.owner.container, id12(m->id), m->cpus, m->mems);
-        sh.applied = m->cpus;
-        sh.failures = 0;
-        dirty_ = true;
-      } else if (s.code() == absl::StatusCode::kNotFound) {
-        log_->info("pod {} container {} ({}): the runtime no longer has it; forgotten",
-                   sh.owner.pod, sh.owner.container, id12(m->id));
-        shared_.erase(it);
-        dirty_ = true;
-      } else {
-        const auto wait = std::min<std::chrono::milliseconds>(
-            kMaxRetry, kFirstRetry * (1 << std::min(sh.failures, 6)));
-        ++sh.failures;
-        sh.next_try = Clock::now() + wait;
-        log_->warn("pod {} container {} ({}): cannot move to CPUs {}: {}; retry in {} ms",
-                   sh.owner.pod, sh.owner.container, id12(m->id), m->cpus, quote(sv(s.message())),
-                   wait.count());
-      }
+      movedLocked(*m, s);
       continue;
     }
     if (wake_) continue;
     idle_ = true;
-    idle_cv_.notify_all();
-    if (next == Clock::time_point::max()) {
-      wake_cv_.wait(lock, [&] { return stopping_ || wake_; });
-    } else {
-      wake_cv_.wait_until(lock, next, [&] { return stopping_ || wake_; });
+    idle_cv_.notifyAll();
+    while (!stopping_ && !wake_) {
+      if (next == Clock::time_point::max()) {
+        wake_cv_.wait(lock);
+      } else if (wake_cv_.waitUntil(lock, next) == std::cv_status::timeout) {
+        break;
+      }
     }
     idle_ = false;
   }
   idle_ = true;
-  idle_cv_.notify_all();
+  idle_cv_.notifyAll();
 }
 
 }  // namespace crihook

@@ -15,18 +15,18 @@
 //
 // Threading: every method is thread-safe and non-blocking (memory only, fit
 // for an event loop) except start(), settle() and the destructor. The pools'
-// one thread writes the file and calls UpdateFn; a failed move is retried
-// with backoff (0.5 s doubling to 30 s) until it succeeds, the runtime says
-// NOT_FOUND (the container is forgotten) or the container is forgotten.
+// one thread, "cpuset-pools", writes the file and calls UpdateFn (never with
+// mu_ held); a failed move is retried with backoff (0.5 s doubling to 30 s)
+// until it succeeds, the runtime says NOT_FOUND (the container is
+// forgotten) or the container is forgotten. One mutex, mu_, guards every
+// record and the thread's flags.
 
 #include <spdlog/logger.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/mutex.h"
 
 namespace crihook {
 
@@ -100,6 +101,10 @@ class CpuPools {
   // Blocks (up to `timeout`) until the file is written and no move is due
   // now; false on timeout. For tests and orderly shutdown.
   bool settle(std::chrono::milliseconds timeout);
+  // Shared containers whose CPUs at the runtime differ from what they should
+  // be: moves owed, now or after a backoff (0 without UpdateFn). None owed
+  // and no call made: the thread moves nothing. For tests.
+  size_t owedMoves() const;
 
   std::vector<int> pinnedCpus() const;  // union of every pin's CPUs
   size_t sharedCount() const;
@@ -128,11 +133,19 @@ class CpuPools {
     CpuOwner owner;
   };
 
-  std::vector<int> sharedCpusLocked(const std::vector<int>& node_cpus) const;
-  void changedLocked(bool persist);
+  std::vector<int> sharedCpusLocked(const std::vector<int>& node_cpus) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void changedLocked(bool persist) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<Move> dueLocked(std::chrono::steady_clock::time_point now,
-                                std::chrono::steady_clock::time_point& next) const;
-  std::string toJsonLocked() const;
+                                std::chrono::steady_clock::time_point& next) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string toJsonLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops expired reservations (their CPUs are free again); lowers `next`
+  // to the earliest expiry left.
+  void expireLocked(std::chrono::steady_clock::time_point now,
+                    std::chrono::steady_clock::time_point& next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the runtime answered to move `m`.
+  void movedLocked(const Move& m, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void load();
   void write(const std::string& text);
   void loop();
@@ -140,15 +153,22 @@ class CpuPools {
   const std::string file_;
   const UpdateFn update_;
   std::shared_ptr<spdlog::logger> log_;
+  // The file is of a newer format: never written. Set by load() before the
+  // thread starts, read by it only after.
+  bool keep_file_ = false;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_cv_, idle_cv_;
-  bool wake_ = false, dirty_ = false, idle_ = false, stopping_ = false;
-  bool keep_file_ = false;  // the file is of a newer format: never written (set before the thread)
-  std::map<std::string, Pin> pins_;         // by container id
-  std::map<std::string, Pending> pending_;  // by creation key
-  std::map<std::string, Shared> shared_;    // by container id
-  std::thread thread_;
+  mutable Mutex mu_;
+  CondVar wake_cv_;  // the thread: something changed, or stop
+  CondVar idle_cv_;  // settle(): the thread went idle
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;  // the file is older than the records
+  bool idle_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, Pin> pins_ ABSL_GUARDED_BY(mu_);         // by container id
+  std::map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);  // by creation key
+  std::map<std::string, Shared> shared_ ABSL_GUARDED_BY(mu_);    // by container id
+  std::thread thread_;  // started by start() (with started_), joined by the destructor
 };
 
 }  // namespace crihook

@@ -1,47 +1,52 @@
 #include "hooks/builtin/lifecycle/lifecycle_hook.h"
 
-#include <condition_variable>
-#include <map>
-#include <mutex>
 #include <optional>
-#include <set>
-#include <thread>
 
 #include "base/logging.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/builtin/devices/allocation.h"
 #include "hooks/builtin/lifecycle/actions.h"
+#include "hooks/builtin/lifecycle/device_holders.h"
+#include "hooks/builtin/lifecycle/lifecycle_metrics.h"
+#include "hooks/builtin/lifecycle/lifecycle_settings.h"
+#include "hooks/builtin/lifecycle/pod_devices.h"
+#include "hooks/builtin/lifecycle/record_keeper.h"
 #include "hooks/builtin/lifecycle/records.h"
-#include "hooks/builtin/settings.h"
+#include "hooks/builtin/lifecycle/retry_schedule.h"
+#include "hooks/builtin/lifecycle/sandbox_slots.h"
 #include "hooks/process_env.h"
 #include "hooks/runtime_sandboxes.h"
-#include "metrics/hook_metrics.h"
 
 namespace crihook {
 namespace {
 
 namespace v1 = ::runtime::v1;
-namespace topo = ::crihook::topology;
 using Clock = std::chrono::steady_clock;
 
-struct TypeActions {
-  std::vector<Action> init, cleanup;
-};
-
+// The hook put together from its parts, each with its own job and lock:
+// the sandboxes' slots (sandbox_slots.h), the shared devices' holders
+// (device_holders.h), the records (record_keeper.h), the counts
+// (lifecycle_metrics.h) and the retries of failed cleanups with their thread
+// (retry_schedule.h). Everything done for one sandbox runs under its slot's
+// lock; the parts' locks are leaves taken under it, one at a time.
 class LifecycleHook final : public Hook, public Reconciler {
  public:
-  ~LifecycleHook() override {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
-  }
+  LifecycleHook(const std::string& name, LifecycleSettings settings, const BuiltinContext& context)
+      : name_(name),
+        log_(logger("hook." + name)),
+        settings_(std::move(settings)),
+        env_(context.env ? context.env : &processEnv()),
+        metrics_(context.metrics, name),
+        records_(settings_.state_dir, *env_, metrics_, log_),
+        retry_(env_->clock(), settings_.retry_initial, settings_.retry_max,
+               [this](const SandboxKey& key) { retryDue(key); }) {}
+  // The retry thread goes first: it uses every other part.
+  ~LifecycleHook() override { retry_.stop(); }
 
-  absl::Status init(const std::string& name, const std::string& settings_json,
-                    const BuiltinContext& context);
+  // Reads the records a previous crihookd left, then starts the retry
+  // thread. FAILED_PRECONDITION as RecordKeeper::open.
+  absl::Status start();
 
   const std::string& name() const override { return name_; }
   bool subscribes(LifecycleMethod m, Phase p) const override {
@@ -71,364 +76,81 @@ class LifecycleHook final : public Hook, public Reconciler {
                  std::chrono::system_clock::time_point listed_at) override;
 
  private:
-  // One sandbox's record, and the lock that serialises everything done for it.
-  struct Slot {
-    std::mutex mu;
-    std::optional<DeviceRecord> record;
-    bool from_disk = false;  // read at start: reconcile() squares it with the runtime
-    // RunPodSandbox calls for this sandbox between their pre and post stage,
-    // and whether one ended so that the runtime may have made the sandbox
-    // anyway: then a failed call does not clean up (the sandbox may exist).
-    int running_calls = 0;
-    bool maybe_created = false;
-  };
+  // A record read at start: its slot, its place in the index, its devices'
+  // holders and its retry.
+  void load(DeviceRecord rec);
 
-  // The sandbox's slot, locked; null when there is none and !create. A slot
-  // forgotten while we waited for its lock is not returned: a record put in
-  // it would be lost.
-  std::pair<std::shared_ptr<Slot>, std::unique_lock<std::mutex>> lockSlot(const SandboxKey& key,
-                                                                          bool create) {
-    for (;;) {
-      std::shared_ptr<Slot> s;
-      {
-        std::lock_guard lock(mu_);
-        auto it = slots_.find(key);
-        if (it != slots_.end()) {
-          s = it->second;
-        } else if (create) {
-          s = slots_[key] = std::make_shared<Slot>();
-        } else {
-          return {};
-        }
-      }
-      std::unique_lock slot_lock(s->mu);
-      std::lock_guard lock(mu_);
-      auto it = slots_.find(key);
-      if (it != slots_.end() && it->second == s) return {std::move(s), std::move(slot_lock)};
-    }
-  }
-  std::vector<std::pair<SandboxKey, std::shared_ptr<Slot>>> allSlots() {
-    std::lock_guard lock(mu_);
-    return {slots_.begin(), slots_.end()};
-  }
-  void indexSandbox(const std::string& id, const SandboxKey& key) {
-    std::lock_guard lock(mu_);
-    by_sandbox_[id] = key;
-  }
-
-  absl::StatusOr<std::vector<DeviceFacts>> devicesOf(const HookInput& in, const std::string& pod);
   HookDecision initialise(const HookInput& in);
+  // The cleanups earlier sandboxes of the pod owe, done first; the reason
+  // (UNAVAILABLE) when one fails.
+  absl::Status cleanupEarlierSandboxes(const SandboxKey& key, const std::string& pod,
+                                       Clock::time_point deadline);
+  HookDecision initialiseIn(Slot& s, const SandboxKey& key, const std::string& pod,
+                            std::vector<DeviceFacts> devices, const HookInput& in)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Runs the init actions of s.record's devices; FAILED_PRECONDITION naming
+  // the device and the action that failed, after cleaning up.
+  absl::Status initDevices(Slot& s, Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void afterRun(const HookInput& in);
+  void afterRunIn(Slot& s, const HookInput& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void afterStop(const HookInput& in);
 
-  // Caller holds the slot's lock. Each runs every action it owes, persisting
-  // progress; OK when nothing is left owing.
+  // Runs every cleanup action `r` owes, persisting progress; OK when
+  // nothing is left owing. Caller holds the lock of r's slot.
   absl::Status cleanup(DeviceRecord& r, Clock::time_point deadline);
-  static int64_t nowMs() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
-  void save(DeviceRecord& r) {
-    r.changed_ms = nowMs();
-    if (auto s = records_.save(r); !s.ok()) log_->error("{}", sv(s.message()));
-    notePending(r.key, r.phase == DevicePhase::kCleanupPending);
-  }
-  // Keeps crihook_device_cleanups_pending: every phase change goes through
-  // save() or forget().
-  void notePending(const SandboxKey& key, bool pending) {
-    if (!metrics_) return;
-    std::lock_guard lock(mu_);
-    if (pending) {
-      pending_.insert(key);
-    } else {
-      pending_.erase(key);
-    }
-    metrics_->pending.set(static_cast<int64_t>(pending_.size()));
-  }
-  // Forgets a sandbox that is cleaned up and gone. Caller holds the slot's lock.
-  void forget(Slot& s) {
-    const DeviceRecord& r = *s.record;
-    if (auto st = records_.remove(r.key); !st.ok()) log_->error("{}", sv(st.message()));
-    release(r);
-    std::lock_guard lock(mu_);
-    if (!r.sandbox_id.empty()) by_sandbox_.erase(r.sandbox_id);
-    if (metrics_ && pending_.erase(r.key))
-      metrics_->pending.set(static_cast<int64_t>(pending_.size()));
-    slots_.erase(r.key);
-    s.record.reset();
-  }
-
-  // A device shared by several pods (a GPU split by HAMi-core) is
-  // initialised by the first of them and cleaned up after the last: a reset
-  // must not pull it from under the others. Holders are the sandboxes whose
-  // devices are initialising or ready.
-  static std::string deviceId(const DeviceFacts& d) {
-    return cat(d.type, ":", d.pci.empty() ? std::to_string(d.minor) : d.pci);
-  }
-  // Adds `r` as a holder of its devices; per device, the pod that held it
-  // already (empty when `r` is the first).
-  std::vector<std::string> claim(const DeviceRecord& r) {
-    std::lock_guard lock(mu_);
-    std::vector<std::string> others;
-    for (const DeviceFacts& d : r.devices) {
-      auto& holders = holders_[deviceId(d)];
-      std::string other;
-      for (const auto& [k, pod] : holders) {
-        if (!(k == r.key)) other = pod;
-      }
-      holders[r.key] = cat(r.pod.namespace_, "/", r.pod.name);
-      others.push_back(other);
-    }
-    return others;
-  }
-  void release(const DeviceRecord& r) {
-    std::lock_guard lock(mu_);
-    for (const DeviceFacts& d : r.devices) {
-      auto it = holders_.find(deviceId(d));
-      if (it == holders_.end()) continue;
-      it->second.erase(r.key);
-      if (it->second.empty()) holders_.erase(it);
-    }
-  }
-  // A pod other than `key`'s that holds `d`; empty when none does.
-  std::string heldBy(const DeviceFacts& d, const SandboxKey& key) {
-    std::lock_guard lock(mu_);
-    auto it = holders_.find(deviceId(d));
-    if (it == holders_.end()) return "";
-    for (const auto& [k, pod] : it->second) {
-      if (!(k == key)) return pod;
-    }
-    return "";
-  }
+  // One device's cleanup actions; the reason of the first that fails.
+  absl::Status cleanupDevice(const DeviceRecord& r, const DeviceFacts& d,
+                             Clock::time_point deadline);
   // Runs the cleanup the sandbox owes, if any; forgets it once it is cleaned
-  // up and gone, or retries the cleanup later. Caller holds the slot's lock.
-  void cleanupOrRetry(Slot& s, Clock::time_point deadline) {
-    DeviceRecord& r = *s.record;
-    if (r.phase != DevicePhase::kCleaned && !cleanup(r, deadline).ok()) {
-      retryLater(r);
-      return;
-    }
-    if (r.removed) forget(s);
-  }
+  // up and gone, or retries the cleanup later.
+  void cleanupOrRetry(Slot& s, Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // A failed cleanup, tried again after the backoff of its failure count.
-  void retryLater(const DeviceRecord& r) {
-    auto delay = retry_initial_;
-    for (uint32_t i = 1; i < r.cleanup_failures && delay < retry_max_; ++i) delay *= 2;
-    if (delay > retry_max_) delay = retry_max_;
-    log_->warn("pod {}/{}: cleanup retried in {}ms (failure {}): {}", r.pod.namespace_, r.pod.name,
-               delay.count(), r.cleanup_failures, r.last_error);
-    schedule(r.key, delay);
-  }
-  void schedule(const SandboxKey& key, std::chrono::milliseconds delay) {
-    {
-      std::lock_guard lock(mu_);
-      due_[key] = env_->clock().now() + delay;
-    }
-    cv_.notify_all();
-  }
-  void retryLoop();
-  // A record read at start may name a type the configuration no longer has:
-  // it has no actions.
-  const TypeActions& actionsOf(const std::string& type) const {
-    static const TypeActions kNone;
-    auto it = types_.find(type);
-    return it == types_.end() ? kNone : it->second;
-  }
+  void retryLater(const DeviceRecord& r);
+  // The retry thread's: a cleanup now due.
+  void retryDue(const SandboxKey& key);
+  // Forgets a sandbox that is cleaned up and gone.
+  void forget(Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Squares one slot with the runtime's list; true when a cleanup of it is
+  // newly owed.
+  bool reconcileSlot(const SandboxKey& key, Slot& s, const std::vector<RuntimeSandbox>& sandboxes,
+                     int64_t listed_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
 
-  std::string name_;
-  std::shared_ptr<spdlog::logger> log_;
-  std::map<std::string, TypeActions> types_;  // gpu, rdma, fpga
-  ActionRoots roots_;
-  Env* env_ = &processEnv();
-  DeviceRecordDir records_{""};
-  std::chrono::milliseconds retry_initial_{1000}, retry_max_{300000};
-  // How long an init may wait for its sandbox before reconciling calls it
-  // orphaned (kubelet gave up, or a later hook refused RunPodSandbox).
-  std::chrono::milliseconds orphan_grace_{600000};
-
-  std::mutex mu_;  // guards the maps below; never held while waiting for a slot's lock
-  std::map<SandboxKey, std::shared_ptr<Slot>> slots_;
-  std::map<std::string, SandboxKey> by_sandbox_;
-  std::map<std::string, std::map<SandboxKey, std::string>> holders_;  // device id -> holders
-  std::map<SandboxKey, Clock::time_point> due_;
-  std::unique_ptr<metrics::DeviceMetrics> metrics_;  // null without a registry
-  std::set<SandboxKey> pending_;                     // cleanup owed (phase cleanup-pending)
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::thread worker_;
+  const std::string name_;
+  const std::shared_ptr<spdlog::logger> log_;
+  const LifecycleSettings settings_;
+  Env* const env_;
+  LifecycleMetrics metrics_;
+  RecordKeeper records_;
+  SandboxSlots slots_;
+  DeviceHolders holders_;
+  RetrySchedule retry_;
 };
 
-absl::Status LifecycleHook::init(const std::string& name, const std::string& settings_json,
-                                 const BuiltinContext& context) {
-  name_ = name;
-  log_ = logger("hook." + name);
-  if (context.metrics) metrics_ = std::make_unique<metrics::DeviceMetrics>(*context.metrics, name);
-  auto r = HookSettingsReader::parse(name, settings_json);
-  if (!r.ok()) return r.status();
-  if (auto s = r->checkKnown({"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial",
-                              "retry_max", "orphan_grace"});
-      !s.ok())
-    return s;
-  for (const char* type : {"gpu", "rdma", "fpga"}) {
-    const nlohmann::json* t = r->get(type);
-    if (t == nullptr) continue;
-    if (!t->is_object()) return r->error(type, cat("expected a table, got ", shownJson(*t)));
-    TypeActions actions;
-    for (const auto& [k, list] : t->items()) {
-      if (k != "init" && k != "cleanup")
-        return r->error(type, cat("unknown key \"", k, "\" (known: init, cleanup)"));
-      if (!list.is_array())
-        return r->error(cat(type, ".", k),
-                        cat("expected an array of actions, got ", shownJson(list)));
-      for (size_t i = 0; i < list.size(); ++i) {
-        auto a =
-            Action::parse(list[i], cat("hook ", name, ": settings.", type, ".", k, "[", i, "]"));
-        if (!a.ok()) return a.status();
-        (k == "init" ? actions.init : actions.cleanup).push_back(std::move(*a));
-      }
-    }
-    types_[type] = std::move(actions);
-  }
-  std::string state_dir = context.state_dir.empty() ? "" : context.state_dir + "/devices";
-  roots_.sys_root = context.topology_root;
-  for (auto s :
-       {r->absolutePath("state_dir", state_dir), r->absolutePath("device_root", roots_.device_root),
-        r->duration("retry_initial", retry_initial_), r->duration("retry_max", retry_max_),
-        r->duration("orphan_grace", orphan_grace_)}) {
-    if (!s.ok()) return s;
-  }
-  if (retry_max_ < retry_initial_) return r->error("retry_max", "is less than retry_initial");
-
-  if (context.env) env_ = context.env;
-  records_ = DeviceRecordDir(state_dir, *env_);
-  if (state_dir.empty()) {
-    log_->warn("no state directory: a cleanup owed when crihookd stops is forgotten");
-  } else if (auto s = records_.open(); !s.ok()) {
-    return absl::FailedPreconditionError(cat("hook ", name, ": ", s.message()));
-  }
-  std::vector<std::string> errors, newer;
-  std::vector<DeviceRecord> loaded = records_.loadAll(errors, /*quarantine=*/true, &newer);
-  if (!newer.empty()) {
-    // Such a record may owe a cleanup this build cannot read: serving without
-    // it could hand uncleaned devices to the next pod. Stop start-up loudly.
-    return absl::FailedPreconditionError(
-        cat("hook ", name, ": ", newer.front(),
-            newer.size() > 1 ? cat(" (and ", newer.size() - 1, " more)") : "",
-            ". Run the crihookd that wrote it, or clean its devices by hand and move the file "
-            "out of ",
-            records_.dir()));
-  }
-  for (DeviceRecord& rec : loaded) {
-    auto s = std::make_shared<Slot>();
-    s->from_disk = true;
-    if (!rec.sandbox_id.empty()) by_sandbox_[rec.sandbox_id] = rec.key;
-    if (rec.phase == DevicePhase::kCleanupPending) {
-      due_[rec.key] = env_->clock().now();
-      pending_.insert(rec.key);
-    }
-    log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
-               rec.key.attempt, rec.devices.size(), phaseName(rec.phase));
-    if (rec.phase == DevicePhase::kInitialising || rec.phase == DevicePhase::kReady) {
-      for (const DeviceFacts& d : rec.devices)
-        holders_[deviceId(d)][rec.key] = cat(rec.pod.namespace_, "/", rec.pod.name);
-    }
-    const SandboxKey key = rec.key;
-    s->record = std::move(rec);
-    slots_[key] = std::move(s);
-  }
+absl::Status LifecycleHook::start() {
+  std::vector<std::string> errors;
+  auto loaded = records_.open(name_, errors);
+  if (!loaded.ok()) return loaded.status();
+  for (DeviceRecord& rec : *loaded) load(std::move(rec));
   for (const std::string& e : errors) log_->error("{}", e);
-  if (metrics_) metrics_->pending.set(static_cast<int64_t>(pending_.size()));
-  worker_ = std::thread([this] { retryLoop(); });
+  retry_.start();
   return absl::OkStatus();
 }
 
-namespace {
-
-// The scheduler may allocate VFs of any type; only an RDMA VF can be told
-// to be its PF's (the node's RDMA devices know their VFs), and an action such
-// as pci-reset must never reach a function the pod was not given.
-absl::Status vfsRefused(std::string_view pod, std::string_view field, std::string_view whose) {
-  return absl::FailedPreconditionError(
-      cat("annotation ", kDeviceAllocatedAnnotation, " of pod ", pod, ": ", field,
-          ".extension.vfs: device-lifecycle acts on RDMA virtual functions only; ", whose,
-          " cannot be checked to belong to the allocated device"));
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<DeviceFacts>> LifecycleHook::devicesOf(const HookInput& in,
-                                                                  const std::string& pod) {
-  const auto& annotations = in.pod->config().annotations();
-  auto text = annotations.find(std::string(kDeviceAllocatedAnnotation));
-  if (text == annotations.end()) return std::vector<DeviceFacts>{};
-  auto alloc = parseDeviceAllocated(text->second, pod);
-  if (!alloc.ok()) return alloc.status();
-  static const topo::Snapshot kNothing;
-  const topo::Snapshot* t = in.topology.get();
-  std::vector<DeviceFacts> out;
-  if (types_.count("gpu")) {
-    for (size_t i = 0; i < alloc->gpu.size(); ++i) {
-      const DeviceAllocation& d = alloc->gpu[i];
-      if (!isNvidiaGpu(d, t)) {
-        // Its vendor's device plugin sets it up; it has no NVIDIA minor,
-        // UUID or node for the actions.
-        log_->info("pod {}: gpu[{}] ({}) is not an NVIDIA GPU: no init or cleanup for it", pod, i,
-                   quote(passthroughName(d)));
-        continue;
-      }
-      if (!d.vfs.empty()) return vfsRefused(pod, cat("gpu[", i, "]"), "an NVIDIA GPU's");
-      DeviceFacts f{"gpu", static_cast<int>(i), d.minor, d.id};
-      if (const topo::Gpu* g = t ? t->gpuByMinor(d.minor) : nullptr) {
-        f.uuid = g->uuid;
-        f.pci = g->address;
-      }
-      // The id becomes a command argument only in the form a UUID has.
-      if (f.uuid.empty() && isNvidiaGpuUuid(d.id)) f.uuid = d.id;
-      f.node = cat("nvidia", d.minor);
-      out.push_back(std::move(f));
-    }
+void LifecycleHook::load(DeviceRecord rec) {
+  log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
+             rec.key.attempt, rec.devices.size(), phaseName(rec.phase));
+  if (rec.phase == DevicePhase::kCleanupPending) retry_.schedule(rec.key, {});
+  if (rec.phase == DevicePhase::kInitialising || rec.phase == DevicePhase::kReady)
+    holders_.claim(rec);
+  const SandboxKey key = rec.key;
+  const std::string sandbox_id = rec.sandbox_id;
+  auto s = std::make_shared<Slot>();
+  {
+    MutexLock lock(s->mu);
+    s->from_disk = true;
+    s->record = std::move(rec);
   }
-  if (types_.count("rdma")) {
-    int index = 0;
-    auto describe = [&](DeviceFacts& f, const std::string& address) {
-      f.pci = address;
-      if (const topo::RdmaDevice* x = t ? t->rdmaByAddress(address) : nullptr) {
-        f.name = x->name;
-        if (!x->uverbs.empty()) f.node = "infiniband/" + x->uverbs;
-      }
-    };
-    // Each function must be this node's, and each VF one of its PF's: an
-    // action such as pci-reset must never reach a device the pod was not given.
-    for (size_t i = 0; i < alloc->rdma.size(); ++i) {
-      const DeviceAllocation& d = alloc->rdma[i];
-      auto functions = resolveRdma(d, i, t ? *t : kNothing, pod);
-      if (!functions.ok()) return functions.status();
-      if (functions->vfs.empty()) {
-        DeviceFacts f{"rdma", index++, d.minor, d.id};
-        describe(f, functions->pf->address);
-        out.push_back(std::move(f));
-        continue;
-      }
-      for (size_t j = 0; j < functions->vfs.size(); ++j) {
-        // A VF's minor is its number under its PF (virtfn<N>): Koordinator's
-        // is always -1.
-        DeviceFacts f{"rdma", index++, functions->vf_numbers[j], functions->vfs[j]};
-        describe(f, functions->vfs[j]);
-        out.push_back(std::move(f));
-      }
-    }
-  }
-  if (types_.count("fpga")) {
-    for (size_t i = 0; i < alloc->fpga.size(); ++i) {
-      const DeviceAllocation& d = alloc->fpga[i];
-      if (!d.vfs.empty()) return vfsRefused(pod, cat("fpga[", i, "]"), "an FPGA's");
-      DeviceFacts f{"fpga", static_cast<int>(i), d.minor, d.id};
-      if (isPciAddress(d.id)) f.pci = d.id;  // becomes a sysfs path
-      out.push_back(std::move(f));
-    }
-  }
-  return out;
+  slots_.add(key, std::move(s), sandbox_id);
 }
 
 HookDecision LifecycleHook::initialise(const HookInput& in) {
@@ -438,31 +160,49 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
 
   // A cleanup still owed by an earlier sandbox of this pod comes first: its
   // devices are about to be initialised again.
-  for (auto& [k, s] : allSlots()) {
-    if (k.uid != key.uid || k.attempt == key.attempt) continue;
-    std::lock_guard lock(s->mu);
-    if (!s->record || s->record->phase == DevicePhase::kCleaned) continue;
-    log_->info("pod {}: cleaning up after its earlier sandbox (attempt {}) first", pod, k.attempt);
-    if (auto st = cleanup(*s->record, in.deadline); !st.ok()) {
-      retryLater(*s->record);
-      return HookDecision::reject(
-          absl::UnavailableError(cat("pod ", pod, ": the devices of its earlier sandbox (attempt ",
-                                     k.attempt, ") are not cleaned up yet: ", st.message())));
-    }
-    if (s->record->removed) forget(*s);
-  }
+  if (auto st = cleanupEarlierSandboxes(key, pod, in.deadline); !st.ok())
+    return HookDecision::reject(st);
 
-  auto devices = devicesOf(in, pod);
+  const auto& annotations = in.pod->config().annotations();
+  auto text = annotations.find(std::string(kDeviceAllocatedAnnotation));
+  auto devices = podDevices(text == annotations.end() ? nullptr : &text->second, in.topology.get(),
+                            pod, settings_, *log_);
   if (!devices.ok()) return HookDecision::reject(devices.status());
   if (devices->empty()) return HookDecision::proceed();
 
-  auto [s, lock] = lockSlot(key, /*create=*/true);
-  if (s->record) {
-    DeviceRecord& r = *s->record;
+  HookDecision decision;
+  slots_.withSlot(key, /*create=*/true, [&](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    decision = initialiseIn(s, key, pod, std::move(*devices), in);
+  });
+  return decision;
+}
+
+absl::Status LifecycleHook::cleanupEarlierSandboxes(const SandboxKey& key, const std::string& pod,
+                                                    Clock::time_point deadline) {
+  for (auto& [k, s] : slots_.all()) {
+    if (k.uid != key.uid || k.attempt == key.attempt) continue;
+    MutexLock lock(s->mu);
+    if (!s->record || s->record->phase == DevicePhase::kCleaned) continue;
+    log_->info("pod {}: cleaning up after its earlier sandbox (attempt {}) first", pod, k.attempt);
+    if (auto st = cleanup(*s->record, deadline); !st.ok()) {
+      retryLater(*s->record);
+      return absl::UnavailableError(cat("pod ", pod,
+                                        ": the devices of its earlier sandbox (attempt ", k.attempt,
+                                        ") are not cleaned up yet: ", st.message()));
+    }
+    if (s->record->removed) forget(*s);
+  }
+  return absl::OkStatus();
+}
+
+HookDecision LifecycleHook::initialiseIn(Slot& s, const SandboxKey& key, const std::string& pod,
+                                         std::vector<DeviceFacts> devices, const HookInput& in) {
+  if (s.record) {
+    DeviceRecord& r = *s.record;
     if (r.phase == DevicePhase::kReady) {
       log_->info("pod {} (attempt {}): devices already initialised; nothing to do again", pod,
                  key.attempt);
-      ++s->running_calls;
+      ++s.running_calls;
       return HookDecision::proceed();
     }
     if (r.phase != DevicePhase::kCleaned) {
@@ -476,41 +216,49 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
       }
     }
   }
+  const auto& meta = in.pod->config().metadata();
   DeviceRecord r;
   r.key = key;
   r.pod = {meta.namespace_(), meta.name(), meta.uid()};
-  r.devices = std::move(*devices);
-  r.changed_ms = nowMs();
-  if (auto st = records_.save(r); !st.ok()) {
-    if (!s->record) {
-      std::lock_guard map_lock(mu_);
-      slots_.erase(key);  // nothing was done for it
-    }
+  r.devices = std::move(devices);
+  if (auto st = records_.create(r); !st.ok()) {
+    if (!s.record) slots_.forget(key, "");  // nothing was done for it
     return HookDecision::reject(absl::UnavailableError(
         cat("pod ", pod,
             ": devices not initialised, their cleanup could not be guaranteed: ", st.message())));
   }
-  s->record = r;
-  DeviceRecord& rec = *s->record;
-  const std::vector<std::string> shared_with = claim(rec);
+  s.record = std::move(r);
+  if (auto st = initDevices(s, in.deadline); !st.ok()) return HookDecision::reject(st);
+  DeviceRecord& rec = *s.record;
+  rec.touched = rec.devices.size();
+  rec.phase = DevicePhase::kReady;
+  records_.save(rec);
+  ++s.running_calls;
+  return HookDecision::proceed();
+}
+
+absl::Status LifecycleHook::initDevices(Slot& s, Clock::time_point deadline) {
+  DeviceRecord& rec = *s.record;
+  const std::string pod = cat(rec.pod.namespace_, "/", rec.pod.name);
+  const std::vector<std::string> shared_with = holders_.claim(rec);
   for (size_t i = 0; i < rec.devices.size(); ++i) {
     const DeviceFacts& d = rec.devices[i];
-    const auto& actions = actionsOf(d.type).init;
+    const auto& actions = settings_.actionsOf(d.type).init;
     if (actions.empty()) continue;
     rec.touched = i + 1;
-    save(rec);
+    records_.save(rec);
     if (!shared_with[i].empty()) {
       log_->info("pod {}: {} is shared with pod {}, which initialised it", pod, d.describe(),
                  shared_with[i]);
       continue;
     }
     for (size_t k = 0; k < actions.size(); ++k) {
-      absl::Status st = actions[k].run(d, rec.pod, roots_, in.deadline, *env_);
+      absl::Status st = actions[k].run(d, rec.pod, settings_.roots, deadline, *env_);
       if (st.ok()) {
         log_->info("pod {}: init of {}: {}: done", pod, d.describe(), actions[k].describe());
         continue;
       }
-      if (metrics_) metrics_->initFailures(d.type).inc();
+      metrics_.initFailed(d.type);
       std::string why = cat("pod ", pod, ": init of ", d.describe(), " failed: action ", k, " (",
                             actions[k].describe(), "): ", st.message());
       log_->error("{}", why);
@@ -518,34 +266,34 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
       // Bounded by the call's deadline too: what is not cleaned up by then
       // (an init cut at the deadline leaves no time) is the retry thread's,
       // so kubelet's call never waits past its bound for a cleanup.
-      if (auto c = cleanup(rec, in.deadline); c.ok()) {
+      if (auto c = cleanup(rec, deadline); c.ok()) {
         why += "; the devices initialised so far were cleaned up";
-        forget(*s);
+        forget(s);
       } else {
         why += cat("; their cleanup failed and is retried: ", c.message());
         retryLater(rec);
       }
-      return HookDecision::reject(absl::FailedPreconditionError(why));
+      return absl::FailedPreconditionError(why);
     }
-    if (metrics_) metrics_->inits(d.type).inc();
+    metrics_.initDone(d.type);
   }
-  rec.touched = rec.devices.size();
-  rec.phase = DevicePhase::kReady;
-  save(rec);
-  ++s->running_calls;
-  return HookDecision::proceed();
+  return absl::OkStatus();
 }
 
 void LifecycleHook::afterRun(const HookInput& in) {
   const auto& meta = in.pod->config().metadata();
-  auto [s, lock] = lockSlot({meta.uid(), meta.attempt()}, /*create=*/false);
-  if (!s || !s->record) return;
-  DeviceRecord& r = *s->record;
-  if (s->running_calls > 0) --s->running_calls;
+  slots_.withSlot({meta.uid(), meta.attempt()}, /*create=*/false,
+                  [&](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { afterRunIn(s, in); });
+}
+
+void LifecycleHook::afterRunIn(Slot& s, const HookInput& in) {
+  if (!s.record) return;
+  DeviceRecord& r = *s.record;
+  if (s.running_calls > 0) --s.running_calls;
   if (in.backend_status.ok() && in.response) {
     r.sandbox_id = static_cast<const v1::RunPodSandboxResponse&>(*in.response).pod_sandbox_id();
-    save(r);
-    indexSandbox(r.sandbox_id, r.key);
+    records_.save(r);
+    slots_.index(r.sandbox_id, r.key);
     return;
   }
   // After a timeout or a cancellation the runtime may yet have created the
@@ -555,16 +303,16 @@ void LifecycleHook::afterRun(const HookInput& in) {
   const auto code = in.backend_status.code();
   if (code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kCancelled ||
       code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAlreadyExists) {
-    s->maybe_created = true;
+    s.maybe_created = true;
     return;
   }
-  if (s->maybe_created || s->running_calls > 0 || !r.sandbox_id.empty() ||
+  if (s.maybe_created || s.running_calls > 0 || !r.sandbox_id.empty() ||
       r.phase != DevicePhase::kReady)
     return;
   log_->info("pod {}/{}: the runtime refused the sandbox ({}); cleaning up its devices",
              r.pod.namespace_, r.pod.name, sv(in.backend_status.message()));
   r.removed = true;
-  cleanupOrRetry(*s, in.deadline);  // the rest, if any, on the retry thread
+  cleanupOrRetry(s, in.deadline);  // the rest, if any, on the retry thread
 }
 
 void LifecycleHook::afterStop(const HookInput& in) {
@@ -574,58 +322,40 @@ void LifecycleHook::afterStop(const HookInput& in) {
   const std::string id =
       remove ? static_cast<const v1::RemovePodSandboxRequest&>(*in.request).pod_sandbox_id()
              : static_cast<const v1::StopPodSandboxRequest&>(*in.request).pod_sandbox_id();
-  std::optional<SandboxKey> key;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = by_sandbox_.find(id); it != by_sandbox_.end()) key = it->second;
-  }
+  std::optional<SandboxKey> key = slots_.keyOf(id);
   if (!key && in.pod)
     key = SandboxKey{in.pod->config().metadata().uid(), in.pod->config().metadata().attempt()};
   if (!key) return;
-  auto [s, lock] = lockSlot(*key, /*create=*/false);
-  if (!s || !s->record) return;
-  DeviceRecord& r = *s->record;
-  if (remove) r.removed = true;
-  cleanupOrRetry(*s, in.deadline);
+  slots_.withSlot(*key, /*create=*/false, [&](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    if (!s.record) return;
+    if (remove) s.record->removed = true;
+    cleanupOrRetry(s, in.deadline);
+  });
 }
 
 absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline) {
   if (r.cleaned.size() != r.devices.size()) r.cleaned.assign(r.devices.size(), false);
   r.phase = DevicePhase::kCleanupPending;
-  save(r);
-  release(r);
+  records_.save(r);
+  holders_.release(r);
   const std::string pod = cat(r.pod.namespace_, "/", r.pod.name);
   std::string failed;
   for (size_t i = r.touched; i-- > 0;) {
     if (r.cleaned[i]) continue;
     const DeviceFacts& d = r.devices[i];
-    if (const std::string other = heldBy(d, r.key); !other.empty()) {
+    if (const std::string other = holders_.heldBy(d, r.key); !other.empty()) {
       log_->info("pod {}: {} is still used by pod {}; its cleanup is left to the last user", pod,
                  d.describe(), other);
       r.cleaned[i] = true;
       continue;
     }
-    bool ok = true;
-    const auto& actions = actionsOf(d.type).cleanup;
-    for (size_t k = 0; k < actions.size(); ++k) {
-      absl::Status st = actions[k].run(d, r.pod, roots_, deadline, *env_);
-      if (st.ok()) {
-        log_->info("pod {}: cleanup of {}: {}: done", pod, d.describe(), actions[k].describe());
-        continue;
-      }
-      const std::string why = cat("cleanup of ", d.describe(), ": action ", k, " (",
-                                  actions[k].describe(), "): ", st.message());
-      log_->error("pod {}: {}", pod, why);
-      if (metrics_) metrics_->cleanupFailures(d.type).inc();
-      failed += cat(failed.empty() ? "" : "; ", why);
-      ok = false;
-      break;
+    if (auto st = cleanupDevice(r, d, deadline); !st.ok()) {
+      failed += cat(failed.empty() ? "" : "; ", st.message());
+      continue;
     }
-    if (ok) {
-      r.cleaned[i] = true;
-      if (metrics_) metrics_->cleanups(d.type).inc();
-      save(r);
-    }
+    r.cleaned[i] = true;
+    metrics_.cleanupDone(d.type);
+    records_.save(r);
   }
   if (failed.empty()) {
     r.phase = DevicePhase::kCleaned;
@@ -635,40 +365,59 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
     ++r.cleanup_failures;
     r.last_error = failed;
   }
-  save(r);
+  records_.save(r);
   return failed.empty() ? absl::OkStatus() : absl::UnavailableError(failed);
 }
 
-void LifecycleHook::retryLoop() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    if (due_.empty()) {
-      cv_.wait(lock);
+absl::Status LifecycleHook::cleanupDevice(const DeviceRecord& r, const DeviceFacts& d,
+                                          Clock::time_point deadline) {
+  const auto& actions = settings_.actionsOf(d.type).cleanup;
+  for (size_t k = 0; k < actions.size(); ++k) {
+    absl::Status st = actions[k].run(d, r.pod, settings_.roots, deadline, *env_);
+    if (st.ok()) {
+      log_->info("pod {}/{}: cleanup of {}: {}: done", r.pod.namespace_, r.pod.name, d.describe(),
+                 actions[k].describe());
       continue;
     }
-    auto next = due_.begin();
-    for (auto it = due_.begin(); it != due_.end(); ++it) {
-      if (it->second < next->second) next = it;
-    }
-    if (next->second > env_->clock().now()) {
-      // By the env's clock: a test jumps it (lifecycle_fault_test.cc).
-      env_->clock().waitUntil(cv_, lock, next->second);
-      continue;
-    }
-    const SandboxKey key = next->first;
-    due_.erase(next);
-    auto found = slots_.find(key);
-    if (found == slots_.end()) continue;
-    std::shared_ptr<Slot> s = found->second;
-    lock.unlock();
-    {
-      std::lock_guard slot_lock(s->mu);
-      if (s->record && s->record->phase == DevicePhase::kCleanupPending) {
-        cleanupOrRetry(*s, Clock::time_point::max());
-      }
-    }
-    lock.lock();
+    const std::string why = cat("cleanup of ", d.describe(), ": action ", k, " (",
+                                actions[k].describe(), "): ", st.message());
+    log_->error("pod {}/{}: {}", r.pod.namespace_, r.pod.name, why);
+    metrics_.cleanupFailed(d.type);
+    return absl::UnavailableError(why);
   }
+  return absl::OkStatus();
+}
+
+void LifecycleHook::cleanupOrRetry(Slot& s, Clock::time_point deadline) {
+  DeviceRecord& r = *s.record;
+  if (r.phase != DevicePhase::kCleaned && !cleanup(r, deadline).ok()) {
+    retryLater(r);
+    return;
+  }
+  if (r.removed) forget(s);
+}
+
+void LifecycleHook::retryLater(const DeviceRecord& r) {
+  const std::chrono::milliseconds delay = retry_.backoff(r.cleanup_failures);
+  log_->warn("pod {}/{}: cleanup retried in {}ms (failure {}): {}", r.pod.namespace_, r.pod.name,
+             delay.count(), r.cleanup_failures, r.last_error);
+  retry_.schedule(r.key, delay);
+}
+
+void LifecycleHook::retryDue(const SandboxKey& key) {
+  std::shared_ptr<Slot> s = slots_.find(key);
+  if (!s) return;
+  MutexLock lock(s->mu);
+  if (s->record && s->record->phase == DevicePhase::kCleanupPending)
+    cleanupOrRetry(*s, Clock::time_point::max());
+}
+
+void LifecycleHook::forget(Slot& s) {
+  const DeviceRecord& r = *s.record;
+  records_.remove(r);
+  holders_.release(r);
+  slots_.forget(r.key, r.sandbox_id);
+  s.record.reset();
 }
 
 void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes,
@@ -676,64 +425,69 @@ void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes,
   const int64_t listed_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(listed_at.time_since_epoch()).count();
   size_t owed = 0;
-  for (auto& [key, s] : allSlots()) {
-    std::lock_guard lock(s->mu);
-    if (!s->record) continue;
-    DeviceRecord& r = *s->record;
-    const bool from_disk = s->from_disk;
-    s->from_disk = false;
-    // Changed since the list was taken: the list cannot say.
-    if (!from_disk && r.changed_ms >= listed_ms) continue;
-    const RuntimeSandbox* live = nullptr;
-    for (const RuntimeSandbox& x : sandboxes) {
-      if ((!r.sandbox_id.empty() && x.id == r.sandbox_id) ||
-          (r.sandbox_id.empty() && x.uid == key.uid && x.attempt == key.attempt))
-        live = &x;
-    }
-    if (live && live->ready) {
-      if (r.sandbox_id.empty()) {
-        r.sandbox_id = live->id;
-        indexSandbox(r.sandbox_id, key);
-        save(r);
-      }
-      continue;
-    }
-    // No sandbox yet, while crihookd ran: it may still be on its way (kubelet
-    // retries RunPodSandbox), until the grace runs out.
-    if (!live && !from_disk && r.sandbox_id.empty() &&
-        listed_ms - r.changed_ms < orphan_grace_.count())
-      continue;
-    if (live) {
-      if (r.sandbox_id.empty()) indexSandbox(live->id, key);
-      r.sandbox_id = live->id;
-    } else {
-      r.removed = true;
-    }
-    if (r.phase == DevicePhase::kCleaned) {
-      if (r.removed) {
-        forget(*s);
-      } else {
-        save(r);
-      }
-      continue;
-    }
-    const bool scheduled = r.phase == DevicePhase::kCleanupPending && !from_disk;
-    if (!scheduled) {
-      const char* what = live                    ? "was stopped"
-                         : !r.sandbox_id.empty() ? "was removed"
-                                                 : "was never created";
-      log_->info("pod {}/{} (attempt {}): its sandbox {}{}; cleaning up", r.pod.namespace_,
-                 r.pod.name, key.attempt, what,
-                 from_disk ? " while crihookd was down" : " without crihookd seeing it");
-      ++owed;
-    }
-    r.phase = DevicePhase::kCleanupPending;
-    save(r);
-    release(r);  // its devices are free for the next pod's init from now on
-    if (!scheduled) schedule(key, std::chrono::milliseconds(0));
+  for (auto& [key, s] : slots_.all()) {
+    MutexLock lock(s->mu);
+    if (reconcileSlot(key, *s, sandboxes, listed_ms)) ++owed;
   }
   log_->info("reconciled with the runtime's {} sandbox(es): {} cleanup(s) owed", sandboxes.size(),
              owed);
+}
+
+bool LifecycleHook::reconcileSlot(const SandboxKey& key, Slot& s,
+                                  const std::vector<RuntimeSandbox>& sandboxes, int64_t listed_ms) {
+  if (!s.record) return false;
+  DeviceRecord& r = *s.record;
+  const bool from_disk = s.from_disk;
+  s.from_disk = false;
+  // Changed since the list was taken: the list cannot say.
+  if (!from_disk && r.changed_ms >= listed_ms) return false;
+  const RuntimeSandbox* live = nullptr;
+  for (const RuntimeSandbox& x : sandboxes) {
+    if ((!r.sandbox_id.empty() && x.id == r.sandbox_id) ||
+        (r.sandbox_id.empty() && x.uid == key.uid && x.attempt == key.attempt))
+      live = &x;
+  }
+  if (live && live->ready) {
+    if (r.sandbox_id.empty()) {
+      r.sandbox_id = live->id;
+      slots_.index(r.sandbox_id, key);
+      records_.save(r);
+    }
+    return false;
+  }
+  // No sandbox yet, while crihookd ran: it may still be on its way (kubelet
+  // retries RunPodSandbox), until the grace runs out.
+  if (!live && !from_disk && r.sandbox_id.empty() &&
+      listed_ms - r.changed_ms < settings_.orphan_grace.count())
+    return false;
+  if (live) {
+    if (r.sandbox_id.empty()) slots_.index(live->id, key);
+    r.sandbox_id = live->id;
+  } else {
+    r.removed = true;
+  }
+  if (r.phase == DevicePhase::kCleaned) {
+    if (r.removed) {
+      forget(s);
+    } else {
+      records_.save(r);
+    }
+    return false;
+  }
+  const bool scheduled = r.phase == DevicePhase::kCleanupPending && !from_disk;
+  if (!scheduled) {
+    const char* what = live                    ? "was stopped"
+                       : !r.sandbox_id.empty() ? "was removed"
+                                               : "was never created";
+    log_->info("pod {}/{} (attempt {}): its sandbox {}{}; cleaning up", r.pod.namespace_,
+               r.pod.name, key.attempt, what,
+               from_disk ? " while crihookd was down" : " without crihookd seeing it");
+  }
+  r.phase = DevicePhase::kCleanupPending;
+  records_.save(r);
+  holders_.release(r);  // its devices are free for the next pod's init from now on
+  if (!scheduled) retry_.schedule(key, std::chrono::milliseconds(0));
+  return !scheduled;
 }
 
 }  // namespace
@@ -741,8 +495,10 @@ void LifecycleHook::reconcile(const std::vector<RuntimeSandbox>& sandboxes,
 absl::StatusOr<std::shared_ptr<Hook>> makeDeviceLifecycleHook(const std::string& name,
                                                               const std::string& settings_json,
                                                               const BuiltinContext& context) {
-  auto hook = std::make_shared<LifecycleHook>();
-  if (auto s = hook->init(name, settings_json, context); !s.ok()) return s;
+  auto settings = LifecycleSettings::parse(name, settings_json, context);
+  if (!settings.ok()) return settings.status();
+  auto hook = std::make_shared<LifecycleHook>(name, std::move(*settings), context);
+  if (auto s = hook->start(); !s.ok()) return s;
   return hook;
 }
 

@@ -48,11 +48,11 @@
 // StopPodSandbox (post) and RemovePodSandbox (post): the cleanup actions run
 // for every initialised device (in reverse order of init), once: Stop cleans,
 // a later Remove finds nothing to do; a Remove without a successful Stop
-// cleans. A cleanup that fails is retried on a thread of the hook's own, with
-// backoff, until it succeeds; it never fails kubelet's call. The backoff is
-// measured on the Env's monotonic clock (base/env.h; setting the date never
-// moves it): a clock that jumps ahead runs the retry now due once, and the
-// next is its delay after that.
+// cleans. A cleanup that fails is retried on a thread of the hook's own
+// ("lifecycle-retry"), with backoff, until it succeeds; it never fails
+// kubelet's call. The backoff is measured on the Env's monotonic clock
+// (base/env.h; setting the date never moves it): a clock that jumps ahead
+// runs the retry now due once, and the next is its delay after that.
 // A device held by several sandboxes at once (a GPU split by HAMi-core) is
 // initialised by the first and cleaned up after the last.
 // Records (records.h) are written before and after each step. At start the
@@ -60,6 +60,13 @@
 // after sandboxes that were stopped or removed while crihookd was down, and
 // every few minutes after sandboxes stopped or removed behind its back and
 // inits whose sandbox did not appear within `orphan_grace` (default "10m").
+//
+// The hook is put together from parts of one job and one lock each (their
+// headers say what each lock guards and the lock order): the sandboxes'
+// slots (sandbox_slots.h), the shared devices' holders (device_holders.h),
+// the retries (retry_schedule.h), the records (record_keeper.h), the counts
+// (lifecycle_metrics.h); the settings (lifecycle_settings.h) and the pod's
+// devices (pod_devices.h) need none.
 //
 // A RunPodSandbox the runtime refused outright is cleaned up at once (within
 // the post stage's deadline, the rest on the retry thread); not

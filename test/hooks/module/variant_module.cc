@@ -1,5 +1,5 @@
 // Modules that go wrong in one way each, built from this file with one
-// VARIANT_* macro (test/meson.build), for module_test.cc.
+// VARIANT_* macro (test/meson.build), for module_hook_test.cc and module_host_test.cc.
 
 #include <unistd.h>
 

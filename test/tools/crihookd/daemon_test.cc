@@ -1,4 +1,6 @@
-// crihookd as an operator runs it: flags, config file, readiness, signals.
+// crihookd's life (tools/crihookd/daemon.cc) in the built binary: start-up
+// in its order, hooks and their registrations, the topology and SIGHUP, the
+// socket's mode, the graceful SIGTERM, the call log lines, confinement.
 
 #include <gmock/gmock.h>
 #include <grp.h>
@@ -22,111 +24,16 @@
 #include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
 #include "test/support/child_process.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/koord_server.h"
+#include "test/tools/crihookd/crihookd_fixture.h"
 
 namespace crihook::testing {
 namespace {
 
 namespace v1 = ::runtime::v1;
-using namespace std::chrono_literals;
 using ::testing::HasSubstr;
-
-std::vector<std::string> withStateDir(std::vector<std::string> args, const std::string& dir) {
-  args.insert(args.begin(), {"--state-dir", dir});
-  return args;
-}
-
-// crihookd with `args`, its output in `log`, its records next to it.
-class Daemon : public ChildProcess {
- public:
-  Daemon(const std::vector<std::string>& args, const std::string& log,
-         const std::string& notify_socket = "")
-      : ChildProcess(CRIHOOKD_BINARY, withStateDir(args, log + ".state"), log,
-                     notify_socket.empty()
-                         ? std::map<std::string, std::string>{}
-                         : std::map<std::string, std::string>{{"NOTIFY_SOCKET", notify_socket}}) {}
-};
-
-std::string slurp(const std::string& path) { return readFile(path); }
-
-bool waitForSocket(const std::string& path) { return waitForFile(path, 5000ms); }
-
-class CrihookdTest : public ::testing::Test {
- protected:
-  CrihookdTest() : backend_(dir_.file("backend.sock")) {
-    backend_.onUnary("/runtime.v1.RuntimeService/Version", [](FakeCall&, std::string* out) {
-      v1::VersionResponse r;
-      r.set_runtime_name("fake");
-      *out = r.SerializeAsString();
-      return grpc::Status::OK;
-    });
-  }
-  grpc::Status version(const std::string& socket) {
-    auto stub = v1::RuntimeService::NewStub(unixChannel(socket));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
-    v1::VersionResponse r;
-    return stub->Version(&ctx, v1::VersionRequest(), &r);
-  }
-  TempDir dir_;
-  FakeCriServer backend_;
-};
-
-TEST_F(CrihookdTest, UnknownConfigKeyStopsStartupNamingFileAndKey) {
-  std::ofstream(dir_.file("c.toml")) << "[backend]\nendpiont = \"unix:///x\"\n";
-  Daemon d({"--config", dir_.file("c.toml")}, dir_.file("log"));
-  EXPECT_EQ(d.wait(5s), 1);
-  EXPECT_THAT(slurp(dir_.file("log")),
-              HasSubstr("config " + dir_.file("c.toml") + ": backend.endpiont: unknown key"));
-}
-
-TEST_F(CrihookdTest, BadFlagValueIsRefused) {
-  Daemon d({"--listen", dir_.file("s.sock"), "--log-level", "chatty"}, dir_.file("log"));
-  EXPECT_EQ(d.wait(5s), 1);
-  EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("log level: expected one of"));
-  Daemon d2({"--listen"}, dir_.file("log2"));
-  EXPECT_EQ(d2.wait(5s), 2);
-  EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("flag --listen needs a value"));
-}
-
-TEST_F(CrihookdTest, FlagsOverrideTheConfigFileAndSigtermExitsZero) {
-  backend_.start();
-  std::ofstream(dir_.file("c.toml"))
-      << "[server]\nlisten = \"" << dir_.file("from-file.sock")
-      << "\"\n[backend]\nendpoint = \"unix://" << dir_.file("backend.sock")
-      << "\"\n[log]\nlevel = \"error\"\n";
-  // A systemd-style notification socket, to see READY=1.
-  int notify = ::socket(AF_UNIX, SOCK_DGRAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string notify_path = dir_.file("notify");
-  std::strncpy(addr.sun_path, notify_path.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(::bind(notify, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("from-flag.sock"), "--log-level",
-            "info"},
-           dir_.file("log"), notify_path);
-  ASSERT_TRUE(waitForSocket(dir_.file("from-flag.sock"))) << slurp(dir_.file("log"));
-  EXPECT_FALSE(std::filesystem::exists(dir_.file("from-file.sock")));
-  grpc::Status s = version(dir_.file("from-flag.sock"));
-  EXPECT_TRUE(s.ok()) << s.error_message();
-
-  char buf[256] = {};
-  timeval tv{5, 0};
-  setsockopt(notify, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ssize_t n = ::recv(notify, buf, sizeof(buf) - 1, 0);
-  ASSERT_GT(n, 0);
-  EXPECT_THAT(std::string(buf, static_cast<size_t>(n)), HasSubstr("READY=1"));
-  ::close(notify);
-
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(10s), 0);
-  EXPECT_FALSE(std::filesystem::exists(dir_.file("from-flag.sock")));
-  const std::string log = slurp(dir_.file("log"));
-  EXPECT_THAT(log, HasSubstr("Terminated: stopping"));
-  EXPECT_THAT(log, HasSubstr("stopped"));
-}
 
 TEST_F(CrihookdTest, SecondDaemonOnTheSameSocketIsRefused) {
   backend_.start();
@@ -200,20 +107,13 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
     EXPECT_TRUE(seen.ParseFromString(backend_.calls().back().request));
     return seen.config().annotations().count("seen-by") == 1;
   };
-  auto eventually = [&](bool want) {
-    for (int i = 0; i < 50; ++i) {
-      if (annotated() == want) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
   EXPECT_FALSE(annotated());
   std::ofstream(dir_.file("hookserver.d/koordlet.json"))
       << R"({"remote-endpoint": ")" << dir_.file("koordlet.sock")
       << R"(", "failure-policy": "Fail", "runtime-hooks": ["PreCreateContainer"]})";
-  EXPECT_TRUE(eventually(true)) << slurp(dir_.file("log"));
+  EXPECT_TRUE(eventually([&] { return annotated(); })) << slurp(dir_.file("log"));
   std::filesystem::remove(dir_.file("hookserver.d/koordlet.json"));
-  EXPECT_TRUE(eventually(false)) << slurp(dir_.file("log"));
+  EXPECT_TRUE(eventually([&] { return !annotated(); })) << slurp(dir_.file("log"));
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json registered"));
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json removed"));
   d.signal(SIGTERM);
@@ -254,9 +154,7 @@ TEST_F(CrihookdTest, NriModeRefusesHooksThatOutlastThePluginTimeoutAndKoordletsI
       << "env = [{key = \"SITE\", value = \"x\"}]\n";
   Daemon started({"--config", dir_.file("c2.toml"), "--listen", dir_.file("s.sock")},
                  dir_.file("log2"));
-  for (int i = 0;
-       i < 100 && slurp(dir_.file("log2")).find("NRI connection to") == std::string::npos; ++i)
-    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] { return logHas(dir_.file("log2"), "NRI connection to"); }));
   EXPECT_THAT(slurp(dir_.file("log2")), HasSubstr("NRI connection to " + dir_.file("nri.sock")));
   EXPECT_THAT(slurp(dir_.file("log2")),
               HasSubstr("hook chain: gpu-remote, site-env, hookserver/koordlet"));
@@ -275,9 +173,7 @@ TEST_F(CrihookdTest, NriModeRefusesHooksThatOutlastThePluginTimeoutAndKoordletsI
   std::ofstream(dir_.file("c4.toml")) << nri << hooks;
   Daemon skipping({"--config", dir_.file("c4.toml"), "--listen", dir_.file("s.sock")},
                   dir_.file("log4"));
-  for (int i = 0;
-       i < 100 && slurp(dir_.file("log4")).find("NRI connection to") == std::string::npos; ++i)
-    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] { return logHas(dir_.file("log4"), "NRI connection to"); }));
   EXPECT_THAT(slurp(dir_.file("log4")), HasSubstr("hook chain: no hooks"));
   EXPECT_THAT(slurp(dir_.file("log4")),
               HasSubstr("Koordinator's hook servers are not called (koordlet's own NRI plugin "
@@ -302,13 +198,10 @@ TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
   const std::string line = "64 CPUs, 2 NUMA nodes, 8 GPUs, 7 RDMA devices, 1 warnings";
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr(line));
   d.signal(SIGHUP);
-  bool again = false;
-  for (int i = 0; i < 50 && !again; ++i) {
-    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(eventually([&] {
     const std::string log = slurp(dir_.file("log"));
-    again = log.find(line) != log.rfind(line);
-  }
-  EXPECT_TRUE(again) << slurp(dir_.file("log"));
+    return log.find(line) != log.rfind(line);
+  })) << slurp(dir_.file("log"));
   EXPECT_TRUE(version(dir_.file("s.sock")).ok());  // SIGHUP does not stop it
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
@@ -373,8 +266,7 @@ TEST_F(CrihookdTest, SigtermAnswersACallThatEndsWithinTheGraceAndCutsOffOneThatD
   });
   std::promise<void> slow_cancelled;
   backend_.onUnary(slow, [&](FakeCall& call, std::string* out) {
-    for (int i = 0; i < 1500 && !call.cancelled(); ++i) std::this_thread::sleep_for(10ms);
-    if (call.cancelled()) slow_cancelled.set_value();
+    if (eventually([&] { return call.cancelled(); }, 15s)) slow_cancelled.set_value();
     *out = "slow";
     return grpc::Status::OK;
   });
@@ -405,15 +297,9 @@ TEST_F(CrihookdTest, SigtermAnswersACallThatEndsWithinTheGraceAndCutsOffOneThatD
   const auto sigterm = std::chrono::steady_clock::now();
   d.signal(SIGTERM);
   // Draining has begun, with both calls in flight; then the quick one ends.
-  bool draining = false;
-  for (int i = 0; i < 500 && !draining; ++i) {
-    draining = slurp(dir_.file("log"))
-                   .find("no longer accepting on " + sock +
-                         "; 2 calls in "
-                         "flight") != std::string::npos;
-    if (!draining) std::this_thread::sleep_for(10ms);
-  }
-  ASSERT_TRUE(draining) << slurp(dir_.file("log"));
+  ASSERT_TRUE(eventually([&] {
+    return logHas(dir_.file("log"), "no longer accepting on " + sock + "; 2 calls in flight");
+  })) << slurp(dir_.file("log"));
   release.set_value();
   auto [quick_status, quick_end] = quick_call.get();
   EXPECT_TRUE(quick_status.ok()) << quick_status.error_code() << " "
@@ -521,11 +407,10 @@ TEST_F(CrihookdTest, EachInterceptedCallWritesOneWholeLogLine) {
   // The log is written when each call's stream closes, possibly just after
   // its answer: wait for the last line.
   std::string log;
-  for (int i = 0; i < 500; ++i) {
+  EXPECT_TRUE(eventually([&] {
     log = slurp(dir_.file("log"));
-    if (!callLine(log, "CreateContainer", 1).empty()) break;
-    std::this_thread::sleep_for(10ms);
-  }
+    return !callLine(log, "CreateContainer", 1).empty();
+  })) << log;
 
   EXPECT_THAT(
       callLine(log, "RunPodSandbox"),
@@ -597,11 +482,7 @@ bool processGone(pid_t pid) {
 }
 
 bool waitProcessGone(pid_t pid) {
-  for (int i = 0; i < 500; ++i) {
-    if (processGone(pid)) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
+  return eventually([pid] { return processGone(pid); });
 }
 
 pid_t spawnerOf(pid_t daemon) {
@@ -718,13 +599,13 @@ TEST_F(ConfinedDaemonTest, ASegfaultingIsolatedModuleLeavesTheConfinedDaemonServ
   EXPECT_TRUE(version(dir_.file("isolated.sock")).ok()) << "crihookd serves on";
 
   // After the helper's backoff, the next calls work again.
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  do {
-    s = createNamed("c");
-    if (s.ok()) break;
-    std::this_thread::sleep_for(50ms);
-  } while (std::chrono::steady_clock::now() < until);
-  EXPECT_TRUE(s.ok()) << s.error_message() << slurp(dir_.file("isolated.log"));
+  EXPECT_TRUE(eventually(
+      [&] {
+        s = createNamed("c");
+        return s.ok();
+      },
+      10s))
+      << s.error_message() << slurp(dir_.file("isolated.log"));
   const std::string log = slurp(dir_.file("isolated.log"));
   EXPECT_THAT(log, HasSubstr("module segv: helper pid "));
   EXPECT_THAT(log, HasSubstr("is gone"));

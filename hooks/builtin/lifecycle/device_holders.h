@@ -1,0 +1,44 @@
+#pragma once
+
+// Which sandboxes hold each device, for the device-lifecycle hook: a device
+// shared by several pods at once (a GPU split by HAMi-core) is initialised by
+// the first of them and cleaned up after the last, so that a reset never
+// pulls it from under the others. The holders of a device are the sandboxes
+// whose devices are initialising or ready.
+//
+// Thread-safe: one mutex guards the table; it is a leaf lock (held for a
+// lookup only, nothing else taken under it), so callers may hold a sandbox
+// slot's lock (sandbox_slots.h) while they call.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "hooks/builtin/lifecycle/actions.h"
+#include "hooks/builtin/lifecycle/records.h"
+
+namespace crihook {
+
+class DeviceHolders {
+ public:
+  // "gpu:0000:18:00.0": a device by its type and PCI address (its minor
+  // without one), the same whichever pod names it.
+  static std::string deviceId(const DeviceFacts& d);
+
+  // Adds `r`'s sandbox as a holder of each of its devices; per device (in
+  // r.devices' order), a pod ("namespace/name") that held it already, or ""
+  // when `r` is its first holder.
+  std::vector<std::string> claim(const DeviceRecord& r);
+  // `r`'s sandbox no longer holds its devices (their cleanup is owed or done).
+  void release(const DeviceRecord& r);
+  // A pod other than `key`'s that holds `d`; "" when none does.
+  std::string heldBy(const DeviceFacts& d, const SandboxKey& key) const;
+
+ private:
+  mutable Mutex mu_;
+  // device id -> its holders: sandbox -> "namespace/name"
+  std::map<std::string, std::map<SandboxKey, std::string>> holders_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace crihook

@@ -1,0 +1,186 @@
+// metrics/http_endpoint.cc: the endpoint's bounds against hostile clients
+// (request size, read timeout, connections), its socket, TCP on loopback.
+
+#include "metrics/http_endpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/logging.h"
+#include "metrics/metric_registry.h"
+#include "test/support/eventually.h"
+#include "test/support/fake_cri_server.h"
+#include "test/support/unix_socket.h"
+#include "tools/crihookctl/status.h"
+
+namespace crihook::metrics {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+int connectUnix(const std::string& path) { return ::crihook::testing::connectUnixSocket(path); }
+
+// Reads until the peer closes (true) or `timeout` passes (false).
+bool readUntilClosed(int fd, std::string& out, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return true;  // closed, or reset
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+class EndpointTest : public ::testing::Test {
+ protected:
+  void start(HttpEndpointOptions o = {}) {
+    o.unix_path = dir_.file("metrics.sock");
+    endpoint_ = std::make_unique<HttpEndpoint>(
+        o,
+        [this](const std::string& path, std::function<void(HttpResponse)> reply) {
+          if (path == "/metrics") {
+            reply({200, "text/plain; version=0.0.4; charset=utf-8", registry_.expose()});
+          } else {
+            reply({404, "text/plain", "no\n"});
+          }
+        },
+        logger("metrics"));
+    ASSERT_TRUE(endpoint_->start().ok());
+  }
+  std::string get(const std::string& request) {
+    int fd = connectUnix(dir_.file("metrics.sock"));
+    EXPECT_GE(fd, 0);
+    ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    std::string out;
+    EXPECT_TRUE(readUntilClosed(fd, out, 5s));
+    ::close(fd);
+    return out;
+  }
+
+  crihook::testing::TempDir dir_;
+  Registry registry_;
+  std::unique_ptr<HttpEndpoint> endpoint_;
+};
+
+TEST_F(EndpointTest, ServesGetAndClosesTheConnection) {
+  registry_.counter("crihook_e_total", "E.").with({}).inc();
+  start();
+  const std::string r = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(r, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(r, HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(r, HasSubstr("\r\n\r\n# HELP crihook_e_total E.\n"));
+  EXPECT_THAT(get("GET /metrics?x=1 HTTP/1.0\r\n\r\n"), StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(get("GET /nope HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+  EXPECT_THAT(get("POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n\r\nab"),
+              StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(get("garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+}
+
+TEST_F(EndpointTest, AMegabyteRequestLineIsRefusedAndTheConnectionClosed) {
+  start();
+  int fd = connectUnix(dir_.file("metrics.sock"));
+  ASSERT_GE(fd, 0);
+  // The client keeps sending; crihookd answers and closes after 8 KiB.
+  std::thread writer([fd] {
+    std::string line = "GET /" + std::string(1 << 20, 'a');
+    size_t off = 0;
+    while (off < line.size()) {
+      ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;  // EPIPE / reset: the server closed
+      off += static_cast<size_t>(n);
+    }
+  });
+  std::string out;
+  const bool closed = readUntilClosed(fd, out, 5s);
+  ::shutdown(fd, SHUT_RDWR);
+  writer.join();
+  ::close(fd);
+  EXPECT_TRUE(closed) << "the connection stayed open";
+  EXPECT_THAT(out, StartsWith("HTTP/1.1 431"));
+  // And the endpoint still serves.
+  EXPECT_THAT(get("GET /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200"));
+}
+
+TEST_F(EndpointTest, ASilentClientIsCutAtTheReadTimeout) {
+  HttpEndpointOptions o;
+  o.read_timeout = 300ms;
+  start(o);
+  int fd = connectUnix(dir_.file("metrics.sock"));
+  ASSERT_GE(fd, 0);
+  ::send(fd, "GET /met", 8, MSG_NOSIGNAL);  // and nothing more
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string out;
+  EXPECT_TRUE(readUntilClosed(fd, out, 5s)) << "not cut";
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 3s);
+  EXPECT_EQ(out, "");
+  ::close(fd);
+}
+
+TEST_F(EndpointTest, ConnectionsPastTheLimitAreClosedAtOnce) {
+  HttpEndpointOptions o;
+  o.max_connections = 2;
+  start(o);
+  int a = connectUnix(dir_.file("metrics.sock"));
+  int b = connectUnix(dir_.file("metrics.sock"));
+  ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 2; }))
+      << endpoint_->connections();
+  int c = connectUnix(dir_.file("metrics.sock"));
+  std::string out;
+  EXPECT_TRUE(readUntilClosed(c, out, 2s)) << "the third was not closed";
+  EXPECT_EQ(out, "");
+  ::close(a);
+  ::close(b);
+  ::close(c);
+}
+
+TEST_F(EndpointTest, ALiveSocketIsNotTakenOver) {
+  start();
+  HttpEndpointOptions o;
+  o.unix_path = dir_.file("metrics.sock");
+  HttpEndpoint second(
+      o, [](const std::string&, std::function<void(HttpResponse)>) {}, logger("metrics"));
+  absl::Status s = second.start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(dir_.file("metrics.sock")));
+}
+
+TEST(EndpointTcpTest, ServesOnLoopback) {
+  Registry registry;
+  HttpEndpointOptions o;
+  o.tcp_host = "127.0.0.1";
+  o.tcp_port = 0;
+  HttpEndpoint e(
+      o,
+      [](const std::string&, std::function<void(HttpResponse)> reply) {
+        reply({200, "text/plain", "tcp\n"});
+      },
+      logger("metrics"));
+  ASSERT_TRUE(e.start().ok());
+  ASSERT_NE(e.port(), 0);
+  MetricsListen where;
+  where.kind = MetricsListen::Kind::kTcp;
+  where.host = "127.0.0.1";
+  where.port = e.port();
+  auto r = ctl::httpGet(where, "/x", 5s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "tcp\n");
+}
+
+}  // namespace
+}  // namespace crihook::metrics
