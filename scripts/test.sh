@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # half a minute.
 budget=1800
 declare -A figure=([deps]=2 [build]=180 [unit]=10 [integration]=65 [e2e]=295 [package]=195
-  [fuzzing]=150)
+  [fuzzing]=150 [thread_safety]=60)
 phases=()
 declare -A took
 # phase NAME COMMAND...: runs COMMAND, prints and records its wall time;
@@ -102,6 +102,11 @@ if [[ $fuzz != skip ]]; then
   ((fuzz_rc == 0)) || rc=1
 fi
 # --- end of fuzzing ---
+
+# The threading model checked by the compiler: the daemon's code built with
+# clang's -Wthread-safety as errors, and the analysis shown to still refuse
+# planted mistakes (scripts/thread-safety.sh, its own build-tsa).
+phase thread_safety bash scripts/thread-safety.sh || rc=1
 
 # Where the time went: each phase, then the ten slowest test programs.
 phase_times

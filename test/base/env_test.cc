@@ -209,10 +209,10 @@ TEST(JumpingClock, WaitsOnTheAnnotatedLockTypesByItsOwnTime) {
     jumping.jump(std::chrono::hours(2));
     if (clock == &jumping) {
       const auto start = std::chrono::steady_clock::now();
-      clock->waitUntil(cv, lock, deadline);  // already passed by this clock: at once
+      cv.waitUntilBy(lock, *clock, deadline);  // already passed by this clock: at once
       EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
     } else {
-      clock->waitUntil(cv, lock, clock->now());  // a deadline now: returns
+      cv.waitUntilBy(lock, *clock, clock->now());  // a deadline now: returns
     }
     bool other_got_it = true;
     std::thread([&] {

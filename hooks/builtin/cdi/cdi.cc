@@ -279,7 +279,7 @@ void CdiRegistry::refreshLocked() {
 
 std::vector<absl::StatusOr<CdiEdits>> CdiRegistry::resolve(const std::vector<std::string>& names,
                                                            std::vector<std::string>* errors) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   refreshLocked();  // once for all the container's devices
   if (errors) {
     for (const std::string& path : order_) {

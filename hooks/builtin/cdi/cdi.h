@@ -20,12 +20,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/env.h"
+#include "base/mutex.h"
 #include "hooks/adjustment.h"
 #include "hooks/hook.h"
 #include "hooks/process_env.h"
@@ -61,13 +61,13 @@ class CdiRegistry {
     CdiEdits global;
     std::string error;  // why the file could not be used
   };
-  void refreshLocked();
+  void refreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::vector<std::string> dirs_;
   Env* env_;
-  std::mutex mu_;
-  std::map<std::string, Spec> specs_;  // by path
-  std::vector<std::string> order_;     // paths, lowest priority first
+  Mutex mu_;
+  std::map<std::string, Spec> specs_ ABSL_GUARDED_BY(mu_);  // by path
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);     // paths, lowest priority first
 };
 
 // Parses one spec's text (JSON, or YAML when `yaml`). Errors name the file
