@@ -74,8 +74,6 @@ struct Call {
 };
 
 // Makes the reply crihookd sends a trailers-only one carrying `status`, in
-
-// Makes the reply crihookd sends a trailers-only one carrying `status`, in
 // place of whatever the runtime sent or would have sent. Reply bytes already
 // buffered stay counted until the call ends.
 inline void replyWithStatus(Call& call, const absl::Status& status, int http_status = 200) {

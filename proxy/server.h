@@ -62,10 +62,9 @@ class Server {
   int64_t connections() const { return ctx_.open_connections.load(); }
   // Of them, those that opened while the runtime could not be reached, on
   // which crihookd stands in for the runtime until it answers and they
-  // reconnect (named after the metric that exports it,
-  // crihook_connections_terminating: the terminating relay served them
-  // before there was one relay).
-  int64_t terminatingConnections() const { return ctx_.stand_in_connections.load(); }
+  // reconnect (exported as crihook_connections_terminating, the name of
+  // earlier releases, whose terminating relay served them).
+  int64_t standInConnections() const { return ctx_.stand_in_connections.load(); }
   int64_t bufferedBytes() const { return ctx_.buffered_bytes.load(); }
   int64_t heldHeaderBytes() const { return ctx_.header_bytes.load(); }
   // Every call is recorded there when it ends. Call before start(); `m`

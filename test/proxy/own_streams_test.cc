@@ -343,7 +343,7 @@ class StandInTest : public ProxyFixture {
     std::string reply;
     const grpc::Status down = call("/runtime.v1.RuntimeService/Version", "", &reply);
     ASSERT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE) << down.error_message();
-    ASSERT_EQ(proxy_->terminatingConnections(), 1);
+    ASSERT_EQ(proxy_->standInConnections(), 1);
   }
   grpc::Status call(const std::string& method, const std::string& request, std::string* reply,
                     std::chrono::milliseconds timeout = 10s) {
@@ -436,7 +436,7 @@ TEST_F(StandInTest, TheRuntimesResetsAndTrailersOnlyRepliesReachTheCallerAsTheyC
   const grpc::Status denied = call("/runtime.v1.RuntimeService/TrailersOnly", "x", &reply);
   EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(denied.error_message(), "denied by raw backend");
-  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "all on the connection that stands in";
+  EXPECT_EQ(proxy_->standInConnections(), 1) << "all on the connection that stands in";
   EXPECT_EQ(raw.connections(), 1) << "all on one side connection";
   const grpc::Status echo = call("/runtime.v1.RuntimeService/Echo", "still here", &reply);
   ASSERT_TRUE(echo.ok()) << echo.error_message();

@@ -119,7 +119,7 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
   RawH2Result down =
       kubelet.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("down"));
   EXPECT_EQ(down.grpc_status, 14) << down.grpc_message;
-  EXPECT_EQ(proxy_->terminatingConnections(), 1) << "crihookd stands in for the runtime";
+  EXPECT_EQ(proxy_->standInConnections(), 1) << "crihookd stands in for the runtime";
   EXPECT_EQ(kubelet.peerMaxHeaderListSize(), 64u << 10) << "in crihookd's own SETTINGS";
   EXPECT_FALSE(kubelet.goawayReceived());
 
@@ -133,7 +133,7 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
   // writes is taken (a write that failed could make a gRPC client drop
   // answers it had not read yet).
   EXPECT_TRUE(kubelet.pingFlood(1));
-  EXPECT_EQ(proxy_->terminatingConnections(), 1);
+  EXPECT_EQ(proxy_->standInConnections(), 1);
 
   RawH2Client next(dir_.file("crihook.sock"));
   RawH2Result r =
@@ -141,7 +141,7 @@ TEST_F(TransparentTest, AConnectionOpenedWhileTheRuntimeWasDownReconnectsOnceItA
   EXPECT_EQ(r.grpc_status, 0) << r.grpc_message;
   // The old connection ends once its calls have (crihookd closes it after
   // its GOAWAY); the new one is relayed frame by frame.
-  EXPECT_TRUE(eventually([&] { return proxy_->terminatingConnections() == 0; }));
+  EXPECT_TRUE(eventually([&] { return proxy_->standInConnections() == 0; }));
   EXPECT_GE(proxy_->connections(), 1);
   RawH2Result again =
       next.call(RawH2Client::grpcHeaders("/runtime.v1.RuntimeService/Echo"), grpcFrame("again"));

@@ -130,10 +130,9 @@ void registerServerMetrics(metrics::Registry& registry, Server& server) {
                          [s] { return static_cast<double>(s->connections()); });
   registry.gaugeFunction(
       "crihook_connections_terminating",
-      "Of them, those the terminating relay serves: all with server.relay = \"terminating\"; "
-      "with \"transparent\", those opened while the runtime could not be reached, until it "
-      "answers and they reconnect.",
-      [s] { return static_cast<double>(s->terminatingConnections()); });
+      "Of them, those crihookd stands in for the runtime on: opened while the runtime could "
+      "not be reached, until it answers and they reconnect (the name is earlier releases').",
+      [s] { return static_cast<double>(s->standInConnections()); });
   registry.gaugeFunction("crihook_calls_in_flight", "CRI calls accepted and not yet answered.",
                          [s] { return static_cast<double>(s->activeCalls()); });
   registry.gaugeFunction(
