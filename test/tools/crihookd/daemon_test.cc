@@ -26,6 +26,7 @@
 #include "test/support/child_process.h"
 #include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fixture_trees.h"
 #include "test/support/koord_server.h"
 #include "test/tools/crihookd/crihookd_fixture.h"
 
@@ -184,11 +185,7 @@ TEST_F(CrihookdTest, NriModeRefusesHooksThatOutlastThePluginTimeoutAndKoordletsI
 
 TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
   backend_.start();
-  ASSERT_EQ(std::system(("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " +
-                         dir_.file("fixtures"))
-                            .c_str()),
-            0);
-  std::ofstream(dir_.file("c.toml")) << "[topology]\nroot = \"" << dir_.file("fixtures/dgx")
+  std::ofstream(dir_.file("c.toml")) << "[topology]\nroot = \"" << fixtureTree("dgx")
                                      << "\"\n[hooks]\nhookserver_dir = \"\"\n";
   Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
             "unix://" + dir_.file("backend.sock")},

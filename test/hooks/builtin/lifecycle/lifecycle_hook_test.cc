@@ -29,6 +29,7 @@
 #include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fault_env.h"
+#include "test/support/fixture_trees.h"
 #include "topology/topology.h"
 
 namespace crihook::testing {
@@ -56,19 +57,9 @@ std::vector<std::string> lines(const std::string& path) {
 class LifecycleTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    fixtures_ = new TempDir;
-    ASSERT_EQ(std::system(("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " +
-                           fixtures_->path())
-                              .c_str()),
-              0);
     topology_ = std::make_shared<const topology::Snapshot>(
-        topology::discover(topology::SysRoot(fixtures_->file("dgx"))));
+        topology::discover(topology::SysRoot(fixtureTree("dgx"))));
   }
-  static void TearDownTestSuite() {
-    delete fixtures_;
-    fixtures_ = nullptr;
-  }
-
   void SetUp() override {
     // act.sh STAGE TYPE MINOR ...: logs its arguments; fails (exit 3) while
     // fail-STAGE-TYPE-MINOR holds a count above 0. Each run first notes when
@@ -233,7 +224,6 @@ class LifecycleTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  static inline TempDir* fixtures_ = nullptr;
   static inline std::shared_ptr<const topology::Snapshot> topology_;
 };
 

@@ -9,6 +9,7 @@
 #include "base/logging.h"
 #include "base/text.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/fixture_trees.h"
 #include "topology/topology.h"
 
 namespace crihook::testing {
@@ -21,19 +22,9 @@ constexpr char kGpu0[] = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd";
 class PodDevicesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    fixtures_ = new TempDir;
-    ASSERT_EQ(std::system(("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " +
-                           fixtures_->path())
-                              .c_str()),
-              0);
     topology_ = std::make_shared<const topology::Snapshot>(
-        topology::discover(topology::SysRoot(fixtures_->file("dgx"))));
+        topology::discover(topology::SysRoot(fixtureTree("dgx"))));
   }
-  static void TearDownTestSuite() {
-    delete fixtures_;
-    fixtures_ = nullptr;
-  }
-
   // Settings that configure `types` (with no actions: only which matter here).
   static LifecycleSettings configured(std::initializer_list<const char*> types) {
     LifecycleSettings s;
@@ -46,7 +37,6 @@ class PodDevicesTest : public ::testing::Test {
     return podDevices(&annotation, topology, "ml/train-0", s, *logger("hook.devices"));
   }
 
-  static inline TempDir* fixtures_ = nullptr;
   static inline std::shared_ptr<const topology::Snapshot> topology_;
 };
 
