@@ -73,6 +73,8 @@ class ActiveCalls {
   // Blocks until no call is active or `deadline` has passed; whether none
   // is.
   bool waitForNone(std::chrono::steady_clock::time_point deadline);
+  // How many are in waitForNone (a shutdown; the tests wait for it).
+  int waiting() const { return waiters_.load(); }
 
  private:
   std::atomic<int64_t> n_{0};

@@ -739,12 +739,12 @@ TEST(ActiveCalls, AWaitEndsWhenTheLastCallIsAnswered) {
   ActiveCalls calls;
   calls.add();
   calls.add();
-  std::promise<void> waiting;
   auto waited = std::async(std::launch::async, [&] {
-    waiting.set_value();
     return calls.waitForNone(std::chrono::steady_clock::now() + 60s);
   });
-  waiting.get_future().wait();
+  // Answered while the waiter waits (not before it looks): only done()'s
+  // wake-up can end the wait before its minute.
+  ASSERT_TRUE(eventually([&] { return calls.waiting() == 1; }));
   calls.done();
   EXPECT_EQ(waited.wait_for(0s), std::future_status::timeout) << "one call is still active";
   calls.done();
