@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "bench/dgx_fixture.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/chain.h"
 #include "hooks/hook_interceptor.h"
@@ -167,18 +168,12 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--iterations") iterations = std::stoi(argv[++i]);
     if (std::string(argv[i]) == "--rounds") rounds = std::stoi(argv[++i]);
   }
-  char tmpl[] = "/tmp/crihook-device-bench-XXXXXX";
-  const std::string fixtures = ::mkdtemp(tmpl);
-  if (std::system(
-          ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + fixtures).c_str()) != 0)
-    return 1;
-  const std::string dev = fixtures + "/dev";
-  std::filesystem::create_directories(dev + "/infiniband");
-  for (const char* n : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "infiniband/rdma_cm",
-                        "infiniband/uverbs6"})
-    std::ofstream(dev + "/" + n) << "";
+  const std::optional<bench::DgxFixture> fixture = bench::makeDgxFixture();
+  if (!fixture) return 1;
+  const std::string& fixtures = fixture->root;
+  const std::string& dev = fixture->dev;
   topology::SnapshotHolder topology(std::make_shared<const topology::Snapshot>(
-      topology::discover(topology::SysRoot(fixtures + "/dgx"))));
+      topology::discover(topology::SysRoot(fixture->dgx))));
   {
     const HookRegistry builtins = builtinHooks();
     const std::string settings = R"({"device_root": ")" + dev + "\"}";

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/dgx_fixture.h"
 #include "cri-api/crihook_hook_v1.grpc.pb.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/apply.h"
@@ -155,19 +156,12 @@ int main(int argc, char** argv) {
 
   // The device hooks on the DGX-shaped fixture: 2 GPUs, an RDMA VF, a cpuset, a CDI device.
   {
-    char tmpl[] = "/tmp/crihook-hook-bench-XXXXXX";
-    const std::string fixtures = ::mkdtemp(tmpl);
-    if (std::system(
-            ("bash " CRIHOOK_SOURCE_DIR "/test/topology/make-fixtures.sh " + fixtures).c_str()) !=
-        0)
-      return 1;
-    const std::string dev = fixtures + "/dev";
-    std::filesystem::create_directories(dev + "/infiniband");
-    for (const char* n : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "infiniband/rdma_cm",
-                          "infiniband/uverbs6"})
-      std::ofstream(dev + "/" + n) << "";
+    const std::optional<bench::DgxFixture> fixture = bench::makeDgxFixture();
+    if (!fixture) return 1;
+    const std::string& fixtures = fixture->root;
+    const std::string& dev = fixture->dev;
     topology::SnapshotHolder topo(std::make_shared<const topology::Snapshot>(
-        topology::discover(topology::SysRoot(fixtures + "/dgx"))));
+        topology::discover(topology::SysRoot(fixture->dgx))));
     auto devices = std::make_shared<HookChain>(nullptr);
     const std::string settings = R"({"device_root": ")" + dev + "\"}";
     for (const char* type : {"gpu", "rdma"})

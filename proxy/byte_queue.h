@@ -4,7 +4,7 @@
 //
 // Header-only on purpose: append and read run once per DATA chunk in both
 // directions, and the release build has no LTO, so they must be inlinable
-// into the code that calls them (upstream.cc, transparent.cc).
+// into the code that calls them (upstream.cc, own_streams.cc).
 
 #include <algorithm>
 #include <cstddef>
@@ -17,7 +17,7 @@
 namespace crihook::relay {
 
 // A FIFO of bytes: appended at the back, read from the front. Not
-// thread-safe (a call's queues live on its connection's io_context).
+// thread-safe (a call's queues live on its connection's EventLoop thread).
 class ByteQueue {
  public:
   // Copies `len` bytes in at the back.
@@ -37,17 +37,12 @@ class ByteQueue {
   size_t read(uint8_t* out, size_t max) {
     size_t n = std::min(max, buf_.size() - head_);
     std::memcpy(out, buf_.data() + head_, n);
-    head_ += n;
-    if (head_ == buf_.size()) {
-      buf_.clear();
-      head_ = 0;
-    } else if (head_ > (1u << 20) && head_ > buf_.size() / 2) {
-      buf_.erase(0, head_);
-      head_ = 0;
-    }
+    drop(n);
     return n;
   }
   // Drops up to `n` bytes from the front (those view() showed, once sent).
+  // What was read is given back when the queue empties, or once it is over
+  // 1 MiB and more than half of the buffer.
   void drop(size_t n) {
     head_ += std::min(n, buf_.size() - head_);
     if (head_ == buf_.size()) {

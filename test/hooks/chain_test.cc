@@ -14,6 +14,7 @@
 #include "base/quote.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
+#include "test/hooks/two_gpus.h"
 #include "test/support/eventually.h"
 #include "topology/topology.h"
 
@@ -208,23 +209,8 @@ TEST_F(ChainTest, ConflictFailsNamingBothHooksUnlessOneIsConfiguredToWin) {
   EXPECT_EQ(out.merged.result().env[0].value, "0");
 }
 
-// Two GPUs as the node knows them: what koordlet's minors, crihook's UUIDs
-// and a PCI address name.
-std::shared_ptr<const topology::Snapshot> twoGpus() {
-  auto t = std::make_shared<topology::Snapshot>();
-  for (int minor : {2, 3}) {
-    topology::Gpu g;
-    g.address = cat("0000:1", minor, ":00.0");
-    g.vendor = "nvidia";
-    g.nvidia_driver = true;
-    g.minor = minor;
-    g.uuid = cat("GPU-0000000", minor, "-aaaa-bbbb-cccc-dddddddddddd");
-    t->gpus.push_back(g);
-  }
-  return t;
-}
-constexpr const char* kUuids =
-    "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd,GPU-00000003-aaaa-bbbb-cccc-dddddddddddd";
+using testing::kUuids;
+using testing::twoGpus;
 
 // crihook's device hooks beside koordlet (issue 31): koordlet's answer as
 // its GPU and cpuset hooks give it, crihook's as its built-ins do.

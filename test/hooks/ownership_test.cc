@@ -7,27 +7,13 @@
 #include <gtest/gtest.h>
 
 #include "base/text.h"
+#include "test/hooks/two_gpus.h"
 
 namespace crihook {
 namespace {
 
-// Two GPUs as the node knows them: what koordlet's minors, crihook's UUIDs
-// and a PCI address name.
-std::shared_ptr<const topology::Snapshot> twoGpus() {
-  auto t = std::make_shared<topology::Snapshot>();
-  for (int minor : {2, 3}) {
-    topology::Gpu g;
-    g.address = cat("0000:1", minor, ":00.0");
-    g.vendor = "nvidia";
-    g.nvidia_driver = true;
-    g.minor = minor;
-    g.uuid = cat("GPU-0000000", minor, "-aaaa-bbbb-cccc-dddddddddddd");
-    t->gpus.push_back(g);
-  }
-  return t;
-}
-constexpr const char* kUuids =
-    "GPU-00000002-aaaa-bbbb-cccc-dddddddddddd,GPU-00000003-aaaa-bbbb-cccc-dddddddddddd";
+using testing::kUuids;
+using testing::twoGpus;
 
 TEST(SameDecision, GpusByMinorUuidOrAddressCpusetsByTheirCpus) {
   auto topo = twoGpus();

@@ -16,7 +16,6 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using ::testing::StartsWith;
 
 // The build's table of RPC names (cri-api/gen_rpcs.py reads the .proto's
 // text) against what protoc made of the same file: every service and method,

@@ -18,8 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
-using ::testing::Not;
-using ::testing::StartsWith;
 
 TEST(HealthTest, AProbeStormCostsOneProbePerCachePeriod) {
   std::atomic<int> calls{0};

@@ -22,7 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
-using ::testing::Not;
 using ::testing::StartsWith;
 
 int connectUnix(const std::string& path) { return ::crihook::testing::connectUnixSocket(path); }

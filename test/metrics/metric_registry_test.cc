@@ -16,7 +16,6 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using ::testing::StartsWith;
 
 TEST(RegistryTest, CountersAndGaugesHaveHelpTypeAndLabels) {
   Registry r;

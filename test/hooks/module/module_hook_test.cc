@@ -14,6 +14,7 @@
 #include "base/logging.h"
 #include "hooks/chain.h"
 #include "hooks/hook_manager.h"
+#include "test/hooks/module/module_test_input.h"
 #include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/process_stats.h"
@@ -21,20 +22,7 @@
 namespace crihook::testing {
 namespace {
 
-namespace hv1 = ::crihook::hook::v1;
 using ::testing::HasSubstr;
-
-std::string variant(const std::string& name) { return VARIANT_DIR "/variant_" + name + ".so"; }
-
-HookInput createInput(std::map<std::string, std::string> annotations = {}) {
-  auto pod = std::make_shared<hv1::PodRecord>();
-  for (const auto& [k, v] : annotations) (*pod->mutable_config()->mutable_annotations())[k] = v;
-  HookInput in;
-  in.method = LifecycleMethod::kCreateContainer;
-  in.phase = Phase::kPre;
-  in.pod = pod;
-  return in;
-}
 
 std::string refusal(const std::string& path) {
   auto info = readModuleInfo(path);
