@@ -67,12 +67,14 @@ go_socat=$!
 go_vias=(direct crihookd socat)
 go_baseline=""
 if [[ -n $baseline ]]; then
-  "$baseline" --listen "$work/go-base.sock" --backend "unix://$ctd" \
+  # In a folder of its own: the metrics socket goes beside the CRI socket.
+  mkdir -p "$work/base"
+  "$baseline" --listen "$work/base/go-base.sock" --backend "unix://$ctd" \
     --state-dir "$work/go-base-state" --log-level warn &
   go_baseline=$!
   go_vias+=(baseline)
 fi
-for s in go-crihook go-socat ${go_baseline:+go-base}; do
+for s in go-crihook go-socat ${go_baseline:+base/go-base}; do
   for _ in $(seq 100); do [[ -S $work/$s.sock ]] && break; sleep 0.05; done
 done
 # via_socket VIA: the socket a gocri round dials.
@@ -81,7 +83,7 @@ via_socket() {
     direct) echo "$ctd" ;;
     crihookd) echo "$work/go-crihook.sock" ;;
     socat) echo "$work/go-socat.sock" ;;
-    baseline) echo "$work/go-base.sock" ;;
+    baseline) echo "$work/base/go-base.sock" ;;
   esac
 }
 echo
@@ -170,5 +172,5 @@ syscall_line() {  # NAME PID SOCKET
     "16 streams on one connection $(go_syscalls "$2" "$3" 1 16 4000)"
 }
 syscall_line crihookd $go_crihookd "$work/go-crihook.sock"
-[[ -z $go_baseline ]] || syscall_line baseline $go_baseline "$work/go-base.sock"
+[[ -z $go_baseline ]] || syscall_line baseline $go_baseline "$work/base/go-base.sock"
 kill $go_crihookd $go_socat $go_baseline 2>/dev/null || true
