@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""Generated mutation check: plants bugs made mechanically from the source,
+one at a time, and reports which ones the unit and integration suites catch.
+
+scripts/mutate.sh runs a hand-written list (test/mutations.txt); this tool
+makes its mutants from the code itself, so that what it measures is not the
+blind spots of whoever wrote the tests.
+
+Usage:
+  scripts/mutagen.py count [--folders F ...]
+      the candidates per folder and per operator
+  scripts/mutagen.py sample --seed S [--size N] [--folders F ...]
+      the mutants a run with this seed would plant (id, place, change)
+  scripts/mutagen.py show ID
+      one mutant as a diff
+  scripts/mutagen.py run --seed S [--size N] [--build DIR] [--report FILE]
+                         [--only ID ...] [--folders F ...]
+      plants each sampled mutant, builds what its tests need, runs them
+      (the test named after the file first, then the fastest first, until
+      one fails or times out), restores the file, and reports
+
+Mutants (operators), made from each .cc file of the source folders, with
+comments, string literals, preprocessor lines, log statements, static
+asserts and Abseil annotations left out:
+  rel      == and != swapped; < <= > >= moved by one (only spaced, binary)
+  logic    && and || swapped
+  not      a `!` dropped
+  bool     true and false swapped
+  const    an integer literal plus or minus one
+  arith    binary + and - swapped (spaced)
+  stmt     a one-line expression statement replaced by nothing
+  cond     an `if`'s one-line condition replaced by true, or by false
+  return   `return true;`/`return false;` swapped; `return absl::OkStatus();`
+           made an error
+
+A mutant's id is a hash of its file, the text of its line, the operator and
+its place in the line, so it stays the same while its line does.
+
+Results: killed (a test failed or ran past its time), survived (every test
+that covers the file passed), stillborn (it does not compile: not a bug a
+user could have; left out of the score), equivalent (listed with a reason
+in test/mutants-equivalent.txt: left out of the score). The score is killed
+/ (killed + survived). The sample is drawn with the seed, every folder
+represented (at least --min-per-folder mutants each, the rest in proportion
+to the folder's candidates).
+
+Which tests cover a file is read from build.ninja: the unit and integration
+tests whose programs, or the programs they depend on (crihookd and the
+module host for the integration tests), link the file's object.
+"""
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FOLDERS = ["base", "cri", "proxy", "nri", "hooks", "topology", "config", "confine", "metrics"]
+SUITES = {"crihook:unit", "crihook:integration"}
+EQUIVALENTS = ROOT / "test" / "mutants-equivalent.txt"
+
+# --- reading the source ------------------------------------------------------
+
+
+def code_only(text):
+    """The text with comments and string/char literals blanked (newlines and
+    lengths kept, so positions still match the original)."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out[i:j] = " " * (j - i)
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.match(r'R"([^(\s]{0,16})\(', text[i:])
+            if not m:
+                i += 1
+                continue
+            end = text.find(")" + m.group(1) + '"', i)
+            j = n if end < 0 else end + len(m.group(1)) + 2
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+        elif c in "\"'":
+            if c == "'" and i > 0 and text[i - 1].isalnum():  # a digit separator: 1'000
+                i += 1
+                continue
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            for k in range(i + 1, j - 1):
+                out[k] = " "
+            i = j
+        else:
+            i += 1
+    return "".join(out)
+
+
+SKIP_START = re.compile(
+    r"^\s*(#|static_assert\b|ABSL_|.*\blog_?(->|\.)(trace|debug|info|warn|error|critical)\()")
+
+
+def skipped_lines(code_lines):
+    """Line numbers (0-based) of preprocessor lines, static asserts, log
+    statements and Abseil annotations, each to the end of its statement."""
+    skip, i = set(), 0
+    while i < len(code_lines):
+        line = code_lines[i]
+        if SKIP_START.match(line):
+            depth = 0
+            while i < len(code_lines):
+                skip.add(i)
+                depth += code_lines[i].count("(") - code_lines[i].count(")")
+                stripped = code_lines[i].rstrip()
+                if code_lines[i].lstrip().startswith("#"):
+                    if not stripped.endswith("\\"):
+                        break
+                elif depth <= 0 and (stripped.endswith(";") or stripped.endswith("{") or stripped.endswith(")")):
+                    break
+                i += 1
+        i += 1
+    return skip
+
+
+def balanced(s):
+    depth = 0
+    for c in s:
+        depth += (c == "(") - (c == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+STMT = re.compile(r"^(\s*)((?:\+\+|--)?[A-Za-z_][\w]*(?:(?:::|\.|->)[A-Za-z_~][\w]*|\[[^\]]*\])*"
+                  r"\s*(?:\(|=(?!=)|\+=|-=|\|=|&=|\+\+|--).*;)\s*$")
+IF_COND = re.compile(r"^(\s*(?:\}\s*else\s+)?if\s*\()(.*)(\)\s*(?:\{|[^;{]*;)?\s*)$")
+REL_SWAP = {" == ": " != ", " != ": " == ", " < ": " <= ", " <= ": " < ", " > ": " >= ", " >= ": " > "}
+NUM = re.compile(r"(?<![\w.'])(\d+)(?:u|U|l|L|ul|UL|ull|ULL|z)?(?![\w.'])")
+KEYWORDS_NOT_STATEMENTS = {"return", "break", "continue", "case", "default", "goto", "throw", "delete",
+                           "else", "do", "co_return", "co_await", "using", "typedef", "template",
+                           "namespace", "friend", "public", "private", "protected", "const", "auto",
+                           "static", "constexpr", "inline", "unsigned", "int", "bool", "char", "void",
+                           "struct", "class", "enum", "union", "if", "while", "for", "switch",
+                           "catch", "sizeof", "try"}
+
+
+def mutants_of_line(line, code):
+    """(operator, start, end, replacement) for one line; positions in the line."""
+    out = []
+    for op, new in REL_SWAP.items():
+        for m in re.finditer(re.escape(op), code):
+            out.append(("rel", m.start(), m.end(), new))
+    for op, new in ((" && ", " || "), (" || ", " && ")):
+        for m in re.finditer(re.escape(op), code):
+            out.append(("logic", m.start(), m.end(), new))
+    for m in re.finditer(r"!(?!=)(?=[\w(*])", code):
+        out.append(("not", m.start(), m.end(), ""))
+    for m in re.finditer(r"\b(true|false)\b", code):
+        out.append(("bool", m.start(), m.end(), "false" if m.group(1) == "true" else "true"))
+    if not re.search(r"\[\s*\d+\s*\]\s*[;=]|^\s*(case|enum)\b|alignas|std::array<", code):
+        for m in NUM.finditer(code):
+            value = int(m.group(1))
+            if len(m.group(1)) > 1 and m.group(1).startswith("0"):
+                continue  # octal
+            out.append(("const", m.start(1), m.end(1), str(value + 1)))
+            if value > 0:
+                out.append(("const", m.start(1), m.end(1), str(value - 1)))
+    for op, new in ((" + ", " - "), (" - ", " + ")):
+        for m in re.finditer(re.escape(op), code):
+            out.append(("arith", m.start(), m.end(), new))
+    m = STMT.match(code)
+    if m and balanced(code) and m.group(2).split("(")[0].split()[0] not in KEYWORDS_NOT_STATEMENTS \
+            and not re.match(r"\s*[A-Za-z_][\w:<>]*\s+[A-Za-z_]", code):
+        out.append(("stmt", len(m.group(1)), len(line.rstrip()), "(void)0;"))
+    m = IF_COND.match(code)
+    if m and balanced(m.group(2)) and m.group(2).strip() and "constexpr" not in m.group(1):
+        a, b = m.end(1), m.end(2)
+        if not re.search(r"[;]", m.group(2)):  # not `if (init; cond)`
+            out.append(("cond", a, b, "true"))
+            out.append(("cond", a, b, "false"))
+    for m in re.finditer(r"\breturn (true|false);", code):
+        out.append(("return", m.start(1), m.end(1), "false" if m.group(1) == "true" else "true"))
+    for m in re.finditer(r"\breturn absl::OkStatus\(\);", code):
+        out.append(("return", m.start() + 7, m.end() - 1, 'absl::InternalError("mutant")'))
+    return out
+
+
+def source_files(folders):
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.cc")):
+            rel = path.relative_to(ROOT).as_posix()
+            if "/test" in rel or rel.endswith("_test.cc"):
+                continue
+            yield rel
+
+
+def generate(folders):
+    """Every candidate mutant: dicts with id, file, line (1-based), op, start,
+    end, new, before (the line), after."""
+    out = []
+    for rel in source_files(folders):
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        lines = text.split("\n")
+        code_lines = code_only(text).split("\n")
+        skip = skipped_lines(code_lines)
+        for no, (line, code) in enumerate(zip(lines, code_lines)):
+            if no in skip or not code.strip():
+                continue
+            seen = {}
+            for op, a, b, new in mutants_of_line(line, code):
+                after = line[:a] + new + line[b:]
+                if after == line:
+                    continue
+                key = (op, a, b, new)
+                if key in seen:
+                    continue
+                seen[key] = True
+                digest = hashlib.sha1(f"{rel}\0{line.strip()}\0{op}\0{a - (len(line) - len(line.lstrip()))}\0{new}"
+                                      .encode()).hexdigest()[:10]
+                out.append({"id": digest, "file": rel, "folder": rel.split("/")[0], "line": no + 1, "op": op,
+                            "start": a, "end": b, "new": new, "before": line, "after": after})
+    # Same id twice (the same line twice in a file): keep the first.
+    unique, ids = [], set()
+    for m in out:
+        if m["id"] not in ids:
+            ids.add(m["id"])
+            unique.append(m)
+    return unique
+
+
+def draw(candidates, seed, size, min_per_folder):
+    """A seeded sample, every folder represented."""
+    rng = random.Random(seed)
+    by_folder = {}
+    for m in candidates:
+        by_folder.setdefault(m["folder"], []).append(m)
+    total = len(candidates)
+    quota = {f: min(len(ms), min_per_folder) for f, ms in by_folder.items()}
+    left = size - sum(quota.values())
+    if left > 0:
+        shares = {f: len(ms) / total * left for f, ms in by_folder.items()}
+        for f in sorted(by_folder, key=lambda f: shares[f] - int(shares[f]), reverse=True):
+            quota[f] = min(len(by_folder[f]), quota[f] + int(shares[f]))
+        # what rounding left, one each, largest folders first
+        spare = size - sum(quota.values())
+        for f in sorted(by_folder, key=lambda f: len(by_folder[f]), reverse=True):
+            if spare <= 0:
+                break
+            if quota[f] < len(by_folder[f]):
+                quota[f] += 1
+                spare -= 1
+    sample = []
+    for f in sorted(by_folder):
+        sample += rng.sample(by_folder[f], quota[f])
+    rng.shuffle(sample)
+    return sample
+
+
+def equivalents():
+    out = {}
+    if EQUIVALENTS.exists():
+        for no, line in enumerate(EQUIVALENTS.read_text().splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            mid, _, reason = line.partition("\t")
+            if not reason.strip():
+                sys.exit(f"{EQUIVALENTS}:{no}: mutant {mid} has no reason")
+            out[mid.strip()] = reason.strip()
+    return out
+
+
+# --- which tests cover which file --------------------------------------------
+
+
+def read_ninja(build):
+    """{output: [inputs]} from build.ninja's build lines (explicit and implicit)."""
+    edges = {}
+    for line in (build / "build.ninja").read_text().splitlines():
+        if not line.startswith("build "):
+            continue
+        head, _, rest = line[6:].partition(": ")
+        rest = rest.split(" || ")[0]
+        parts = rest.replace(" | ", " ").split()
+        for out in head.split():
+            edges[out] = parts[1:]
+    return edges
+
+
+def coverage(build):
+    """{source file: [meson test names]}, for the unit and integration tests."""
+    intro = lambda what: json.loads(subprocess.run(  # noqa: E731
+        ["meson", "introspect", str(build), what], check=True, capture_output=True, text=True).stdout)
+    tests = [t for t in intro("--tests") if SUITES & set(t["suite"])]
+    targets = {t["id"]: t for t in intro("--targets")}
+    edges = read_ninja(build)
+    memo = {}
+
+    def sources(out):
+        if out in memo:
+            return memo[out]
+        memo[out] = set()
+        found = set()
+        for i in edges.get(out, []):
+            if i.startswith("../"):
+                found.add(i[3:])
+            elif i in edges and (i.endswith(".o") or i.endswith(".a") or i.endswith(".so") or "." not in i.split("/")[-1]):
+                found |= sources(i)
+        memo[out] = found
+        return found
+
+    covers = {}
+    for t in tests:
+        outs = [os.path.relpath(t["cmd"][0], build)]
+        for d in t.get("depends", []):
+            for f in targets.get(d, {}).get("filename", []):
+                outs.append(os.path.relpath(f, build))
+        srcs = set()
+        for o in outs:
+            srcs |= sources(o)
+        for s in srcs:
+            covers.setdefault(s, []).append(t["name"])
+    return covers, {t["name"]: t for t in tests}, targets
+
+
+def programs_of(test, build, targets):
+    outs = [os.path.relpath(test["cmd"][0], build)]
+    for d in test.get("depends", []):
+        outs += [os.path.relpath(f, build) for f in targets.get(d, {}).get("filename", [])]
+    return outs
+
+
+# --- running -------------------------------------------------------------------
+
+
+class Planted:
+    """One mutant in its file, restored (with a new mtime) however we leave."""
+
+    def __init__(self, m):
+        self.path = ROOT / m["file"]
+        self.original = self.path.read_text(encoding="utf-8")
+        lines = self.original.split("\n")
+        if lines[m["line"] - 1] != m["before"]:
+            raise RuntimeError(f"{m['file']}:{m['line']} changed since the mutant was made")
+        lines[m["line"] - 1] = m["after"]
+        self.mutated = "\n".join(lines)
+
+    def __enter__(self):
+        self.path.write_text(self.mutated, encoding="utf-8")
+        return self
+
+    def __exit__(self, *exc):
+        self.path.write_text(self.original, encoding="utf-8")
+        return False
+
+
+def run_test(build, name, timeout):
+    """True when the test passed within its time."""
+    p = subprocess.Popen(["meson", "test", "-C", str(build), "--no-rebuild", "--logbase", "mutagen",
+                          "--timeout-multiplier", "1", name],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return p.wait(timeout=timeout) == 0
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return False
+
+
+def ninja(build, outs):
+    r = subprocess.run(["ninja", "-C", str(build), "-j2"] + outs, capture_output=True, text=True)
+    return r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def order_tests(m, names, durations):
+    stem = pathlib.Path(m["file"]).stem
+    return sorted(names, key=lambda n: (n != stem, stem not in n, durations.get(n, 60.0), n))
+
+
+def cmd_run(args):
+    build = (ROOT / args.build).resolve()
+    candidates = generate(args.folders)
+    sample = draw(candidates, args.seed, args.size, args.min_per_folder)
+    if args.only:
+        sample = [m for m in candidates if m["id"] in set(args.only)]
+    dirty = subprocess.run(["git", "status", "--porcelain", "--"] + sorted({m["file"] for m in sample}),
+                           cwd=ROOT, capture_output=True, text=True).stdout
+    if dirty.strip():
+        sys.exit(f"mutagen: uncommitted changes in files to mutate; commit them first:\n{dirty}")
+    equiv = equivalents()
+    covers, tests, targets = coverage(build)
+    needed = sorted({n for m in sample for n in covers.get(m["file"], [])})
+    outs = sorted({o for n in needed for o in programs_of(tests[n], build, targets)})
+    ok, log = ninja(build, outs)
+    if not ok:
+        sys.exit(f"mutagen: the unmutated tree does not build:\n{log}")
+    durations = {}
+    print(f"mutagen: seed {args.seed}, {len(sample)} mutants of {len(candidates)} candidates; "
+          f"baseline of {len(needed)} tests", flush=True)
+    for n in needed:  # every test green first, and how long each takes
+        t0 = time.monotonic()
+        if not run_test(build, n, tests[n].get("timeout", 300) or 300):
+            sys.exit(f"mutagen: test {n} fails on the unmutated tree: no mutant can be judged")
+        durations[n] = time.monotonic() - t0
+    results = []
+    interrupted = []
+    signal.signal(signal.SIGTERM, lambda *_: (interrupted.append(1), (_ for _ in ()).throw(KeyboardInterrupt)))
+    report = open(args.report, "w") if args.report else None
+    try:
+        for k, m in enumerate(sample, 1):
+            t0 = time.monotonic()
+            names = order_tests(m, covers.get(m["file"], []), durations)
+            if m["id"] in equiv:
+                result, by = "equivalent", equiv[m["id"]]
+            elif not names:
+                result, by = "survived", "no unit or integration test links the file"
+            else:
+                result, by = "survived", ""
+                with Planted(m):
+                    for i, n in enumerate(names):
+                        ok, log = ninja(build, programs_of(tests[n], build, targets))
+                        if not ok:
+                            result, by = "stillborn", log.strip().splitlines()[-1][:160] if log.strip() else ""
+                            break
+                        if not run_test(build, n, max(30.0, 4 * durations[n] + 10)):
+                            result, by = "killed", n
+                            break
+            row = dict(m, result=result, by=by, seconds=round(time.monotonic() - t0, 1))
+            results.append(row)
+            print(f"[{k}/{len(sample)}] {m['id']} {m['file']}:{m['line']} {m['op']}: {result}"
+                  f"{' by ' + by if by else ''} ({row['seconds']} s)", flush=True)
+            if report:
+                report.write(json.dumps(row) + "\n")
+                report.flush()
+    except KeyboardInterrupt:
+        print("mutagen: interrupted; the file under mutation is restored", file=sys.stderr)
+    finally:
+        # the restored files' programs, rebuilt
+        ninja(build, outs)
+    summarise(results)
+    return 0 if score(results) >= args.require else 1
+
+
+def score(results):
+    k = sum(r["result"] == "killed" for r in results)
+    s = sum(r["result"] == "survived" for r in results)
+    return 100.0 * k / (k + s) if k + s else 100.0
+
+
+def summarise(results):
+    folders = sorted({r["folder"] for r in results})
+    print("\nfolder     killed survived stillborn equivalent  score")
+    for f in folders + ["all"]:
+        rs = [r for r in results if f in ("all", r["folder"])]
+        c = {x: sum(r["result"] == x for r in rs) for x in ("killed", "survived", "stillborn", "equivalent")}
+        print(f"{f:10} {c['killed']:6} {c['survived']:8} {c['stillborn']:9} {c['equivalent']:10}  "
+              f"{score(rs):5.1f} %")
+    survivors = [r for r in results if r["result"] == "survived"]
+    if survivors:
+        print("\nsurvived:")
+        for r in survivors:
+            print(f"  {r['id']}  {r['file']}:{r['line']} {r['op']}: {r['before'].strip()}  ->  "
+                  f"{r['after'].strip()}{'  (' + r['by'] + ')' if r['by'] else ''}")
+
+
+def cmd_count(args):
+    candidates = generate(args.folders)
+    table = {}
+    for m in candidates:
+        table.setdefault(m["folder"], {}).setdefault(m["op"], 0)
+        table[m["folder"]][m["op"]] += 1
+    ops = ["rel", "logic", "not", "bool", "const", "arith", "stmt", "cond", "return"]
+    print("folder     " + " ".join(f"{o:>6}" for o in ops) + "   total")
+    for f in sorted(table):
+        print(f"{f:10} " + " ".join(f"{table[f].get(o, 0):6}" for o in ops) + f"   {sum(table[f].values()):5}")
+    print(f"all: {len(candidates)}")
+
+
+def cmd_sample(args):
+    for m in draw(generate(args.folders), args.seed, args.size, args.min_per_folder):
+        print(f"{m['id']}  {m['file']}:{m['line']} {m['op']}: {m['before'].strip()}  ->  {m['after'].strip()}")
+
+
+def cmd_show(args):
+    for m in generate(FOLDERS):
+        if m["id"] == args.id:
+            print(f"--- {m['file']}:{m['line']} ({m['op']})\n-{m['before']}\n+{m['after']}")
+            return 0
+    sys.exit(f"mutagen: no mutant {args.id} in the current source")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("count", "sample", "run"):
+        s = sub.add_parser(name)
+        s.add_argument("--folders", nargs="+", default=FOLDERS)
+        if name != "count":
+            s.add_argument("--seed", type=int, required=True)
+            s.add_argument("--size", type=int, default=200)
+            s.add_argument("--min-per-folder", type=int, default=8)
+    r = sub.choices["run"]
+    r.add_argument("--build", default="build")
+    r.add_argument("--report", help="one JSON line per mutant, written as it is judged")
+    r.add_argument("--only", nargs="+", help="these mutant ids only (any in the current source)")
+    r.add_argument("--require", type=float, default=0.0, help="exit 1 below this score (percent)")
+    sub.add_parser("show").add_argument("id")
+    args = p.parse_args()
+    os.chdir(ROOT)
+    return {"count": cmd_count, "sample": cmd_sample, "run": cmd_run, "show": cmd_show}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
