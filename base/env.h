@@ -80,6 +80,12 @@ struct DirEntry {
   int64_t mtime_ns = -1;
 };
 
+// A directory's first entries by name, and how many it holds.
+struct DirListing {
+  std::vector<DirEntry> entries;  // sorted by name
+  size_t total = 0;               // entries in the directory, listed or not
+};
+
 // What watchDirectory returns: tells that the directory (its entries or a
 // file in it) may have changed. Owned by the caller; one thread waits on it,
 // any thread may stop it.
@@ -129,10 +135,15 @@ class Env {
   // (an existing directory keeps its own). FAILED_PRECONDITION "cannot
   // create <path>: <reason>".
   virtual absl::Status makeDirectories(const std::string& path, unsigned mode) = 0;
-  // The entries of a directory (not "." and ".."), sorted by name.
-  // NOT_FOUND when it does not exist; UNAVAILABLE "cannot read <path>:
-  // <reason>" otherwise.
-  virtual absl::StatusOr<std::vector<DirEntry>> listDirectory(const std::string& path) = 0;
+  // The first `max_entries` entries of a directory by name (not "." and
+  // ".."), sorted, and how many it holds; its memory is bounded by
+  // `max_entries` whatever the directory holds. NOT_FOUND when it does not
+  // exist; UNAVAILABLE "cannot read <path>: <reason>" otherwise.
+  virtual absl::StatusOr<DirListing> listDirectoryFirst(const std::string& path,
+                                                        size_t max_entries) = 0;
+  // Every entry of a directory, sorted by name (listDirectoryFirst unbounded:
+  // for folders crihookd owns, whose every entry matters).
+  absl::StatusOr<std::vector<DirEntry>> listDirectory(const std::string& path);
   // Whether `path` exists (any kind; a dangling symlink does not).
   virtual bool exists(const std::string& path) = 0;
   // A watch on `dir` (which need not exist yet). Never fails. While `dir`
@@ -159,7 +170,8 @@ class PosixEnv : public Env {
   absl::Status removeFile(const std::string& path, Sync sync) override;
   absl::Status renameFile(const std::string& from, const std::string& to) override;
   absl::Status makeDirectories(const std::string& path, unsigned mode) override;
-  absl::StatusOr<std::vector<DirEntry>> listDirectory(const std::string& path) override;
+  absl::StatusOr<DirListing> listDirectoryFirst(const std::string& path,
+                                                size_t max_entries) override;
   bool exists(const std::string& path) override;
   std::unique_ptr<DirectoryWatch> watchDirectory(const std::string& dir,
                                                  std::chrono::milliseconds poll) override;

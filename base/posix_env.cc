@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <queue>
 
 #include "base/env.h"
 #include "base/text.h"
@@ -199,25 +201,44 @@ absl::Status PosixEnv::makeDirectories(const std::string& path, unsigned mode) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<DirEntry>> PosixEnv::listDirectory(const std::string& path) {
+absl::StatusOr<std::vector<DirEntry>> Env::listDirectory(const std::string& path) {
+  auto listed = listDirectoryFirst(path, std::numeric_limits<size_t>::max());
+  if (!listed.ok()) return listed.status();
+  return std::move(listed->entries);
+}
+
+absl::StatusOr<DirListing> PosixEnv::listDirectoryFirst(const std::string& path,
+                                                        size_t max_entries) {
   std::error_code ec;
   fs::directory_iterator it(path, ec);
   if (ec == std::errc::no_such_file_or_directory) return absl::NotFoundError("does not exist");
   if (ec) return absl::UnavailableError(cat("cannot read ", path, ": ", ec.message()));
-  std::vector<DirEntry> out;
+  // The first names so far, the last of them on top: a directory of a
+  // million entries costs max_entries names, not a million.
+  std::priority_queue<std::string> first;
+  DirListing out;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code gone;  // an entry removed meanwhile reads as neither kind
-    const fs::file_status st = it->symlink_status(gone);
-    DirEntry e{it->path().filename().string(), fs::is_regular_file(st), fs::is_directory(st),
-               fs::is_symlink(st)};
-    struct stat target {};
-    if (::stat(it->path().c_str(), &target) == 0)
-      e.mtime_ns = target.st_mtim.tv_sec * 1000000000LL + target.st_mtim.tv_nsec;
-    out.push_back(std::move(e));
+    ++out.total;
+    std::string name = it->path().filename().string();
+    if (first.size() < max_entries) {
+      first.push(std::move(name));
+    } else if (max_entries > 0 && name < first.top()) {
+      first.pop();
+      first.push(std::move(name));
+    }
   }
   if (ec) return absl::UnavailableError(cat("cannot read ", path, ": ", ec.message()));
-  std::sort(out.begin(), out.end(),
-            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  for (; !first.empty(); first.pop()) {
+    const fs::path entry = fs::path(path) / first.top();
+    std::error_code gone;  // an entry removed meanwhile reads as neither kind
+    const fs::file_status st = fs::symlink_status(entry, gone);
+    DirEntry e{first.top(), fs::is_regular_file(st), fs::is_directory(st), fs::is_symlink(st)};
+    struct stat target {};
+    if (::stat(entry.c_str(), &target) == 0)
+      e.mtime_ns = target.st_mtim.tv_sec * 1000000000LL + target.st_mtim.tv_nsec;
+    out.entries.push_back(std::move(e));
+  }
+  std::reverse(out.entries.begin(), out.entries.end());
   return out;
 }
 

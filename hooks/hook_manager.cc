@@ -171,7 +171,11 @@ void HookManager::reload() {
   }
   bool changed = false;
   std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>> next;
-  for (HookServerFile& f : readHookServerDir(config_.hookserver_dir, env_)) {
+  HookServerDir dir = readHookServerDir(config_.hookserver_dir, env_);
+  // Said again when it changes, not on every re-read.
+  if (dir.skipped != skipped_ && !dir.skipped.empty()) log_->warn("{}", dir.skipped);
+  skipped_ = dir.skipped;
+  for (HookServerFile& f : dir.files) {
     auto old = servers_.find(f.file);
     if (!f.registration.ok()) {
       if (old != servers_.end()) {

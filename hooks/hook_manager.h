@@ -96,6 +96,8 @@ class HookManager {
   std::map<std::string, std::pair<HookServerRegistration, std::shared_ptr<Hook>>> servers_
       ABSL_GUARDED_BY(reload_mu_);  // by file
   bool published_ ABSL_GUARDED_BY(reload_mu_) = false;
+  // What the directory's bounds last left unread (readHookServerDir's line).
+  std::string skipped_ ABSL_GUARDED_BY(reload_mu_);
   ChainHolder chains_{std::make_shared<HookChain>(nullptr)};
   MountPolicy mount_policy_;  // [security.mounts], given to every chain published
   Env& env_;

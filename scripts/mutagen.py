@@ -13,11 +13,18 @@ Usage:
       the mutants a run with this seed would plant (id, place, change)
   scripts/mutagen.py show ID
       one mutant as a diff
+  scripts/mutagen.py coverage [--build-cov DIR]
+      builds the tree with --coverage into DIR (build-cov), runs each unit
+      and integration test alone, and writes DIR/mutagen-coverage.json:
+      which tests run which line
   scripts/mutagen.py run --seed S [--size N] [--build DIR] [--report FILE]
-                         [--only ID ...] [--folders F ...]
+                         [--only ID ...] [--folders F ...] [--coverage FILE]
       plants each sampled mutant, builds what its tests need, runs them
       (the test named after the file first, then the fastest first, until
-      one fails or times out), restores the file, and reports
+      one fails or times out), restores the file, and reports. With the
+      coverage data (where a file is as it was when it was measured), only
+      the tests that run the mutant's line run, and a line no test runs is a
+      survivor without a build; elsewhere every test that links the file.
 
 Mutants (operators), made from each .cc file of the source folders, with
 comments, string literals, preprocessor lines, log statements, static
@@ -347,6 +354,85 @@ def programs_of(test, build, targets):
     return outs
 
 
+# --- which tests run which line (a coverage build) -----------------------------
+
+
+def file_digest(rel):
+    return hashlib.sha1((ROOT / rel).read_bytes()).hexdigest()
+
+
+def cmd_coverage(args):
+    """Builds the tree with --coverage in its own folder, runs each unit and
+    integration test alone with its counters in a folder of its own, and
+    writes which tests ran which line of each source file."""
+    cov = (ROOT / args.build_cov).resolve()
+    if not (cov / "build.ninja").exists():
+        subprocess.run(["meson", "setup", str(cov), "--buildtype=debug", "-Db_coverage=true"],
+                       check=True, stdout=subprocess.DEVNULL)
+    ok, log = ninja(cov, [])
+    if not ok:
+        sys.exit(f"mutagen: the coverage build failed:\n{log}")
+    _, tests, _ = coverage(cov)
+    out = cov / "mutagen-counters"
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    strip = len(cov.parts) - 1
+    failed = []
+    for k, name in enumerate(sorted(tests), 1):
+        env = dict(os.environ, GCOV_PREFIX=str(out / name), GCOV_PREFIX_STRIP=str(strip))
+        t0 = time.monotonic()
+        passed = run_test(cov, name, (tests[name].get("timeout") or 300) * 2, env)
+        print(f"[{k}/{len(tests)}] {name}: {'ran' if passed else 'FAILED'} ({time.monotonic() - t0:.0f} s)",
+              flush=True)
+        if not passed:
+            failed.append(name)
+    if failed:
+        sys.exit(f"mutagen: tests failed in the coverage build: {' '.join(failed)}")
+    lines = {}  # source -> line -> tests; 0 runs recorded as an empty list
+    for name in sorted(tests):
+        tdir = out / name
+        gcdas = sorted(tdir.rglob("*.gcda"))
+        for g in gcdas:
+            link = g.with_suffix(".gcno")
+            if not link.exists():
+                link.symlink_to(cov / g.relative_to(tdir).with_suffix(".gcno"))
+        for i in range(0, len(gcdas), 200):
+            r = subprocess.run(["gcov", "-t", "-j"] + [str(g.relative_to(tdir)) for g in gcdas[i:i + 200]],
+                               cwd=tdir, capture_output=True, text=True)
+            for doc in r.stdout.splitlines():
+                if not doc.startswith("{"):
+                    continue
+                d = json.loads(doc)
+                for f in d.get("files", []):
+                    src = os.path.relpath(os.path.normpath(os.path.join(d["current_working_directory"], f["file"])),
+                                          ROOT)
+                    if src.startswith("..") or not src.endswith(".cc"):
+                        continue
+                    per = lines.setdefault(src, {})
+                    for ln in f["lines"]:
+                        runs = per.setdefault(str(ln["line_number"]), [])
+                        if ln["count"] > 0 and name not in runs:
+                            runs.append(name)
+    data = {"files": {src: {"sha1": file_digest(src), "lines": per} for src, per in lines.items()
+                      if (ROOT / src).exists()}}
+    target = cov / "mutagen-coverage.json"
+    target.write_text(json.dumps(data))
+    print(f"mutagen: {target}: {len(data['files'])} source files, {len(tests)} tests")
+    return 0
+
+
+def tests_running(m, cov_data, linked):
+    """The tests that run the mutant's line, when the coverage data knows the
+    file as it is now; else every test that links it. None: the line is
+    compiled in but no test runs it."""
+    f = (cov_data or {}).get("files", {}).get(m["file"])
+    if not f or f["sha1"] != file_digest(m["file"]):
+        return linked
+    runs = f["lines"].get(str(m["line"]))
+    if runs is None:
+        return linked  # no code of its own on the line (a declaration, a brace)
+    return [n for n in linked if n in runs] or None
+
+
 # --- running -------------------------------------------------------------------
 
 
@@ -371,10 +457,10 @@ class Planted:
         return False
 
 
-def run_test(build, name, timeout):
+def run_test(build, name, timeout, env=None):
     """True when the test passed within its time."""
     p = subprocess.Popen(["meson", "test", "-C", str(build), "--no-rebuild", "--logbase", "mutagen",
-                          "--timeout-multiplier", "1", name],
+                          "--timeout-multiplier", "1", name], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         return p.wait(timeout=timeout) == 0
@@ -406,7 +492,11 @@ def cmd_run(args):
         sys.exit(f"mutagen: uncommitted changes in files to mutate; commit them first:\n{dirty}")
     equiv = equivalents()
     covers, tests, targets = coverage(build)
-    needed = sorted({n for m in sample for n in covers.get(m["file"], [])})
+    cov_path = ROOT / args.coverage
+    cov_data = json.loads(cov_path.read_text()) if cov_path.exists() else None
+    print(f"mutagen: {'coverage from ' + str(cov_path) if cov_data else 'no coverage data: every test that links a file runs for it'}")
+    runs = {m["id"]: tests_running(m, cov_data, covers.get(m["file"], [])) for m in sample}
+    needed = sorted({n for m in sample for n in (runs[m["id"]] or [])})
     outs = sorted({o for n in needed for o in programs_of(tests[n], build, targets)})
     ok, log = ninja(build, outs)
     if not ok:
@@ -426,9 +516,11 @@ def cmd_run(args):
     try:
         for k, m in enumerate(sample, 1):
             t0 = time.monotonic()
-            names = order_tests(m, covers.get(m["file"], []), durations)
+            names = order_tests(m, runs[m["id"]] or [], durations)
             if m["id"] in equiv:
                 result, by = "equivalent", equiv[m["id"]]
+            elif runs[m["id"]] is None:
+                result, by = "survived", "no test runs the line"
             elif not names:
                 result, by = "survived", "no unit or integration test links the file"
             else:
@@ -518,13 +610,17 @@ def main():
             s.add_argument("--min-per-folder", type=int, default=8)
     r = sub.choices["run"]
     r.add_argument("--build", default="build")
+    r.add_argument("--coverage", default="build-cov/mutagen-coverage.json",
+                   help="what `mutagen.py coverage` wrote (used where it matches the source)")
     r.add_argument("--report", help="one JSON line per mutant, written as it is judged")
     r.add_argument("--only", nargs="+", help="these mutant ids only (any in the current source)")
     r.add_argument("--require", type=float, default=0.0, help="exit 1 below this score (percent)")
     sub.add_parser("show").add_argument("id")
+    sub.add_parser("coverage").add_argument("--build-cov", default="build-cov")
     args = p.parse_args()
     os.chdir(ROOT)
-    return {"count": cmd_count, "sample": cmd_sample, "run": cmd_run, "show": cmd_show}[args.cmd](args)
+    return {"count": cmd_count, "sample": cmd_sample, "run": cmd_run, "show": cmd_show,
+            "coverage": cmd_coverage}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -156,27 +156,65 @@ absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& fi
   return r;
 }
 
-std::vector<HookServerFile> readHookServerDir(const std::string& dir, Env& env) {
+namespace {
+
+// What the bounds left out, for the log: how many, the first and the last
+// by name, and the bound that left them.
+std::string skippedLine(const std::string& dir, size_t total, const std::vector<std::string>& left,
+                        size_t unlisted, const std::string& why) {
+  if (left.empty() && unlisted == 0) return "";
+  std::string line = cat("hook server registrations in ", dir, ": ", total,
+                         " entries; left unread past ", why, ": ", left.size() + unlisted);
+  if (!left.empty()) {
+    line += cat(" (", quote(left.front()),
+                left.size() > 1 ? cat(" to ", quote(left.back())) : std::string(), ")");
+  }
+  if (unlisted > 0) line += cat(", of them ", unlisted, " not listed");
+  return line;
+}
+
+}  // namespace
+
+HookServerDir readHookServerDir(const std::string& dir, Env& env) {
   namespace fs = std::filesystem;
+  HookServerDir out;
   std::vector<std::string> files;
-  if (auto entries = env.listDirectory(dir); entries.ok()) {
-    for (const DirEntry& e : *entries) {  // sorted by name
+  size_t total = 0, unlisted = 0;
+  if (auto listed = env.listDirectoryFirst(dir, kMaxHookServerDirEntries); listed.ok()) {
+    total = listed->total;
+    unlisted = listed->total - listed->entries.size();
+    for (const DirEntry& e : listed->entries) {  // sorted by name
       if (fs::path(e.name).extension() == ".json" && e.name[0] != '.') files.push_back(e.name);
     }
   }
-  std::vector<HookServerFile> out;
+  size_t bytes = 0;
+  std::vector<std::string> left;
+  std::string why = unlisted > 0 ? cat("the first ", kMaxHookServerDirEntries, " entries listed")
+                                 : std::string();
   for (const auto& f : files) {
+    if (!left.empty() || out.files.size() == kMaxHookServerFiles) {
+      if (left.empty()) why = cat(kMaxHookServerFiles, " registrations");
+      left.push_back(f);
+      continue;
+    }
     // A link to a regular file is followed (a registration may be managed
     // elsewhere); a FIFO, a device or a huge file is refused unread.
     auto text =
         env.readFile((fs::path(dir) / f).string(), kMaxRegistrationBytes, FileLinks::kFollow);
     if (!text.ok()) {
-      out.push_back({f, absl::InvalidArgumentError(cat("hook server registration ", f, ": ",
-                                                       sv(text.status().message())))});
+      out.files.push_back({f, absl::InvalidArgumentError(cat("hook server registration ", f, ": ",
+                                                             sv(text.status().message())))});
       continue;
     }
-    out.push_back({f, parseHookServerFile(f, *text)});
+    if (bytes + text->size() > kMaxHookServerDirBytes) {
+      why = cat(kMaxHookServerDirBytes, " bytes of registrations");
+      left.push_back(f);
+      continue;
+    }
+    bytes += text->size();
+    out.files.push_back({f, parseHookServerFile(f, *text)});
   }
+  out.skipped = skippedLine(dir, total, left, unlisted, why);
   return out;
 }
 

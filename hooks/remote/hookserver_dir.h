@@ -44,13 +44,29 @@ struct HookServerRegistration {
 absl::StatusOr<HookServerRegistration> parseHookServerFile(const std::string& file,
                                                            const std::string& text);
 
-// Every *.json file of `dir` (dot files excluded), sorted by name, each
-// parsed or with its error. A missing directory has no files. Listed and
-// read through `env`.
+// The directory's bounds: whatever is dropped in it, crihookd lists, reads
+// and registers at most this much (a node has one or a few servers).
+inline constexpr size_t kMaxHookServerDirEntries = 1024;  // listed, of any kind
+inline constexpr size_t kMaxHookServerFiles = 64;         // registrations read
+inline constexpr size_t kMaxHookServerDirBytes = 1 << 20;  // their bytes together
+
 struct HookServerFile {
   std::string file;
   absl::StatusOr<HookServerRegistration> registration;
 };
-std::vector<HookServerFile> readHookServerDir(const std::string& dir, Env& env = processEnv());
+struct HookServerDir {
+  std::vector<HookServerFile> files;
+  // What was left unread past the bounds, one line for the log; "" when
+  // nothing was.
+  std::string skipped;
+};
+
+// The *.json files of `dir` (dot files excluded), sorted by name, each
+// parsed or with its error, within the bounds above: the first
+// kMaxHookServerDirEntries entries by name are listed, of those the first
+// kMaxHookServerFiles registrations read while their bytes stay within
+// kMaxHookServerDirBytes. A missing directory has no files. Listed and read
+// through `env`.
+HookServerDir readHookServerDir(const std::string& dir, Env& env = processEnv());
 
 }  // namespace crihook

@@ -97,6 +97,24 @@ TEST(PosixEnv, ListingIsSortedAndSaysWhatEachEntryIs) {
   EXPECT_EQ(env.listDirectory(dir.file("missing")).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(PosixEnv, ABoundedListingHoldsTheFirstEntriesByNameAndCountsTheRest) {
+  TempDir dir;
+  for (const char* n : {"e", "b", "d", "a", "c"}) std::ofstream(dir.file(n)) << n;
+  PosixEnv env(nullptr);
+  auto list = env.listDirectoryFirst(dir.path(), 3);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->total, 5u);
+  ASSERT_EQ(list->entries.size(), 3u);
+  EXPECT_EQ(list->entries[0].name, "a");
+  EXPECT_EQ(list->entries[1].name, "b");
+  EXPECT_EQ(list->entries[2].name, "c");
+  EXPECT_TRUE(list->entries[2].regular);
+  auto none = env.listDirectoryFirst(dir.path(), 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->total, 5u);
+  EXPECT_TRUE(none->entries.empty());
+}
+
 TEST(PosixEnv, RemovingAMissingFileIsFineAndDirectoriesAreMadeWithTheirMode) {
   TempDir dir;
   PosixEnv env(nullptr);

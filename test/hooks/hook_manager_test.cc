@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/text.h"
+#include "hooks/remote/hookserver_dir.h"
 #include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
@@ -113,6 +115,24 @@ TEST_F(HookManagerTest, AnEditIsTakenABrokenOneKeepsTheLastGoodAndARemovedFileIt
   m->reload();
   EXPECT_THAT(lines_.str(), HasSubstr("hook server k.json removed"));
   EXPECT_TRUE(names(*m).empty());
+}
+
+// Registrations past the directory's bounds are not registered, and the
+// line that says so is said once per change, not on every re-read.
+TEST_F(HookManagerTest, RegistrationsPastTheBoundAreLeftOutAndSaidOnce) {
+  for (size_t i = 0; i < kMaxHookServerFiles + 2; ++i) registerServer(cat("s", 100 + i, ".json"));
+  auto m = start();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(names(*m).size(), kMaxHookServerFiles);
+  EXPECT_EQ(names(*m).back(), cat("hookserver/s", 100 + kMaxHookServerFiles - 1));
+  m->reload();
+  const std::string said = "left unread past 64 registrations: 2 (\"s164.json\" to \"s165.json\")";
+  std::string all = lines_.str();
+  ASSERT_NE(all.find(said), std::string::npos) << all;
+  EXPECT_EQ(all.find(said), all.rfind(said)) << "said again though nothing changed";
+  registerServer("s166.json");
+  m->reload();
+  EXPECT_THAT(lines_.str(), HasSubstr("left unread past 64 registrations: 3"));
 }
 
 TEST_F(HookManagerTest, AnUnchangedDirectoryPublishesNoNewChain) {

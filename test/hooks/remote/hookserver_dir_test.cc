@@ -118,7 +118,7 @@ TEST(HookServerFileTest, OnlyBoundedRegularFilesAreRead) {
   std::ofstream(dir.file("big.json")) << std::string(100 << 10, ' ');
   ASSERT_EQ(::mkfifo(dir.file("fifo.json").c_str(), 0600), 0);
   std::ofstream(dir.file("ok.json")) << R"({"remote-endpoint": "/k.sock"})";
-  auto files = readHookServerDir(dir.path());
+  auto files = readHookServerDir(dir.path()).files;
   ASSERT_EQ(files.size(), 3u);
   EXPECT_THAT(std::string(files[0].registration.status().message()),
               HasSubstr("big.json: 102400 bytes, more than the 65536 allowed"));
@@ -140,7 +140,7 @@ TEST(HookServerFileTest, LinkToADeviceAndHugeSparseFileAreRefusedUnread) {
   std::ofstream(dir.file("real")) << R"({"remote-endpoint": "/k.sock"})";
   ASSERT_EQ(::symlink(dir.file("real").c_str(), dir.file("c-link.json").c_str()), 0);
   const auto start = std::chrono::steady_clock::now();
-  auto files = readHookServerDir(dir.path());
+  auto files = readHookServerDir(dir.path()).files;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   ASSERT_EQ(files.size(), 3u);
   EXPECT_THAT(std::string(files[0].registration.status().message()),
@@ -157,6 +157,54 @@ TEST(HookServerFileTest, DeepNestingIsRefusedBeforeItIsParsed) {
                                            std::string(30000, '[') + std::string(30000, ']') + "}");
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr("hook server registration deep.json: nested deeper than 8"));
+}
+
+// 10,000 registrations of 60 KB dropped in once took crihookd to a
+// gigabyte, 25,000 aborted it: the directory is read within its bounds, and
+// what is left out is said in one line.
+TEST(HookServerDirTest, AtMostSixtyFourRegistrationsAreReadAndTheRestNamed) {
+  TempDir dir;
+  for (int i = 0; i < 100; ++i)
+    std::ofstream(dir.file(cat("s", 100 + i, ".json"))) << R"({"remote-endpoint": "/k.sock"})";
+  auto read = readHookServerDir(dir.path());
+  ASSERT_EQ(read.files.size(), kMaxHookServerFiles);
+  EXPECT_EQ(read.files.front().file, "s100.json");
+  EXPECT_EQ(read.files.back().file, "s163.json");
+  EXPECT_EQ(read.skipped, cat("hook server registrations in ", dir.path(),
+                              ": 100 entries; left unread past 64 registrations: 36 (\"s164.json\" "
+                              "to \"s199.json\")"));
+}
+
+TEST(HookServerDirTest, RegistrationsStopAtAMebibyteTogether) {
+  TempDir dir;
+  const std::string padded =
+      R"({"remote-endpoint": "/k.sock", "x": ")" + std::string(60000, 'x') + R"("})";
+  for (int i = 0; i < 20; ++i) std::ofstream(dir.file(cat("s", 10 + i, ".json"))) << padded;
+  auto read = readHookServerDir(dir.path());
+  const size_t fit = kMaxHookServerDirBytes / padded.size();  // 17
+  ASSERT_EQ(read.files.size(), fit);
+  for (const auto& f : read.files) EXPECT_TRUE(f.registration.ok()) << f.registration.status();
+  EXPECT_THAT(read.skipped, HasSubstr(cat("left unread past 1048576 bytes of registrations: ",
+                                          20 - fit, " (\"s", 10 + fit, ".json\" to \"s29.json\")")));
+}
+
+TEST(HookServerDirTest, AHugeDirectoryIsListedOnlyToItsBound) {
+  TempDir dir;
+  for (int i = 0; i < 1500; ++i) std::ofstream(dir.file(cat("junk-", 1000 + i)));
+  std::ofstream(dir.file("a.json")) << R"({"remote-endpoint": "/k.sock"})";
+  std::ofstream(dir.file("zz.json")) << R"({"remote-endpoint": "/k.sock"})";
+  auto read = readHookServerDir(dir.path());
+  ASSERT_EQ(read.files.size(), 1u);  // zz.json sorts past the 1024 listed
+  EXPECT_EQ(read.files[0].file, "a.json");
+  EXPECT_THAT(read.skipped, HasSubstr(": 1502 entries; left unread past the first 1024 entries "
+                                      "listed: 478, of them 478 not listed"));
+}
+
+TEST(HookServerDirTest, NothingLeftOutSaysNothing) {
+  TempDir dir;
+  std::ofstream(dir.file("k.json")) << R"({"remote-endpoint": "/k.sock"})";
+  EXPECT_EQ(readHookServerDir(dir.path()).skipped, "");
+  EXPECT_EQ(readHookServerDir(dir.file("missing")).skipped, "");
 }
 
 }  // namespace

@@ -29,9 +29,10 @@ void touch(const std::string& path) { std::ofstream(path) << ""; }
 class CountingEnv final : public PosixEnv {
  public:
   CountingEnv() : PosixEnv(nullptr) {}
-  absl::StatusOr<std::vector<DirEntry>> listDirectory(const std::string& path) override {
+  absl::StatusOr<DirListing> listDirectoryFirst(const std::string& path,
+                                                size_t max_entries) override {
     seen();
-    return PosixEnv::listDirectory(path);
+    return PosixEnv::listDirectoryFirst(path, max_entries);
   }
   bool exists(const std::string& path) override {
     seen();
