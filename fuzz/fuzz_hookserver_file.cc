@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ofstream out(dir() + "/koordlet.json", std::ios::binary | std::ios::trunc);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
   }
-  auto files = crihook::readHookServerDir(dir());
+  auto files = crihook::readHookServerDir(dir()).files;
   check(files.size() == 1 && files[0].file == "koordlet.json", "the directory's one file not read");
   checkParsed(files[0].registration);
   check(files[0].registration.ok() == parsed.ok(), "the file read differs from its text parsed");
