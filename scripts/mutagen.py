@@ -67,58 +67,15 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the tree (the package test copies it)
+from  cxx_source import strip  # comments and literals blanked, lengths kept
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FOLDERS = ["base", "cri", "proxy", "nri", "hooks", "topology", "config", "confine", "metrics"]
 SUITES = {"crihook:unit", "crihook:integration"}
 EQUIVALENTS = ROOT / "test" / "mutants-equivalent.txt"
 
 # --- reading the source ------------------------------------------------------
-
-
-def code_only(text):
-    """The text with comments and string/char literals blanked (newlines and
-    lengths kept, so positions still match the original)."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out[i:j] = " " * (j - i)
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            m = re.match(r'R"([^(\s]{0,16})\(', text[i:])
-            if not m:
-                i += 1
-                continue
-            end = text.find(")" + m.group(1) + '"', i)
-            j = n if end < 0 else end + len(m.group(1)) + 2
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-        elif c in "\"'":
-            if c == "'" and i > 0 and text[i - 1].isalnum():  # a digit separator: 1'000
-                i += 1
-                continue
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            for k in range(i + 1, j - 1):
-                out[k] = " "
-            i = j
-        else:
-            i += 1
-    return "".join(out)
 
 
 SKIP_START = re.compile(
@@ -226,7 +183,7 @@ def generate(folders):
     for rel in source_files(folders):
         text = (ROOT / rel).read_text(encoding="utf-8")
         lines = text.split("\n")
-        code_lines = code_only(text).split("\n")
+        code_lines = strip(text).split("\n")
         skip = skipped_lines(code_lines)
         for no, (line, code) in enumerate(zip(lines, code_lines)):
             if no in skip or not code.strip():
