@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -68,6 +69,14 @@ absl::StatusOr<hv1::PodState> readPodFile(Env& env, const fs::path& file) {
   return state;
 }
 
+// Whether every record in `state` is of sandbox `id`, the file's name: a
+// file copied under another pod's name would give that pod its containers.
+bool ofSandbox(const hv1::PodState& state, const std::string& id) {
+  if (state.has_pod() && state.pod().sandbox_id() != id) return false;
+  return std::all_of(state.containers().begin(), state.containers().end(),
+                     [&](const hv1::ContainerRecord& c) { return c.sandbox_id() == id; });
+}
+
 }  // namespace
 
 StateStore::StateStore(std::string dir, std::shared_ptr<spdlog::logger> log, Env& env)
@@ -102,6 +111,10 @@ absl::Status StateStore::load() {
                     sv(state.status().message()));
       }
       continue;
+    }
+    if (state.ok() && !ofSandbox(*state, id)) {
+      state = absl::InvalidArgumentError(
+          cat(path.string(), ": names another sandbox than its file name does"));
     }
     if (!state.ok()) {
       if (log_) log_->warn("{}; skipped", sv(state.status().message()));

@@ -469,6 +469,20 @@ TEST(MetricsConfig, TcpOnLoopbackOnlyUnlessAllowed) {
       EXPECT_THAT(message(c.status()), HasSubstr("metrics.listen"));
     }
   }
+  // Loopback is 127.0.0.0/8 and ::1, nothing else (the endpoint has no
+  // authentication: anything wider serves the network).
+  for (const char* ok : {"127.0.0.1", "127.255.255.254", "127.1.2.3", "[::1]"}) {
+    EXPECT_EQ(listenOf(cat("[metrics]\nlisten = \"", ok, ":9464\"\n")).kind,
+              MetricsListen::Kind::kTcp)
+        << ok;
+  }
+  for (const char* host :
+       {"128.0.0.1", "126.255.255.255", "255.255.255.255", "10.0.0.127", "1.0.0.127",
+        "192.168.127.1", "[::]", "[::2]", "[::ffff:10.0.0.1]", "[fe80::1]", "[2001:db8::1]"}) {
+    auto c = parseConfig(cat("[metrics]\nlisten = \"", host, ":9464\"\n"), "m.toml");
+    ASSERT_FALSE(c.ok()) << host << " taken as loopback";
+    EXPECT_THAT(message(c.status()), HasSubstr("not a loopback address")) << host;
+  }
   auto typo = parseConfig("[metrics]\nlistn = \"x\"\n", "m.toml");
   EXPECT_THAT(message(typo.status()), HasSubstr("metrics.listn: unknown key"));
 }

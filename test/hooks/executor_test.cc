@@ -159,6 +159,25 @@ TEST_F(ExecutorTest, TimeoutsInARowMarkItUnhealthyUntilAProbeAnswers) {
   EXPECT_FALSE(ran.load());
 }
 
+// Timeouts count only in a row: a hook that misses a deadline now and then
+// over days, answering in between, is never marked unhealthy.
+TEST_F(ExecutorTest, AnAnswerBetweenTimeoutsStartsTheCountAgain) {
+  auto gate = std::make_shared<Gate>();
+  HookExecutor ex("h", 2 * kUnhealthyAfterTimeouts + 1, 0, logger("hook"), &m_);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i + 1 < kUnhealthyAfterTimeouts; ++i)
+      EXPECT_EQ(ex.run(blockOn(gate), 10ms).how, How::kTimedOut);
+    EXPECT_TRUE(ex.healthy());
+    EXPECT_EQ(ex.run(answer("A"), 5000ms).how, How::kAnswered);
+  }
+  EXPECT_TRUE(ex.healthy()) << 2 * (kUnhealthyAfterTimeouts - 1) << " timeouts, not in a row";
+  EXPECT_EQ(m_.unhealthy.value(), 0);
+  for (int i = 0; i < kUnhealthyAfterTimeouts; ++i) ex.run(blockOn(gate), 10ms);
+  EXPECT_FALSE(ex.healthy()) << kUnhealthyAfterTimeouts << " in a row";
+  gate->release();
+  EXPECT_TRUE(eventually([&] { return ex.stuckWorkers() == 0; }));
+}
+
 TEST_F(ExecutorTest, AProbeThatTimesOutKeepsItUnhealthy) {
   auto gate = std::make_shared<Gate>();
   HookExecutor ex("h", kUnhealthyAfterTimeouts + 1, 0, logger("hook"), &m_);

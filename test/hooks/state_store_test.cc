@@ -159,6 +159,39 @@ TEST(StateStoreTest, FilesCarryTheirVersionAndOnesWithoutAreReadAsVersionOne) {
   EXPECT_EQ(nlohmann::json::parse(slurp(dir.file("pods/sb1.json"))).at("version"), 1);
 }
 
+// A pod record is of the sandbox its file is named after: one copied under
+// another sandbox's name, or of version 0, is skipped and named, not taken.
+TEST(StateStoreTest, ARecordUnderAnotherSandboxsNameOrOfVersionZeroIsSkipped) {
+  TempDir dir;
+  {
+    StateStore s(dir.path(), nullptr);
+    ASSERT_TRUE(s.load().ok());
+    hv1::PodRecord pod;
+    pod.set_sandbox_id("sb1");
+    s.putPod(pod);
+    s.putContainer(container("c1", "sb1"));
+    s.putContainer(container("c2", "sb2"));
+  }
+  const std::string sb1 = slurp(dir.file("pods/sb1.json"));
+  std::ofstream(dir.file("pods/sb3.json")) << sb1;
+  nlohmann::json sb2 = nlohmann::json::parse(slurp(dir.file("pods/sb2.json")));
+  sb2["version"] = 0;
+  std::ofstream(dir.file("pods/sb2.json"), std::ios::trunc) << sb2.dump();
+  CapturedLog log;
+  StateStore s(dir.path(), log.logger);
+  ASSERT_TRUE(s.load().ok());
+  EXPECT_EQ(s.podCount(), 1u);
+  EXPECT_EQ(s.pod("sb3"), nullptr);
+  ASSERT_NE(s.pod("sb1"), nullptr);
+  ASSERT_NE(s.container("c1"), nullptr);
+  EXPECT_EQ(s.container("c1")->sandbox_id(), "sb1");
+  EXPECT_EQ(s.container("c2"), nullptr);
+  EXPECT_THAT(log.text.str(),
+              ::testing::HasSubstr(dir.file("pods/sb3.json") +
+                                   ": names another sandbox than its file name does; skipped"));
+  EXPECT_THAT(log.text.str(), ::testing::HasSubstr("version: expected a positive integer, got 0"));
+}
+
 TEST(StateStoreTest, ANewerVersionIsSkippedNamedAndNeverOverwrittenNorRemoved) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("pods"));

@@ -27,6 +27,7 @@ namespace crihook::nri {
 namespace {
 
 using namespace std::chrono_literals;
+namespace v1 = ::runtime::v1;
 
 // Records each stage it runs ("pre RemoveContainer", …); a stage close()d
 // waits until it is open()ed (or 10 s, longer than any wait of the test's
@@ -50,10 +51,25 @@ class GateInterceptor final : public Interceptor {
     }
   }
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
-    pass(cat("pre ", methodName(call->method)), [done] { done(absl::OkStatus()); });
+    pass(cat("pre ", methodName(call->method)), [this, call, done] {
+      std::function<void(InterceptedCall&)> edit;
+      {
+        MutexLock lock(mu_);
+        edit = edit_;
+      }
+      edit(*call);
+      done(absl::OkStatus());
+    });
   }
   void post(std::shared_ptr<InterceptedCall> call, std::function<void()> done) override {
     pass(cat("post ", methodName(call->method)), std::move(done));
+  }
+
+  // What every pre-stage does to its call, as a hook's adjustment would
+  // (set before the first call).
+  void edit(std::function<void(InterceptedCall&)> f) {
+    MutexLock lock(mu_);
+    edit_ = std::move(f);
   }
 
   void close(const std::string& stage) {
@@ -121,6 +137,7 @@ class GateInterceptor final : public Interceptor {
 
   Mutex mu_;
   CondVar cv_;
+  std::function<void(InterceptedCall&)> edit_ ABSL_GUARDED_BY(mu_) = [](InterceptedCall&) {};
   std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> at_gate_ ABSL_GUARDED_BY(mu_);  // stages held by a closed gate
   std::vector<std::string> ran_ ABSL_GUARDED_BY(mu_);
@@ -231,6 +248,40 @@ TEST_F(FrontTest, CreateContainerIsAnsweredOnceItsHookRanAndBeforeItsRecords) {
   EXPECT_FALSE(resp.has_status() && resp.status().code() != 0) << resp.status().message();
   hooks_.open();
   EXPECT_TRUE(hooks_.waitFor("post CreateContainer"));
+}
+
+// UpdateContainer: what the hooks changed in the resources goes back as an
+// update naming the container; an update they left alone goes back empty.
+TEST_F(FrontTest, UpdateContainerAnswersTheHooksChangeForItsContainer) {
+  hooks_.edit([](InterceptedCall& call) {
+    if (call.method != LifecycleMethod::kUpdateContainerResources) return;
+    auto& req = static_cast<v1::UpdateContainerResourcesRequest&>(*call.request);
+    if (req.linux().cpu_shares() != 1024) return;  // the second update: left alone
+    req.mutable_linux()->set_cpuset_cpus("4-7");
+    call.request_changed = true;
+  });
+  auto update = [this](uint32_t stream, int64_t shares) {
+    api::UpdateContainerRequest req;
+    req.mutable_pod()->set_id("pod-1");
+    req.mutable_container()->set_id("ctr-1");
+    req.mutable_container()->set_pod_sandbox_id("pod-1");
+    req.mutable_linux_resources()->mutable_cpu()->mutable_shares()->set_value(shares);
+    req.mutable_linux_resources()->mutable_cpu()->set_cpus("0-3");
+    runtime_.call(stream, "UpdateContainer", req.SerializeAsString());
+    auto [answered, resp] = runtime_.answer();
+    EXPECT_EQ(answered, stream);
+    EXPECT_FALSE(resp.has_status() && resp.status().code() != 0) << resp.status().message();
+    api::UpdateContainerResponse out;
+    EXPECT_TRUE(out.ParseFromString(resp.payload()));
+    return out;
+  };
+  const api::UpdateContainerResponse changed = update(31, 1024);
+  ASSERT_EQ(changed.update_size(), 1);
+  EXPECT_EQ(changed.update(0).container_id(), "ctr-1");
+  EXPECT_EQ(changed.update(0).linux().resources().cpu().cpus(), "4-7");
+  EXPECT_EQ(changed.update(0).linux().resources().cpu().shares().value(), 1024u)
+      << "the rest of the resources as the runtime sent them";
+  EXPECT_EQ(update(33, 2048).update_size(), 0) << "nothing changed, nothing to update";
 }
 
 // Refuses RunPodSandbox's pre-stage as a device init that fails would; every

@@ -149,6 +149,61 @@ TEST(NriTranslateTest, MountsAreBindMountsAddedReplacedAndRemoved) {
   EXPECT_EQ(answer->adjust.mounts(1).destination(), "-/data");
 }
 
+// A hook that changes only an existing mount's flags (read-only, then
+// propagation) or its source: NRI gets the whole mount again, with the new
+// options, each time.
+TEST(NriTranslateTest, AMountWhoseFlagsOrSourceChangedIsReplacedWhole) {
+  const v1::CreateContainerRequest before = createContainerRequestOf(pod(), container());
+  ASSERT_TRUE(before.config().mounts(0).readonly());
+  auto options = [](const api::Mount& m) {
+    return std::vector<std::string>(m.options().begin(), m.options().end());
+  };
+
+  v1::CreateContainerRequest after = before;
+  after.mutable_config()->mutable_mounts(0)->set_readonly(false);
+  auto answer = adjustmentOf(before, after, fakeLookup);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->adjust.mounts_size(), 1) << "the read-only flag alone changed";
+  EXPECT_EQ(answer->adjust.mounts(0).destination(), "/data");
+  EXPECT_EQ(options(answer->adjust.mounts(0)),
+            (std::vector<std::string>{"rbind", "rw", "rslave"}));
+
+  after = before;
+  after.mutable_config()->mutable_mounts(0)->set_propagation(v1::PROPAGATION_PRIVATE);
+  answer = adjustmentOf(before, after, fakeLookup);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->adjust.mounts_size(), 1) << "the propagation alone changed";
+  EXPECT_EQ(options(answer->adjust.mounts(0)),
+            (std::vector<std::string>{"rbind", "ro", "rprivate"}));
+
+  after = before;
+  after.mutable_config()->mutable_mounts(0)->set_host_path("/srv/other");
+  answer = adjustmentOf(before, after, fakeLookup);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->adjust.mounts_size(), 1) << "the source alone changed";
+  EXPECT_EQ(answer->adjust.mounts(0).source(), "/srv/other");
+}
+
+// A device whose node or permissions changed is given again; one that did
+// not is left out.
+TEST(NriTranslateTest, ADeviceWhoseNodeOrPermissionsChangedIsGivenAgain) {
+  v1::CreateContainerRequest before = createContainerRequestOf(pod(), container());
+  auto* d = before.mutable_config()->add_devices();
+  d->set_container_path("/dev/nvidia0");
+  d->set_host_path("/dev/nvidia1");
+  d->set_permissions("rw");
+  auto answer = adjustmentOf(before, before, fakeLookup);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->adjust.linux().devices_size(), 0);
+
+  v1::CreateContainerRequest after = before;
+  after.mutable_config()->mutable_devices(0)->set_permissions("rwm");
+  answer = adjustmentOf(before, after, fakeLookup);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->adjust.linux().devices_size(), 1) << "the permissions alone changed";
+  EXPECT_EQ(answer->adjust.linux().devices(0).path(), "/dev/nvidia0");
+}
+
 TEST(NriTranslateTest, DevicesCarryTheNodesNumbersAndAMissingOneIsAnError) {
   const v1::CreateContainerRequest before = createContainerRequestOf(pod(), container());
   v1::CreateContainerRequest after = before;

@@ -127,6 +127,23 @@ TEST_F(Fixtures, DeviceObjectGpuMemoryAndMixedModels) {
   EXPECT_EQ(d["metadata"]["labels"]["node.koordinator.sh/gpu-model"], "Tesla-T4--weird-name");
 }
 
+// The API server refuses a label value over 63 characters, and with it the
+// whole Device: a long model or driver string is cut to 63, and what the cut
+// leaves at its end that is not a letter or digit goes too.
+TEST_F(Fixtures, DeviceLabelsAreCutToWhatTheApiServerTakes) {
+  topo::Snapshot s = load("dgx");
+  const std::string a62(62, 'A');
+  for (topo::Gpu& g : s.gpus) g.model = "NVIDIA " + a62 + "-B";  // 64 characters labelled
+  s.nvidia_driver_version = std::string(63, '5') + "9";
+  nlohmann::json labels = topo::deviceObject(s, {"n"})["metadata"]["labels"];
+  EXPECT_EQ(labels["node.koordinator.sh/gpu-model"], a62) << "cut to 63, then its '-'";
+  EXPECT_EQ(labels["node.koordinator.sh/gpu-driver-version"], std::string(63, '5'));
+
+  for (topo::Gpu& g : s.gpus) g.model = "NVIDIA " + a62 + "BC";
+  labels = topo::deviceObject(s, {"n"})["metadata"]["labels"];
+  EXPECT_EQ(labels["node.koordinator.sh/gpu-model"], a62 + "B") << "63 kept";
+}
+
 // What drivers and users name is anyone's text: a netdev name may hold any
 // byte but '/', ':' and white space (a container with CAP_NET_ADMIN names
 // one), an RDMA device is renamed with `rdma dev set`, a model is what the

@@ -349,6 +349,27 @@ TEST(OddMachine, EveryMatrixRowHasEveryCell) {
   EXPECT_THAT(text, HasSubstr("none = the device's NUMA node has no CPUs")) << text;
 }
 
+// NICs are numbered by name with runs of digits read as numbers, as people
+// and nvidia-smi list them: mlx5_2 before mlx5_10, ib9 before ib10.
+TEST(OddMachine, NicsAreNumberedByNameWithNumbersComparedAsNumbers) {
+  topo::Snapshot s = oddMachine();
+  const topo::RdmaDevice x = s.rdma[0];
+  s.rdma.clear();
+  for (const char* name :
+       {"mlx5_10", "mlx5_2", "ib10", "mlx5_1", "mlx5_11", "mlx5_0", "ib9", "mlx5_002"}) {
+    s.rdma.push_back(x);
+    s.rdma.back().name = name;
+  }
+  const topo::Matrix m = topo::connectionMatrix(s);
+  std::vector<std::string> order;
+  for (const topo::MatrixDevice& d : m.devices) {
+    if (d.rdma) order.push_back(cat(d.label, " ", d.rdma->name));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"NIC0 ib9", "NIC1 ib10", "NIC2 mlx5_0", "NIC3 mlx5_1",
+                                             "NIC4 mlx5_002", "NIC5 mlx5_2", "NIC6 mlx5_10",
+                                             "NIC7 mlx5_11"}));
+}
+
 // A device right on the root complex's bus has no root port, a device that
 // is under no root complex has neither: the picture says so instead of
 // naming an empty bridge.

@@ -79,6 +79,35 @@ TEST(ModuleTest, ASegfaultingModuleOutOfProcessLeavesTheCallerServing) {
   EXPECT_TRUE(chain.run(createInput(), Clock::time_point::max()).status.ok());
 }
 
+// The ms a call refused during a restart's backoff says are left ("its
+// helper died; restarting in Nms"), or -1.
+long restartingIn(const absl::Status& status) {
+  const std::string m(status.message());
+  const size_t at = m.find("restarting in ");
+  if (at == std::string::npos) return -1;
+  return std::stol(m.substr(at + 14));
+}
+
+// A helper that crashes now and then, answering in between, is restarted
+// after the first backoff each time: deaths count only in a row.
+TEST(ModuleTest, AHelperThatAnswersBetweenCrashesIsRestartedAfterTheFirstBackoff) {
+  auto hook = loadIsolatedModuleHook("segv", variant("segv"), "{}", isolation(), logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_EQ((*hook)->run(crashingInput()).status.code(), absl::StatusCode::kUnavailable);
+    HookDecision d = (*hook)->run(isolatedInput());
+    if (d.kind != HookDecision::Kind::kContinue) {
+      // (No figure when the backoff passed before this call: a slow machine.)
+      EXPECT_LE(restartingIn(d.status), kHostFirstRestart.count())
+          << "the backoff grew across good answers";
+      ASSERT_TRUE(eventually([&] {
+        return (*hook)->run(isolatedInput()).kind == HookDecision::Kind::kContinue;
+      }));
+    }
+  }
+}
+
 // The helper's pid a call's status names ("its helper (pid N) ...").
 std::string helperPid(const absl::Status& status) {
   const std::string m(status.message());

@@ -221,8 +221,32 @@ class CpusetCalls {
     post.response = &resp;
     hook_->run(post);
   }
+  void remove(const std::string& id) {
+    ::runtime::v1::RemoveContainerRequest req;
+    req.set_container_id(id);
+    ::runtime::v1::RemoveContainerResponse resp;
+    post(LifecycleMethod::kRemoveContainer, req, resp, absl::OkStatus());
+  }
+  // StopPodSandbox, or RemovePodSandbox when `remove`, of `sandbox`, the
+  // runtime answering `status`.
+  void endSandbox(const std::string& sandbox, bool remove, absl::Status status = absl::OkStatus()) {
+    ::runtime::v1::StopPodSandboxRequest stop;
+    stop.set_pod_sandbox_id(sandbox);
+    ::runtime::v1::RemovePodSandboxRequest rm;
+    rm.set_pod_sandbox_id(sandbox);
+    ::runtime::v1::StopPodSandboxResponse resp;  // any message: read as "answered"
+    if (remove) return post(LifecycleMethod::kRemovePodSandbox, rm, resp, status);
+    post(LifecycleMethod::kStopPodSandbox, stop, resp, status);
+  }
 
  private:
+  void post(LifecycleMethod m, const google::protobuf::Message& req,
+            const google::protobuf::Message& resp, absl::Status status) {
+    HookInput in = base(m, Phase::kPost, &req, nullptr);
+    in.backend_status = status;
+    in.response = status.ok() ? &resp : nullptr;
+    hook_->run(in);
+  }
   HookInput base(LifecycleMethod m, Phase p, const google::protobuf::Message* req,
                  std::shared_ptr<const hv1::PodRecord> pod) {
     HookInput in;
@@ -320,6 +344,36 @@ TEST_F(DeviceHooksTest, CpusetHookPutsANumaOnlyPodOnItsNodesCpusThatNoPinHolds) 
 
   CpusetCalls off(make("cpuset", R"({"share_pool": false})"), topology_);
   EXPECT_TRUE(off.create("ls-a", "main", "c-a", node0).adjustment.empty());
+}
+
+// A pinned pod's CPUs come back to the NUMA-only pods when its sandbox is
+// stopped or removed (its containers may have exited without a
+// StopContainer), or its container removed; not when the runtime failed the
+// call for another reason than that it has no such sandbox.
+TEST_F(DeviceHooksTest, CpusetHookGivesAPinBackWhenItsSandboxOrContainerEnds) {
+  CpusetCalls calls(make("cpuset", "{}"), topology_);
+  const auto node0 = numaOnly(R"([{"node":0,"resources":{"cpu":"4"}}])");
+  calls.create("ls-a", "main", "c-a", node0);
+  const std::string without_pin = "0-1,6-15,32-47";
+  for (bool remove : {false, true}) {
+    SCOPED_TRACE(remove ? "RemovePodSandbox" : "StopPodSandbox");
+    calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
+    ASSERT_EQ(calls.update("c-a").adjustment.cpuset_cpus, without_pin);
+    calls.endSandbox("lsr", remove, absl::UnavailableError("runtime restarting"));
+    EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, without_pin)
+        << "the runtime may still run it";
+    calls.endSandbox("other", remove);
+    EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, without_pin);
+    calls.endSandbox("lsr", remove);
+    EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0);
+  }
+  calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
+  calls.endSandbox("lsr", false, absl::NotFoundError("no such sandbox"));
+  EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0) << "gone already: given back";
+
+  calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
+  calls.remove("c-lsr");
+  EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0) << "RemoveContainer";
 }
 
 // Beside koordlet: a NUMA-only container whose cpuset koordlet's share pool

@@ -9,14 +9,23 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 
+#include "hooks/state_version.h"
 #include "test/support/fake_cri_server.h"
 
 namespace crihook::testing {
 namespace {
 
 using ::testing::ElementsAre;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 // Device records are the hook's own files: a FIFO among them would hang the
 // start, a huge or deep one cost memory or the stack. Each is reported naming
@@ -52,6 +61,49 @@ TEST(DeviceRecords, AFifoALinkAHugeOrADeepRecordIsReportedAndMovedAside) {
                               dir.path() + "/huge_0.json.bad",
                           at + "link_0.json: a symlink, not a regular file; moved aside to " +
                               dir.path() + "/link_0.json.bad"));
+}
+
+// A record is the pod its file is named after: one copied or renamed under
+// another pod's name, or of a version no crihookd writes (0), is not taken
+// as that pod's record (its cleanup would run on the wrong pod, or on
+// nothing): reported and moved aside. A newer version is left as it is.
+TEST(DeviceRecords, ARecordUnderAnotherPodsNameOrOfVersionZeroIsMovedAside) {
+  TempDir dir;
+  DeviceRecordDir records(dir.path());
+  ASSERT_TRUE(records.open().ok());
+  DeviceRecord a;
+  a.key = {"uid-a", 0};
+  a.pod = {"ml", "a-0", "uid-a"};
+  ASSERT_TRUE(records.save(a).ok());
+  const std::string text = slurp(dir.file("uid-a_0.json"));
+  std::ofstream(dir.file("uid-b_0.json")) << text;  // another pod's name
+  std::ofstream(dir.file("uid-a_1.json")) << text;  // another attempt's
+  nlohmann::json zero = nlohmann::json::parse(text);
+  zero["pod"]["uid"] = "uid-z";
+  zero["version"] = 0;
+  std::ofstream(dir.file("uid-z_0.json")) << zero.dump();
+  zero["version"] = ::crihook::kDeviceRecordVersion + 1;
+  zero["pod"]["uid"] = "uid-n";
+  std::ofstream(dir.file("uid-n_0.json")) << zero.dump();
+
+  std::vector<std::string> errors, newer;
+  std::vector<DeviceRecord> loaded = records.loadAll(errors, true, &newer);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].key.uid, "uid-a");
+  EXPECT_EQ(loaded[0].key.attempt, 0u);
+  std::sort(errors.begin(), errors.end());
+  const std::string at = "device record " + dir.path() + "/";
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors[0], at + "uid-a_1.json: names another pod; moved aside to " + dir.path() +
+                           "/uid-a_1.json.bad");
+  EXPECT_EQ(errors[1], at + "uid-b_0.json: names another pod; moved aside to " + dir.path() +
+                           "/uid-b_0.json.bad");
+  EXPECT_EQ(errors[3], at + "uid-z_0.json: version: expected a positive integer, got 0; moved "
+                            "aside to " + dir.path() + "/uid-z_0.json.bad");
+  EXPECT_THAT(errors[2], ::testing::StartsWith(at + "uid-n_0.json: format version "));
+  EXPECT_EQ(newer.size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("uid-n_0.json"))) << "a newer one is left alone";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("uid-b_0.json")));
 }
 
 }  // namespace
