@@ -367,9 +367,11 @@ TEST_F(DeviceHooksTest, CpusetHookGivesAPinBackWhenItsSandboxOrContainerEnds) {
     calls.endSandbox("lsr", remove);
     EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0);
   }
-  calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
-  calls.endSandbox("lsr", false, absl::NotFoundError("no such sandbox"));
-  EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0) << "gone already: given back";
+  for (bool remove : {false, true}) {
+    calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
+    calls.endSandbox("lsr", remove, absl::NotFoundError("no such sandbox"));
+    EXPECT_EQ(calls.update("c-a").adjustment.cpuset_cpus, kNode0) << "gone already: given back";
+  }
 
   calls.create("lsr", "main", "c-lsr", {{kResourceStatus, R"({"cpuset":"2-5"})"}});
   calls.remove("c-lsr");
