@@ -221,6 +221,21 @@ TEST_F(RawSpawner, RefusesMalformedAndOutOfBoundsRequestsAndKeepsServing) {
   EXPECT_EQ(r->code, 7);
 }
 
+// Each 32-bit field is read whole: a high byte set makes another value,
+// refused, not the value of its low bytes.
+TEST(SpawnerTest, EveryFieldOfAMessageIsReadWhole) {
+  const std::string request = encodeRequest(command({"/bin/true"}));
+  ASSERT_TRUE(decodeRequest(request).ok());
+  std::string bad = request;
+  bad[3] = 1;  // the version, 1 + 2^24
+  EXPECT_THAT(std::string(decodeRequest(bad).status().message()), HasSubstr("request version"));
+  const std::string reply = encodeReply(LaunchResult{});
+  ASSERT_TRUE(decodeReply(reply).ok());
+  bad = reply;
+  bad[3] = 1;
+  EXPECT_FALSE(decodeReply(bad).ok());
+}
+
 TEST(SpawnerTest, ADeadSpawnerMakesCommandsUnavailableNamingIt) {
   auto spawner = startSpawner();
   ASSERT_TRUE(spawner);

@@ -20,6 +20,7 @@
 #include "base/text.h"
 #include "base/thread_name.h"
 #include "cri-api/nri_api_v1alpha1.pb.h"
+#include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/fake_nri_runtime.h"
 
@@ -282,6 +283,14 @@ TEST_F(FrontTest, UpdateContainerAnswersTheHooksChangeForItsContainer) {
   EXPECT_EQ(changed.update(0).linux().resources().cpu().shares().value(), 1024u)
       << "the rest of the resources as the runtime sent them";
   EXPECT_EQ(update(33, 2048).update_size(), 0) << "nothing changed, nothing to update";
+  // Then each update's records: its hooks ran once, at the pre-stage.
+  auto count = [this](const std::string& stage) {
+    const auto ran = hooks_.ran();
+    return std::count(ran.begin(), ran.end(), stage);
+  };
+  EXPECT_TRUE(::crihook::eventually(
+      [&] { return count("post UpdateContainerResources") == 2; }));
+  EXPECT_EQ(count("pre UpdateContainerResources"), 2);
 }
 
 // Refuses RunPodSandbox's pre-stage as a device init that fails would; every

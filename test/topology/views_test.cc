@@ -349,6 +349,17 @@ TEST(OddMachine, EveryMatrixRowHasEveryCell) {
   EXPECT_THAT(text, HasSubstr("none = the device's NUMA node has no CPUs")) << text;
 }
 
+// A CPU list wider than its heading still leaves two spaces before the
+// NUMA column, as nvidia-smi's does: a script splitting on two spaces, or a
+// reader, never sees the two columns run together.
+TEST(OddMachine, AWideCpuListKeepsTwoSpacesBeforeTheNumaColumn) {
+  topo::Snapshot s = oddMachine();
+  s.nodes[0].cpus.clear();
+  for (int c = 0; c <= 30; c += 2) s.nodes[0].cpus.push_back(c);
+  const std::string text = topo::matrixText(topo::connectionMatrix(s));
+  EXPECT_THAT(text, HasSubstr("0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30  0\n")) << text;
+}
+
 // NICs are numbered by name with runs of digits read as numbers, as people
 // and nvidia-smi list them: mlx5_2 before mlx5_10, ib9 before ib10.
 TEST(OddMachine, NicsAreNumberedByNameWithNumbersComparedAsNumbers) {
