@@ -3,9 +3,11 @@
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <condition_variable>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "base/logging.h"
@@ -92,6 +94,23 @@ TEST_F(ExecutorTest, ACallPastItsBudgetIsAnsweredAtOnceAndItsWorkerCountedStuck)
   gate->release();  // the stuck call returns; its answer is dropped
   EXPECT_TRUE(eventually([&] { return ex.stuckWorkers() == 0; }));
   EXPECT_EQ(m_.stuck_workers.value(), 0);
+}
+
+// A stuck worker's return is said, with how late it was and how many are
+// still stuck: the line that closes the "stuck" warning for an operator.
+TEST_F(ExecutorTest, AStuckWorkersReturnIsLogged) {
+  std::ostringstream text;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text);
+  auto log = std::make_shared<spdlog::logger>("hook", sink);
+  auto gate = std::make_shared<Gate>();
+  HookExecutor ex("h", 1, 0, log, &m_);
+  EXPECT_EQ(ex.run(blockOn(gate), 10ms).how, How::kTimedOut);
+  gate->release();
+  // The line is written under the lock stuckWorkers() takes, before it
+  // says 0: it is complete once that is seen.
+  ASSERT_TRUE(eventually([&] { return ex.stuckWorkers() == 0; }));
+  EXPECT_THAT(text.str(), HasSubstr("hook h: a worker returned "));
+  EXPECT_THAT(text.str(), HasSubstr("ms after its call timed out (0 still stuck)"));
 }
 
 TEST_F(ExecutorTest, EveryWorkerBusyAndTheQueueFullIsAnsweredAtOnceWithoutANewThread) {

@@ -118,6 +118,18 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
   // whole cores 4 and 5 come first.
   EXPECT_EQ(topo::formatCpuList(choice->devices.cpus), "4-5,36-37");
 
+  // Node 0 has 4 CPUs free, fewer than asked: the next node's devices and
+  // CPUs, never a taken CPU.
+  std::vector<int> node0_taken;
+  for (int c : s.nodes[0].cpus)
+    if (c != 14 && c != 15 && c != 46 && c != 47) node0_taken.push_back(c);
+  choice = topo::pick(s, {2, true, 6}, {{}, {}, node0_taken}, sw);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  for (int c : choice->devices.cpus) {
+    EXPECT_EQ(std::count(node0_taken.begin(), node0_taken.end(), c), 0) << "CPU " << c << " taken";
+  }
+  EXPECT_THAT(choice->why, HasSubstr("are on NUMA node 1"));
+
   // Four GPUs: no switch has them, NUMA node 0 does.
   choice = topo::pick(s, {4, true, 0}, {}, sw);
   ASSERT_TRUE(choice.ok());

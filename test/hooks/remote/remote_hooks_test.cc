@@ -171,6 +171,28 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
   EXPECT_EQ(c.pod_labels().at("koordinator.sh/qos"), "LS");
 }
 
+// The chain gives every hook a deadline; a hook run without one (a tool, a
+// test) still asks its server, under a default deadline of its own.
+TEST_F(RemoteHooksTest, AKoordinatorHookRunWithoutADeadlineStillAsksItsServer) {
+  KoordServer koordlet(dir_.file("koordlet.sock"));
+  koordlet.start();
+  auto stage = koordinatorStage("PreRunPodSandbox");
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  auto hook = makeKoordinatorHook("koordlet", dir_.file("koordlet.sock"), {*stage});
+  v1::RunPodSandboxRequest run;
+  run.mutable_config()->mutable_metadata()->set_name("train-0");
+  run.mutable_config()->mutable_metadata()->set_namespace_("ml");
+  HookInput in;
+  in.method = LifecycleMethod::kRunPodSandbox;
+  in.phase = Phase::kPre;
+  in.request = &run;
+  ASSERT_EQ(in.deadline, std::chrono::steady_clock::time_point::max());
+  const HookDecision d = hook->run(in);
+  EXPECT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  std::lock_guard lock(koordlet.mu);
+  EXPECT_EQ(koordlet.pod_requests.size(), 1u);
+}
+
 // koordlet's hook server is a grpc-go server: crihookd's gRPC client
 // (base/grpc_channel.h) against grpc-go itself (gocri koordhook, built from
 // Debian's grpc-go), not only against the gRPC C++ servers of these tests.
