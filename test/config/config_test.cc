@@ -279,6 +279,19 @@ isolation = "process"
   EXPECT_FALSE(c->hooks[0].isolated);
 }
 
+// The longest names each key takes: a hook's 63 characters, a capability's
+// 32 (its kernel name is resolved at start-up, not here).
+TEST(Config, NamesAtTheirLongestAreTaken) {
+  const std::string hook(63, 'h'), cap = "CAP_" + std::string(28, 'X');
+  auto c = parseConfig(cat("[[hook]]\nname = \"", hook, "\"\nbuiltin = \"noop\"\n[security]\n",
+                           "capabilities = [\"", cap, "\"]\n"),
+                       "f");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->hooks.size(), 1u);
+  EXPECT_EQ(c->hooks[0].name, hook);
+  EXPECT_EQ(c->capabilities, std::vector<std::string>{cap});
+}
+
 TEST(Config, BadHooksNameTheEntry) {
   struct Case {
     const char* text;
@@ -286,6 +299,14 @@ TEST(Config, BadHooksNameTheEntry) {
   } cases[] = {
       {"[[hook]]\nname = \"a b\"\nbuiltin = \"noop\"",
        "config f: hook[0].name: expected 1-63 letters"},
+      {"[[hook]]\nname = \"\"\nbuiltin = \"noop\"", "config f: hook[0].name: expected 1-63 letters"},
+      {"[[hook]]\nname = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\nbuiltin = "
+       "\"noop\"",
+       "config f: hook[0].name: expected 1-63 letters"},
+      {"[security]\ncapabilities = [\"\"]",
+       "security.capabilities[0]: expected a capability name such as \"CAP_NET_ADMIN\""},
+      {"[security]\nspawner_capabilities = [\"CAP_NET_ADMIN\", \"CAP_AAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"]",
+       "security.spawner_capabilities[1]: expected a capability name"},
       {"[[hook]]\nname = \"a\"",
        "config f: hook[a].builtin: expected exactly one of builtin, module and endpoint"},
       {"[[hook]]\nname = \"a\"\nbuiltin = \"noop\"\nmodule = \"m.so\"",
