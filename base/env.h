@@ -116,24 +116,30 @@ class Env {
                                                FileLinks links = FileLinks::kFollow) = 0;
   // Replaces `path` with `text`: written to <dir>/.<name>.tmp (mode 0600, a
   // symlink there is not followed), synced as `sync` says, renamed over
-  // `path`. On any failure the temporary file is removed and `path` is left
-  // as it was, never truncated. Blocking (disk I/O): call off event loops.
-  // UNAVAILABLE "cannot write <path>: <reason>" (ENOSPC reads "No space
-  // left on device").
+  // `path`. <dir> itself is opened without following a link (the path
+  // above it is followed): crihookd writes only into folders of its own, and
+  // a link put in place of one is refused, nothing written through it. On
+  // any failure the temporary file is removed and `path` is left as it was,
+  // never truncated. Blocking (disk I/O): call off event loops. UNAVAILABLE
+  // "cannot write <path>: <reason>" (ENOSPC reads "No space left on
+  // device"; a link "its folder <dir> is a symbolic link; ...").
   virtual absl::Status writeFileAtomic(const std::string& path, std::string_view text,
                                        Sync sync) = 0;
   // Writes `text` into an existing file in place (no create, no truncate,
   // no rename): a sysfs attribute such as a PCI function's reset.
   // FAILED_PRECONDITION "cannot write <path>: <reason>".
   virtual absl::Status writeExisting(const std::string& path, std::string_view text) = 0;
-  // Unlinks a file; OK when it does not exist. UNAVAILABLE "cannot remove
-  // <path>: <reason>". With Sync::kDurable the directory is synced after.
+  // Unlinks a file; OK when it (or its folder) does not exist. Its folder is
+  // opened as writeFileAtomic opens it: a link there is refused. UNAVAILABLE
+  // "cannot remove <path>: <reason>". With Sync::kDurable the directory is
+  // synced after.
   virtual absl::Status removeFile(const std::string& path, Sync sync = Sync::kNone) = 0;
   // Renames a file within a filesystem. UNAVAILABLE naming both.
   virtual absl::Status renameFile(const std::string& from, const std::string& to) = 0;
   // Creates `path` and its parents; `mode` for the last one when it is made
   // (an existing directory keeps its own). FAILED_PRECONDITION "cannot
-  // create <path>: <reason>".
+  // create <path>: <reason>", and when `path` itself is a symbolic link
+  // (a folder crihookd makes is its own; the parents may be links).
   virtual absl::Status makeDirectories(const std::string& path, unsigned mode) = 0;
   // The first `max_entries` entries of a directory by name (not "." and
   // ".."), sorted, and how many it holds; its memory is bounded by

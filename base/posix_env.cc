@@ -14,6 +14,7 @@
 #include <queue>
 
 #include "base/env.h"
+#include "base/quote.h"
 #include "base/text.h"
 
 namespace crihook {
@@ -118,6 +119,37 @@ class InotifyWatch final : public DirectoryWatch {
   std::atomic<bool> stopped_{false};
 };
 
+// The folder `dir` itself, opened without following a link (the path above
+// it is followed: an operator's state_dir may sit behind one). A folder
+// crihookd writes its records into is its own; a link there would send
+// them elsewhere. -1 and errno on failure (ELOOP or ENOTDIR for a link).
+int openOwnFolder(const std::string& dir) {
+  const int parent = ::open(parentOf(dir).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (parent < 0) return -1;
+  const std::string name = fs::path(dir).filename().string();
+  const int fd = ::openat(parent, name.empty() ? "." : name.c_str(),
+                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int e = errno;
+  ::close(parent);
+  errno = e;
+  return fd;
+}
+
+bool isLink(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+// Why `dir` could not be opened as a folder of crihook's own (errno as
+// openOwnFolder left it).
+std::string folderError(const std::string& dir) {
+  if (isLink(dir)) {
+    return cat("its folder ", dir,
+               " is a symbolic link; crihookd writes only into a folder of its own");
+  }
+  return strerror(errno);
+}
+
 }  // namespace
 
 MonotonicClock& steadyClock() {
@@ -140,13 +172,15 @@ absl::StatusOr<std::string> PosixEnv::readFile(const std::string& path, size_t m
 long PosixEnv::writeSome(int fd, const char* data, size_t size) { return ::write(fd, data, size); }
 
 absl::Status PosixEnv::writeFileAtomic(const std::string& path, std::string_view text, Sync sync) {
-  const fs::path p(path);
   const std::string dir = parentOf(path);
-  const std::string tmp = cat(dir, "/.", p.filename().string(), ".tmp");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::UnavailableError(cat("cannot write ", path, ": ", strerror(errno)));
-  int why = 0;
-  for (std::string_view left = text; !left.empty() && why == 0;) {
+  const int folder = openOwnFolder(dir);
+  if (folder < 0) return absl::UnavailableError(cat("cannot write ", path, ": ", folderError(dir)));
+  const std::string name = fs::path(path).filename().string();
+  const std::string tmp = cat(".", name, ".tmp");
+  const int fd = ::openat(folder, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                          0600);
+  int why = fd < 0 ? errno : 0;
+  for (std::string_view left = text; fd >= 0 && !left.empty() && why == 0;) {
     const long n = writeSome(fd, left.data(), left.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -155,15 +189,16 @@ absl::Status PosixEnv::writeFileAtomic(const std::string& path, std::string_view
     }
     left.remove_prefix(static_cast<size_t>(n));
   }
-  if (why == 0 && sync == Sync::kDurable && ::fsync(fd) != 0) why = errno;
-  // close reports a deferred write error (NFS, a full disk seen late).
-  if (::close(fd) != 0 && why == 0) why = errno;
-  if (why == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) why = errno;
-  if (why != 0) {
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(cat("cannot write ", path, ": ", strerror(why)));
+  if (fd >= 0) {
+    if (why == 0 && sync == Sync::kDurable && ::fsync(fd) != 0) why = errno;
+    // close reports a deferred write error (NFS, a full disk seen late).
+    if (::close(fd) != 0 && why == 0) why = errno;
+    if (why == 0 && ::renameat(folder, tmp.c_str(), folder, name.c_str()) != 0) why = errno;
+    if (why != 0) ::unlinkat(folder, tmp.c_str(), 0);
   }
-  if (sync == Sync::kDurable) syncDirectory(dir);
+  if (why == 0 && sync == Sync::kDurable) ::fsync(folder);
+  ::close(folder);
+  if (why != 0) return absl::UnavailableError(cat("cannot write ", path, ": ", strerror(why)));
   return absl::OkStatus();
 }
 
@@ -181,9 +216,17 @@ absl::Status PosixEnv::writeExisting(const std::string& path, std::string_view t
 }
 
 absl::Status PosixEnv::removeFile(const std::string& path, Sync sync) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return absl::UnavailableError(cat("cannot remove ", path, ": ", strerror(errno)));
-  if (sync == Sync::kDurable) syncDirectory(parentOf(path));
+  const std::string dir = parentOf(path);
+  const int folder = openOwnFolder(dir);
+  if (folder < 0) {
+    if (errno == ENOENT) return absl::OkStatus();  // nor its folder: nothing to remove
+    return absl::UnavailableError(cat("cannot remove ", path, ": ", folderError(dir)));
+  }
+  const std::string name = fs::path(path).filename().string();
+  const int why = ::unlinkat(folder, name.c_str(), 0) != 0 && errno != ENOENT ? errno : 0;
+  if (why == 0 && sync == Sync::kDurable) ::fsync(folder);
+  ::close(folder);
+  if (why != 0) return absl::UnavailableError(cat("cannot remove ", path, ": ", strerror(why)));
   return absl::OkStatus();
 }
 
@@ -194,10 +237,20 @@ absl::Status PosixEnv::renameFile(const std::string& from, const std::string& to
 }
 
 absl::Status PosixEnv::makeDirectories(const std::string& path, unsigned mode) {
+  auto refused = [&] {
+    std::error_code ec;
+    const fs::path to = fs::read_symlink(path, ec);
+    return absl::FailedPreconditionError(
+        cat("cannot create ", path, ": it is a symbolic link",
+            ec ? std::string() : cat(" to ", quote(to.string(), 200)),
+            "; crihookd keeps its records only in a folder of its own: remove the link"));
+  };
+  if (isLink(path)) return refused();
   std::error_code ec;
   const bool made = fs::create_directories(path, ec);
   if (ec) return absl::FailedPreconditionError(cat("cannot create ", path, ": ", ec.message()));
   if (made) ::chmod(path.c_str(), mode);
+  if (isLink(path)) return refused();  // made a link meanwhile
   return absl::OkStatus();
 }
 

@@ -59,6 +59,39 @@ TEST(PosixEnv, WriteAtomicDoesNotFollowALinkAtItsTemporaryFile) {
   EXPECT_EQ(readFile(dir.file("target")), "precious");
 }
 
+// A folder crihookd writes records into is its own: replaced by a link to a
+// folder elsewhere, nothing is written, removed or made through it, and
+// each refusal names the link. The path above it may hold links (an
+// operator's state_dir on another disk).
+TEST(PosixEnv, AFolderOfItsOwnReplacedByALinkIsNeitherWrittenNorRemovedThrough) {
+  TempDir dir, elsewhere;
+  PosixEnv env(nullptr);
+  std::ofstream(elsewhere.file("victim.json")) << "precious";
+  ASSERT_EQ(::symlink(elsewhere.path().c_str(), dir.file("pods").c_str()), 0);
+  auto s = env.writeFileAtomic(dir.file("pods/sb1.json"), "x", Sync::kDurable);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(std::string(s.message()),
+            "cannot write " + dir.file("pods/sb1.json") + ": its folder " + dir.file("pods") +
+                " is a symbolic link; crihookd writes only into a folder of its own");
+  s = env.removeFile(dir.file("pods/victim.json"), Sync::kDurable);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("is a symbolic link"));
+  s = env.makeDirectories(dir.file("pods"), 0700);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("cannot create " + dir.file("pods") + ": it is a symbolic link"));
+  EXPECT_THAT(namesIn(elsewhere.path()), ElementsAre("victim.json"));
+  EXPECT_EQ(readFile(elsewhere.file("victim.json")), "precious");
+
+  // A link above the folder is the operator's: followed.
+  ASSERT_EQ(::symlink(elsewhere.path().c_str(), dir.file("state").c_str()), 0);
+  ASSERT_TRUE(env.makeDirectories(dir.file("state/devices"), 0700).ok());
+  ASSERT_TRUE(env.writeFileAtomic(dir.file("state/devices/a.json"), "a", Sync::kDurable).ok());
+  EXPECT_EQ(readFile(elsewhere.file("devices/a.json")), "a");
+  EXPECT_TRUE(env.removeFile(dir.file("state/devices/a.json"), Sync::kDurable).ok());
+  EXPECT_FALSE(std::filesystem::exists(elsewhere.file("devices/a.json")));
+}
+
 // The disk fills part-way: the old file is whole, the partial temporary
 // file is gone, and the error names the file and ENOSPC.
 TEST(FaultEnv, AFullDiskLeavesTheOldFileWholeAndNoTemporaryFile) {

@@ -192,6 +192,30 @@ TEST(StateStoreTest, ARecordUnderAnotherSandboxsNameOrOfVersionZeroIsSkipped) {
   EXPECT_THAT(log.text.str(), ::testing::HasSubstr("version: expected a positive integer, got 0"));
 }
 
+// state/pods replaced by a link to a folder elsewhere: crihookd does not
+// start on it, and once running writes nothing through it (the record is
+// kept in memory and written again, as on a full disk).
+TEST(StateStoreTest, APodsFolderReplacedByALinkIsRefusedAndNothingIsWrittenThroughIt) {
+  TempDir dir, elsewhere;
+  CapturedLog log;
+  StateStore s(dir.path(), log.logger);
+  ASSERT_TRUE(s.load().ok());
+  std::filesystem::remove(dir.file("pods"));
+  ASSERT_EQ(::symlink(elsewhere.path().c_str(), dir.file("pods").c_str()), 0);
+  s.putContainer(container("c1", "sb1"));
+  s.flush();
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  EXPECT_THAT(log.text.str(), ::testing::HasSubstr("its folder " + dir.file("pods") +
+                                                   " is a symbolic link"));
+  EXPECT_NE(s.container("c1"), nullptr) << "kept in memory";
+
+  StateStore again(dir.path(), nullptr);
+  const absl::Status st = again.load();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::HasSubstr("cannot create " + dir.file("pods") + ": it is a symbolic link"));
+}
+
 TEST(StateStoreTest, ANewerVersionIsSkippedNamedAndNeverOverwrittenNorRemoved) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("pods"));

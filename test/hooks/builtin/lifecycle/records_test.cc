@@ -106,5 +106,24 @@ TEST(DeviceRecords, ARecordUnderAnotherPodsNameOrOfVersionZeroIsMovedAside) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("uid-b_0.json")));
 }
 
+// state/devices replaced by a link: the hook does not start on it, and a
+// record written later goes nowhere near the link's target (its save fails,
+// naming the link).
+TEST(DeviceRecords, ADevicesFolderReplacedByALinkIsRefused) {
+  TempDir dir, elsewhere;
+  DeviceRecordDir records(dir.file("devices"));
+  ASSERT_TRUE(records.open().ok());
+  std::filesystem::remove(dir.file("devices"));
+  ASSERT_EQ(::symlink(elsewhere.path().c_str(), dir.file("devices").c_str()), 0);
+  DeviceRecord r;
+  r.key = {"uid-a", 0};
+  r.pod = {"ml", "a-0", "uid-a"};
+  const absl::Status saved = records.save(r);
+  EXPECT_EQ(saved.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(saved.message()), ::testing::HasSubstr("is a symbolic link"));
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
+  EXPECT_EQ(records.open().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace crihook::testing
