@@ -271,6 +271,26 @@ TEST(NriTranslateTest, ResourcesNriSetsAtCreationAndThoseItCannot) {
                 "cgroup parent: NRI 0.6.1 cannot move a pod"}));
 }
 
+// CRI's 0 means "not set": it stays unset in NRI's resources (NRI would
+// apply a 0), and anything else is carried, 1 included.
+TEST(NriTranslateTest, ResourcesOfAnUpdateCarryWhatIsSetAndNoZeros) {
+  v1::LinuxContainerResources r;
+  api::LinuxResources out = nriResourcesOf(r);
+  EXPECT_FALSE(out.cpu().has_shares());
+  EXPECT_FALSE(out.cpu().has_quota());
+  EXPECT_FALSE(out.cpu().has_period());
+  EXPECT_FALSE(out.memory().has_limit());
+  r.set_cpu_shares(1);
+  r.set_cpu_quota(1);
+  r.set_cpu_period(1);
+  r.set_memory_limit_in_bytes(1);
+  out = nriResourcesOf(r);
+  EXPECT_EQ(out.cpu().shares().value(), 1u);
+  EXPECT_EQ(out.cpu().quota().value(), 1);
+  EXPECT_EQ(out.cpu().period().value(), 1u);
+  EXPECT_EQ(out.memory().limit().value(), 1);
+}
+
 TEST(NriTranslateTest, StatDeviceTakesDeviceNodesOnly) {
   auto null = statDevice("/dev/null");
   ASSERT_TRUE(null.ok()) << null.status();

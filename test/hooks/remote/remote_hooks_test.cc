@@ -639,6 +639,25 @@ class CrihookServer final : public hv1::HookService::Service {
   hv1::HookRequest last;
 };
 
+// [hooks.owners] decides a cpuset that a crihook hook and koordlet both
+// set: koordlet's by default, the crihook hook's when the config says so.
+TEST_F(RemoteHooksTest, TheConfiguredOwnerDecidesACpusetBothSidesSet) {
+  KoordServer koordlet(dir_.file("koordlet.sock"));  // sets 2-3
+  koordlet.start();
+  registerServer("koordlet.json", dir_.file("koordlet.sock"), "Fail");
+  Config config;
+  HookConfig pin;
+  pin.name = "pin";
+  pin.builtin = "static";
+  pin.settings_json = R"({"adjustment": {"cpuset_cpus": "6-7"}})";
+  config.hooks = {pin};
+  config.owners[static_cast<size_t>(OwnerClass::kCpuset)] = OwnerSide::kCrihook;
+  startCrihook(config);
+  ASSERT_TRUE(waitForChain(2));
+  ASSERT_TRUE(create(createRequest()).ok());
+  EXPECT_EQ(lastCreateSeenByRuntime().config().linux().resources().cpuset_cpus(), "6-7");
+}
+
 TEST_F(RemoteHooksTest, CrihookProtocolServerCanAddDevicesMountsAndCdiAndReject) {
   CrihookServer service;
   grpc::ServerBuilder b;

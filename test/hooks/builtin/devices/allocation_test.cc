@@ -329,6 +329,19 @@ TEST(Quantity, ReadsKubernetesQuantitiesRoundingUp) {
   EXPECT_EQ(parseQuantity("1e3"), 1000);
   EXPECT_EQ(parseQuantity("0"), 0);
   EXPECT_EQ(parseQuantity("0.5"), 1);
+  // Every suffix, at its own power.
+  EXPECT_EQ(parseQuantity("1Ki"), int64_t{1} << 10);
+  EXPECT_EQ(parseQuantity("1Ti"), int64_t{1} << 40);
+  EXPECT_EQ(parseQuantity("1Pi"), int64_t{1} << 50);
+  EXPECT_EQ(parseQuantity("7Ei"), int64_t{7} << 60);
+  EXPECT_EQ(parseQuantity("1n"), 1);
+  EXPECT_EQ(parseQuantity("1000000u"), 1);
+  EXPECT_EQ(parseQuantity("1001000u"), 2);
+  EXPECT_EQ(parseQuantity("3M"), 3000000);
+  EXPECT_EQ(parseQuantity("1T"), int64_t{1000000000000});
+  EXPECT_EQ(parseQuantity("1P"), int64_t{1000000000000000});
+  EXPECT_EQ(parseQuantity("9E"), int64_t{9000000000000000000});
+  EXPECT_EQ(parseQuantity("10E"), std::nullopt) << "past int64";
   for (const char* bad :
        {"", "Gi", "abc", "16GB", "1..2", "-1", "8Ei", "1e", "99999999999999999999"})
     EXPECT_EQ(parseQuantity(bad), std::nullopt) << bad;
