@@ -1,5 +1,11 @@
 #include "hooks/mount_policy.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
 #include "base/text.h"
 
 namespace crihook {
@@ -27,10 +33,32 @@ bool reaches(const std::string& host, const std::string& rule) {
   return within(host, rule) || within(rule, host);
 }
 
+// The rules as written (normalised) and, where a link leads elsewhere, as
+// resolved too: a rule "/var/run/crihook" is "/run/crihook" on a host whose
+// /var/run is a link to /run.
 std::vector<std::string> normalised(std::vector<std::string> paths) {
-  for (std::string& p : paths) p = normaliseMountPath(p);
-  std::erase(paths, std::string());
-  return paths;
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    const std::string n = normaliseMountPath(p);
+    if (n.empty()) continue;
+    out.push_back(n);
+    if (const std::string r = resolveHostPath(n); !r.empty() && r != n) out.push_back(r);
+  }
+  return out;
+}
+
+// A process's folder under /proc, or /proc itself (which holds them):
+// its links (root, cwd, fd/N, map_files) reach any file of the host, or of
+// another mount namespace, whatever the rest of the path says.
+bool processFolder(const std::string& path) {
+  if (path == "/proc") return true;
+  if (path.rfind("/proc/", 0) != 0) return false;
+  const std::string_view rest = std::string_view(path).substr(6);
+  const std::string_view first = rest.substr(0, rest.find('/'));
+  if (first == "self" || first == "thread-self") return true;
+  return !first.empty() && std::all_of(first.begin(), first.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
 }
 
 }  // namespace
@@ -53,6 +81,38 @@ std::string normaliseMountPath(std::string_view path) {
   std::string out;
   for (std::string_view part : parts) out += cat("/", part);
   return out.empty() ? "/" : out;
+}
+
+std::string resolveHostPath(const std::string& path) {
+  std::string left = normaliseMountPath(path);
+  if (left.empty()) return "";
+  std::string done;  // resolved so far: "" for "/", else "/a/b"
+  int hops = 0;
+  size_t at = 1;
+  while (at < left.size()) {
+    size_t end = left.find('/', at);
+    if (end == std::string::npos) end = left.size();
+    const std::string next = cat(done, "/", std::string_view(left).substr(at, end - at));
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0) {
+      return normaliseMountPath(cat(next, std::string_view(left).substr(end)));  // not there
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      done = next;
+      at = end + 1;
+      continue;
+    }
+    if (++hops > kMaxMountLinkHops) return "";
+    char target[4096];
+    const ssize_t n = ::readlink(next.c_str(), target, sizeof(target));
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof(target)) return "";
+    const std::string_view t(target, static_cast<size_t>(n));
+    left = normaliseMountPath(cat(t[0] == '/' ? std::string() : done + "/", t, "/",
+                                  std::string_view(left).substr(std::min(end + 1, left.size()))));
+    done.clear();
+    at = 1;
+  }
+  return done.empty() ? "/" : done;
 }
 
 MountPolicy::MountPolicy()
@@ -96,12 +156,27 @@ absl::Status MountPolicy::check(const std::string& hook, const MountSpec& m) con
   if (host.empty()) return refuse("the host path is not absolute");
   if (target.empty()) return refuse("the container path is not absolute");
   if (target == "/") return refuse("it would cover the container's root");
+  if (processFolder(host))
+    return refuse("it is in a process's folder under /proc, whose links reach any path");
+  const std::string resolved = resolveHostPath(host);
+  if (resolved.empty()) {
+    return refuse(cat("it passes through more than ", kMaxMountLinkHops,
+                      " symbolic links, or one that cannot be read"));
+  }
+  const std::string via =
+      resolved == host ? "" : cat(" (the host path leads to ", shown(resolved), ")");
+  if (processFolder(resolved)) {
+    return refuse(cat("it is in a process's folder under /proc, whose links reach any path",
+                      via));
+  }
   for (const std::string& rule : deny_) {
-    if (reaches(host, rule)) return refuse(cat("[security.mounts] deny ", rule));
+    if (reaches(host, rule) || reaches(resolved, rule))
+      return refuse(cat("[security.mounts] deny ", rule, via));
   }
   if (!m.readonly) {
     for (const std::string& rule : deny_rw_) {
-      if (reaches(host, rule)) return refuse(cat("[security.mounts] deny_rw ", rule));
+      if (reaches(host, rule) || reaches(resolved, rule))
+        return refuse(cat("[security.mounts] deny_rw ", rule, via));
     }
   }
   return absl::OkStatus();

@@ -12,9 +12,17 @@
 // of anything below it, and of anything above it (a mount of /var holds
 // /var/lib/kubelet). Paths are compared after lexical normalisation (`//`,
 // `.`, `..`, a trailing `/`), component by component (`/etcd` is not
-// `/etc`); symlinks are not resolved (the host's paths are not ours to
-// follow). In the container only `/` is refused: a mount over the
-// container's root.
+// `/etc`), both as written and with the host's symbolic links resolved (as
+// the runtime resolves them when it mounts): a link to the runtime's socket
+// or its folder is the socket or the folder. A process's folder under
+// /proc (/proc/1, /proc/self, ...; /proc itself) is refused in any mode:
+// its root, cwd and fd links reach any file. In the container only `/` is
+// refused: a mount over the container's root.
+//
+// Resolving reads the host's path (lstat and readlink of each component):
+// a path on a hung network filesystem delays the check as it would delay
+// the mount. A link changed between the check and the runtime's mount is
+// not seen: whoever can change links on the host's paths can do more.
 
 #include <string>
 #include <string_view>
@@ -49,6 +57,16 @@ inline constexpr std::string_view kDefaultMountDenyRw[] = {
 // `path` with `//`, `.` and `..` resolved lexically and no trailing `/`
 // ("/etc/../etc/" -> "/etc", "/.." -> "/"); "" when it is not absolute.
 std::string normaliseMountPath(std::string_view path);
+
+// The most symbolic links one path may pass through (the kernel's own
+// bound, MAXSYMLINKS).
+inline constexpr int kMaxMountLinkHops = 40;
+
+// `path` (absolute) normalised with every symbolic link in it resolved on
+// this host; the part that does not exist is kept as written. "" when it
+// is not absolute, passes more than kMaxMountLinkHops links, or a link
+// cannot be read. Blocking (lstat, readlink).
+std::string resolveHostPath(const std::string& path);
 
 class MountPolicy {
  public:

@@ -6,9 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "base/logging.h"
 #include "cri-api/runtime_v1.pb.h"
 #include "hooks/chain.h"
+#include "test/support/fake_cri_server.h"
 
 namespace crihook {
 namespace {
@@ -44,7 +48,11 @@ TEST(MountPolicy, EachDefaultReadWriteRuleRefusesItsPathBelowAndAbove) {
     EXPECT_EQ(p.check("h", rw(path)).code(), absl::StatusCode::kPermissionDenied);
     EXPECT_EQ(p.check("h", rw(std::string(path) + "/x/y")).code(),
               absl::StatusCode::kPermissionDenied);  // below
-    EXPECT_TRUE(p.check("h", ro(path)).ok());        // read-only is allowed
+    // Read-only is allowed (but of /proc itself, which holds the processes'
+    // folders: AProcesssFolderUnderProcIsRefusedInAnyMode).
+    if (std::string_view(path) != "/proc") {
+      EXPECT_TRUE(p.check("h", ro(path)).ok());
+    }
   }
   // Above: a rw mount of the parent holds the denied path.
   EXPECT_EQ(p.check("h", rw("/var/lib")).code(), absl::StatusCode::kPermissionDenied);
@@ -94,6 +102,73 @@ TEST(MountPolicy, NormalisedSpellingsOfADeniedPathAreRefused) {
   }
   EXPECT_EQ(p.check("h", rw("etc")).code(), absl::StatusCode::kPermissionDenied);  // relative
   EXPECT_EQ(p.check("h", rw("/opt", "mnt")).code(), absl::StatusCode::kPermissionDenied);
+}
+
+// A process's folder under /proc reaches any path: /proc/1/root/<the
+// runtime's socket> is the socket. Refused in any mode, whatever follows;
+// /proc's own files that are no process's (the driver's) are not.
+TEST(MountPolicy, AProcesssFolderUnderProcIsRefusedInAnyMode) {
+  MountPolicy p;
+  for (const char* path :
+       {"/proc/1/root/run/containerd/containerd.sock", "/proc/self/root/run/crihook",
+        "/proc/thread-self/root", "/proc/4242/root", "/proc/4242/cwd", "/proc/4242/fd/3",
+        "/proc/1/task/1/root/etc", "/proc/self/../self/root", "/proc"}) {
+    SCOPED_TRACE(path);
+    const absl::Status s = p.check("h", ro(path));
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("a process's folder under /proc"));
+  }
+  EXPECT_TRUE(p.check("h", ro("/proc/driver/nvidia/gpus")).ok()) << "the NVIDIA toolkit's";
+  EXPECT_TRUE(p.check("h", ro("/proc/12ab")).ok()) << "no process's name";
+}
+
+// Another name for a denied path through a symbolic link is that path:
+// a link to the socket, to its folder, to a folder above it, a chain of
+// relative links; refused naming where it leads. A link elsewhere is fine.
+TEST(MountPolicy, ALinkToADeniedPathIsThatPath) {
+  testing::TempDir dir;
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.file("run/containerd"));
+  std::ofstream(dir.file("run/containerd/containerd.sock")) << "";
+  fs::create_directories(dir.file("data"));
+  MountPolicy p({dir.file("run/containerd")}, {});
+  fs::create_symlink(dir.file("run/containerd/containerd.sock"), dir.file("sock"));
+  fs::create_symlink(dir.file("run/containerd"), dir.file("folder"));
+  fs::create_symlink(dir.file("run"), dir.file("above"));
+  fs::create_symlink("folder", dir.file("relative"));   // -> folder -> run/containerd
+  fs::create_symlink("../relative", dir.file("data/up"));  // data/up -> relative
+  for (const std::string& via : {dir.file("sock"), dir.file("folder"), dir.file("folder/x.sock"),
+                                 dir.file("above"), dir.file("relative/containerd.sock"),
+                                 dir.file("data/up/containerd.sock")}) {
+    SCOPED_TRACE(via);
+    const absl::Status s = p.check("h", ro(via));
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("[security.mounts] deny " + dir.file("run/containerd") +
+                          " (the host path leads to \""));
+  }
+  fs::create_symlink(dir.file("data"), dir.file("elsewhere"));
+  EXPECT_TRUE(p.check("h", ro(dir.file("elsewhere"))).ok());
+  EXPECT_TRUE(p.check("h", ro(dir.file("data/missing/below"))).ok());
+
+  // A loop is refused, not followed for ever.
+  fs::create_symlink("loop-b", dir.file("loop-a"));
+  fs::create_symlink("loop-a", dir.file("loop-b"));
+  EXPECT_THAT(std::string(p.check("h", ro(dir.file("loop-a"))).message()),
+              HasSubstr("more than 40 symbolic links"));
+  EXPECT_EQ(resolveHostPath(dir.file("above/containerd")), dir.file("run/containerd"));
+}
+
+// A rule written through a link (/var/run on hosts where it is /run) also
+// holds for the place it leads to.
+TEST(MountPolicy, ARuleWrittenThroughALinkHoldsWhereItLeads) {
+  testing::TempDir dir;
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.file("run/crihook"));
+  fs::create_symlink(dir.file("run"), dir.file("var-run"));
+  MountPolicy p({dir.file("var-run/crihook")}, {});
+  EXPECT_EQ(p.check("h", ro(dir.file("run/crihook/crihook.sock"))).code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST(MountPolicy, TheMessageNamesHookPathModeAndRule) {
