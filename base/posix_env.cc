@@ -245,12 +245,11 @@ absl::Status PosixEnv::makeDirectories(const std::string& path, unsigned mode) {
             ec ? std::string() : cat(" to ", quote(to.string(), 200)),
             "; crihookd keeps its records only in a folder of its own: remove the link"));
   };
-  if (isLink(path)) return refused();
   std::error_code ec;
   const bool made = fs::create_directories(path, ec);
+  if (isLink(path)) return refused();  // dangling or not, or made meanwhile
   if (ec) return absl::FailedPreconditionError(cat("cannot create ", path, ": ", ec.message()));
   if (made) ::chmod(path.c_str(), mode);
-  if (isLink(path)) return refused();  // made a link meanwhile
   return absl::OkStatus();
 }
 
