@@ -15,6 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstring>
@@ -76,7 +77,9 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
     std::string request;
     std::array<char, 2048> buf;
     std::string out;
-    bool done = false;  // a response is on its way or the connection is closed
+    bool done = false;      // a response is on its way or the connection is closed
+    bool priority = false;  // a request for one of options.priority_paths
+    uint64_t seq = 0;       // accept order: the lowest is the oldest
   };
 
   HttpEndpointOptions options;
@@ -87,6 +90,7 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   std::set<std::shared_ptr<Conn>> conns;  // loop thread only
   std::atomic<size_t> open{0};
   std::atomic<bool> stopped{false};
+  uint64_t accepted = 0;  // loop thread only
 
   // Handlers capture `this`: they run only inside loop.run(), on the thread
   // that holds the Impl, and are destroyed with the loop, never run later.
@@ -104,14 +108,15 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
 
   void serve(Generic::socket socket) {
     assert(inLoop());
-    if (conns.size() >= options.max_connections) {
-      // A flood: no reply, no buffer, the connection closed at once.
+    if (conns.size() >= options.max_connections && !makeRoom()) {
+      // Every slot a probe's: no reply, no buffer, the connection closed.
       boost::system::error_code ignored;
       socket.close(ignored);
-      log->debug("metrics endpoint: connection refused, {} open already", conns.size());
+      log->debug("metrics endpoint: connection refused, {} probes open", conns.size());
       return;
     }
     auto c = std::make_shared<Conn>(std::move(socket), *this);
+    c->seq = ++accepted;
     conns.insert(c);
     open = conns.size();
     c->timer.expires_after(options.read_timeout);
@@ -122,6 +127,21 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
       close(c);
     });
     read(c);
+  }
+
+  // Closes the oldest connection that is not a probe's; false when every
+  // one is. A scan of at most max_connections.
+  bool makeRoom() {
+    assert(inLoop());
+    std::shared_ptr<Conn> oldest;
+    for (const auto& c : conns) {
+      if (!c->priority && (!oldest || c->seq < oldest->seq)) oldest = c;
+    }
+    if (!oldest) return false;
+    log->debug("metrics endpoint: {} connections open; the oldest closed for a new one",
+               conns.size());
+    close(oldest);
+    return true;
   }
 
   void read(const std::shared_ptr<Conn>& c) {
@@ -165,6 +185,8 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
     }
     std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     target = target.substr(0, target.find('?'));
+    c->priority = std::find(options.priority_paths.begin(), options.priority_paths.end(),
+                            target) != options.priority_paths.end();
     c->done = true;  // from here the reply or stop() ends it
     c->timer.cancel();
     // The reply may come from another thread, and after stop(): it holds the
@@ -191,6 +213,14 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   void write(const std::shared_ptr<Conn>& c, HttpResponse r) {
     assert(inLoop());
     c->out = serialise(r);
+    // A client that stops reading holds its slot no longer than this.
+    c->timer.expires_after(options.write_timeout);
+    c->timer.async_wait([this, c](const boost::system::error_code& ec) {
+      if (ec || conns.count(c) == 0) return;
+      log->debug("metrics endpoint: answer not read within {}ms; closed",
+                 options.write_timeout.count());
+      close(c);
+    });
     asio::async_write(c->socket, asio::buffer(c->out),
                       [this, c](const boost::system::error_code&, size_t) { close(c); });
   }

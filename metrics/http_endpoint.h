@@ -8,8 +8,12 @@
 // 405), one request per connection (Connection: close), the request line and
 // headers read up to kMaxRequestBytes (a longer request gets 431 and the
 // connection is closed), a client that has not sent its whole request
-// within the read timeout is cut off, and at most kMaxConnections at once
-// (past it a new connection is closed at once). No body is read.
+// within the read timeout, or not read its whole answer within the write
+// timeout, is cut off, and at most kMaxConnections at once. Past that a new
+// connection takes the place of the oldest one that is not a probe's (a
+// request for one of the priority paths, /healthz and /readyz in crihookd,
+// answered from memory): clients that connect and never send, or ask for
+// /metrics and never read, hold no slot a probe needs. No body is read.
 
 #include <spdlog/logger.h>
 
@@ -20,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -31,6 +36,9 @@ constexpr size_t kMaxRequestBytes = 8 << 10;
 // A scraper, a probe and crihookctl: a handful at once. More is a flood.
 constexpr size_t kMaxConnections = 16;
 constexpr std::chrono::milliseconds kReadTimeout{5000};
+// A scraper on the node reads a megabyte of metrics in milliseconds; one
+// that has not read its answer in 5 s has stopped reading.
+constexpr std::chrono::milliseconds kWriteTimeout{5000};
 
 struct HttpResponse {
   int status = 200;
@@ -50,6 +58,9 @@ struct HttpEndpointOptions {
   size_t max_request_bytes = kMaxRequestBytes;
   size_t max_connections = kMaxConnections;
   std::chrono::milliseconds read_timeout = kReadTimeout;
+  std::chrono::milliseconds write_timeout = kWriteTimeout;
+  // Paths whose connections are never closed to make room for another.
+  std::vector<std::string> priority_paths;
 };
 
 class HttpEndpoint {

@@ -490,6 +490,8 @@ TEST(MetricsConfig, TcpOnLoopbackOnlyUnlessAllowed) {
       EXPECT_THAT(message(c.status()), HasSubstr("metrics.listen"));
     }
   }
+  EXPECT_EQ(listenOf("[metrics]\nlisten = \"127.0.0.1:65535\"\n").port, 65535);
+  EXPECT_EQ(listenOf("[metrics]\nlisten = \"127.0.0.1:0\"\n").port, 0);  // any free port
   // Loopback is 127.0.0.0/8 and ::1, nothing else (the endpoint has no
   // authentication: anything wider serves the network).
   for (const char* ok : {"127.0.0.1", "127.255.255.254", "127.1.2.3", "[::1]"}) {

@@ -10,6 +10,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <vector>
+
 #include "base/logging.h"
 #include "metrics/metric_registry.h"
 #include "test/support/eventually.h"
@@ -58,6 +61,33 @@ class EndpointTest : public ::testing::Test {
         logger("metrics"));
     ASSERT_TRUE(endpoint_->start().ok());
   }
+  // /big: an answer of 4 MiB, more than a Unix socket buffers; /healthz:
+  // "ok", or held until releaseProbes() while hold_probes_.
+  void startBig(HttpEndpointOptions o) {
+    o.unix_path = dir_.file("metrics.sock");
+    endpoint_ = std::make_unique<HttpEndpoint>(
+        o,
+        [this](const std::string& path, std::function<void(HttpResponse)> reply) {
+          if (path == "/big") return reply({200, "text/plain", std::string(4 << 20, 'x')});
+          std::lock_guard lock(mu_);
+          if (!hold_probes_) return reply({200, "text/plain", "ok\n"});
+          held_.push_back(std::move(reply));
+        },
+        logger("metrics"));
+    ASSERT_TRUE(endpoint_->start().ok());
+  }
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  void releaseProbes() {
+    std::vector<std::function<void(HttpResponse)>> replies;
+    {
+      std::lock_guard lock(mu_);
+      replies.swap(held_);
+    }
+    for (auto& r : replies) r({200, "text/plain", "ok\n"});
+  }
   std::string get(const std::string& request) {
     int fd = connectUnix(dir_.file("metrics.sock"));
     EXPECT_GE(fd, 0);
@@ -70,6 +100,9 @@ class EndpointTest : public ::testing::Test {
 
   crihook::testing::TempDir dir_;
   Registry registry_;
+  std::mutex mu_;
+  bool hold_probes_ = false;  // guarded by mu_ once the endpoint runs
+  std::vector<std::function<void(HttpResponse)>> held_;
   std::unique_ptr<HttpEndpoint> endpoint_;
 };
 
@@ -130,21 +163,80 @@ TEST_F(EndpointTest, ASilentClientIsCutAtTheReadTimeout) {
   ::close(fd);
 }
 
-TEST_F(EndpointTest, ConnectionsPastTheLimitAreClosedAtOnce) {
+// Past the limit a new connection takes the place of the oldest: clients
+// that connect and send nothing hold no slot for long.
+TEST_F(EndpointTest, AConnectionPastTheLimitTakesTheOldestsPlace) {
   HttpEndpointOptions o;
   o.max_connections = 2;
   start(o);
   int a = connectUnix(dir_.file("metrics.sock"));
+  ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 1; }));
   int b = connectUnix(dir_.file("metrics.sock"));
   ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 2; }))
       << endpoint_->connections();
-  int c = connectUnix(dir_.file("metrics.sock"));
+  EXPECT_THAT(get("GET /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK\r\n"));
   std::string out;
-  EXPECT_TRUE(readUntilClosed(c, out, 2s)) << "the third was not closed";
+  EXPECT_TRUE(readUntilClosed(a, out, 5s)) << "the oldest was not closed";
   EXPECT_EQ(out, "");
+  EXPECT_TRUE(eventually([&] { return endpoint_->connections() == 1; })) << "b is still open";
   ::close(a);
   ::close(b);
-  ::close(c);
+}
+
+// A client that asks and never reads an answer larger than the socket
+// buffers holds its slot until the write timeout, then is cut.
+TEST_F(EndpointTest, AClientThatNeverReadsIsCutAtTheWriteTimeout) {
+  HttpEndpointOptions o;
+  o.write_timeout = 200ms;
+  startBig(o);
+  int fd = connectUnix(dir_.file("metrics.sock"));
+  ASSERT_GE(fd, 0);
+  ::send(fd, "GET /big HTTP/1.1\r\n\r\n", 23, MSG_NOSIGNAL);  // and never read
+  ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 1; }));
+  EXPECT_TRUE(eventually([&] { return endpoint_->connections() == 0; })) << "not cut";
+  ::close(fd);
+}
+
+// Every slot held by clients that asked for /metrics and do not read: a
+// health probe is still answered, and probes are never closed for another.
+TEST_F(EndpointTest, AProbeIsAnsweredWhateverOtherClientsHold) {
+  HttpEndpointOptions o;
+  o.max_connections = 4;
+  o.priority_paths = {"/healthz"};
+  startBig(o);
+  std::vector<int> stuck;
+  for (size_t i = 0; i < o.max_connections; ++i) {
+    stuck.push_back(connectUnix(dir_.file("metrics.sock")));
+    ::send(stuck.back(), "GET /big HTTP/1.1\r\n\r\n", 23, MSG_NOSIGNAL);
+    ASSERT_TRUE(eventually([&] { return endpoint_->connections() == i + 1; }));
+  }
+  EXPECT_THAT(get("GET /healthz HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK\r\n"));
+
+  // Probes that hold every slot are not closed for a scraper.
+  for (int fd : stuck) ::close(fd);
+  ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 0; }));
+  {
+    std::lock_guard lock(mu_);
+    hold_probes_ = true;
+  }
+  std::vector<int> probes;
+  for (size_t i = 0; i < o.max_connections; ++i) {
+    probes.push_back(connectUnix(dir_.file("metrics.sock")));
+    ::send(probes.back(), "GET /healthz HTTP/1.1\r\n\r\n", 27, MSG_NOSIGNAL);
+  }
+  ASSERT_TRUE(eventually([&] { return held() == o.max_connections; }));
+  std::string out;
+  int late = connectUnix(dir_.file("metrics.sock"));
+  EXPECT_TRUE(readUntilClosed(late, out, 5s));
+  EXPECT_EQ(out, "") << "refused, no probe closed";
+  releaseProbes();
+  for (int fd : probes) {
+    out.clear();
+    EXPECT_TRUE(readUntilClosed(fd, out, 5s));
+    EXPECT_THAT(out, StartsWith("HTTP/1.1 200 OK\r\n"));
+    ::close(fd);
+  }
+  ::close(late);
 }
 
 TEST_F(EndpointTest, ALiveSocketIsNotTakenOver) {

@@ -306,6 +306,8 @@ absl::Status Daemon::startMetricsEndpoint() {
   o.unix_group = config.socket_group;
   o.tcp_host = p.metrics_listen.host;
   o.tcp_port = p.metrics_listen.port;
+  // kubelet's and systemd's probes are answered whatever scrapers hold.
+  o.priority_paths = {"/healthz", "/readyz"};
   p.endpoint.emplace(o,
                      metrics::routes(*p.registry, *p.health, p.readiness,
                                      versionLine("crihookd", version(), commit())),
