@@ -168,6 +168,7 @@ TEST_F(EndpointTest, ASilentClientIsCutAtTheReadTimeout) {
 TEST_F(EndpointTest, AConnectionPastTheLimitTakesTheOldestsPlace) {
   HttpEndpointOptions o;
   o.max_connections = 2;
+  o.read_timeout = 60s;  // no other way out for the oldest
   start(o);
   int a = connectUnix(dir_.file("metrics.sock"));
   ASSERT_TRUE(eventually([&] { return endpoint_->connections() == 1; }));
@@ -202,6 +203,7 @@ TEST_F(EndpointTest, AClientThatNeverReadsIsCutAtTheWriteTimeout) {
 TEST_F(EndpointTest, AProbeIsAnsweredWhateverOtherClientsHold) {
   HttpEndpointOptions o;
   o.max_connections = 4;
+  o.read_timeout = 60s;  // the late one is refused, not timed out
   o.priority_paths = {"/healthz"};
   startBig(o);
   std::vector<int> stuck;
