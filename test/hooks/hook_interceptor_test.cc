@@ -326,6 +326,23 @@ TEST_P(HookInterceptorTest, RemoveContainerForgetsItsRecord) {
   EXPECT_EQ(reread.containerCount(), 0u);
 }
 
+// A runtime that answers OK with bytes that are no CreateContainerResponse:
+// kubelet gets them as they are, and crihookd records no container it
+// cannot name (nor reads an answer that is not there).
+TEST_P(HookInterceptorTest, AnAnswerThatDoesNotDecodeRecordsNothing) {
+  backend_.onUnary(kCreate, [](FakeCall&, std::string* out) {
+    *out = "\xff\xff\xff\xff";
+    return grpc::Status::OK;
+  });
+  grpc::ClientContext ctx;
+  std::string reply;
+  EXPECT_TRUE(genericUnary(proxyChannel(), &ctx, kCreate, createRequest().SerializeAsString(),
+                           &reply)
+                  .ok());
+  EXPECT_EQ(reply, "\xff\xff\xff\xff");
+  EXPECT_EQ(state_.containerCount(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(InlineAndOnTheWorkerPool, HookInterceptorTest, ::testing::Bool());
 
 }  // namespace
