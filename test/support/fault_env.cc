@@ -24,14 +24,25 @@ void FaultEnv::fillDisk(size_t bytes_left) {
   bytes_left_ = bytes_left;
 }
 
+void FaultEnv::fillDiskAfterWrites(size_t writes) {
+  std::lock_guard lock(mu_);
+  writes_left_ = writes;
+}
+
 void FaultEnv::freeDisk() {
   std::lock_guard lock(mu_);
   disk_full_ = false;
+  writes_left_.reset();
 }
 
 long FaultEnv::writeSome(int fd, const char* data, size_t size) {
   {
     std::lock_guard lock(mu_);
+    if (writes_left_ && (*writes_left_)-- == 0) {
+      writes_left_ = 0;
+      errno = ENOSPC;
+      return -1;
+    }
     if (disk_full_) {
       if (bytes_left_ == 0) {
         errno = ENOSPC;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "base/env.h"
@@ -44,6 +45,9 @@ class FaultEnv final : public PosixEnv {
   // A full disk: writes through writeFileAtomic fail with ENOSPC once
   // `bytes_left` more bytes were written (0: the next write(2) fails).
   void fillDisk(size_t bytes_left);
+  // A full disk after `writes` more write(2) calls of writeFileAtomic (a
+  // small record is one): the next ones fail with ENOSPC until freeDisk().
+  void fillDiskAfterWrites(size_t writes);
   void freeDisk();
   // removeFile fails with `error` (EROFS: a filesystem remounted read-only);
   // 0 ends it.
@@ -71,6 +75,7 @@ class FaultEnv final : public PosixEnv {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool disk_full_ = false;
+  std::optional<size_t> writes_left_;  // fillDiskAfterWrites
   size_t bytes_left_ = 0;
   int remove_error_ = 0;
   bool hang_ = false;

@@ -89,7 +89,9 @@ class LifecycleHook final : public Hook, public Reconciler {
                             std::vector<DeviceFacts> devices, const HookInput& in)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Runs the init actions of s.record's devices; FAILED_PRECONDITION naming
-  // the device and the action that failed, after cleaning up.
+  // the device and the action that failed, after cleaning up; UNAVAILABLE
+  // when a device's record cannot be written before its init (the state
+  // folder's disk full), after cleaning up what came before.
   absl::Status initDevices(Slot& s, Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   void afterRun(const HookInput& in);
   void afterRunIn(Slot& s, const HookInput& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
@@ -97,6 +99,10 @@ class LifecycleHook final : public Hook, public Reconciler {
 
   // Runs every cleanup action `r` owes, persisting progress; OK when
   // nothing is left owing. Caller holds the lock of r's slot.
+  // An init stopped (`why`, with `code`): the devices touched so far cleaned
+  // up by `deadline`, or left to the retry thread; the status to answer.
+  absl::Status refuseInit(Slot& s, std::string why, absl::StatusCode code,
+                          Clock::time_point deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   absl::Status cleanup(DeviceRecord& r, Clock::time_point deadline);
   // One device's cleanup actions; the reason of the first that fails.
   absl::Status cleanupDevice(const DeviceRecord& r, const DeviceFacts& d,
@@ -246,7 +252,16 @@ absl::Status LifecycleHook::initDevices(Slot& s, Clock::time_point deadline) {
     const auto& actions = settings_.actionsOf(d.type).init;
     if (actions.empty()) continue;
     rec.touched = i + 1;
-    records_.save(rec);
+    // On disk before the device is touched: a crash or a restart after the
+    // init then owes its cleanup. A record that cannot be written stops
+    // the init here, with what was touched so far cleaned up.
+    if (absl::Status w = records_.write(rec); !w.ok()) {
+      rec.touched = i;
+      return refuseInit(s, cat("pod ", pod, ": init of ", d.describe(),
+                               " not started: its record cannot be written (", w.message(),
+                               "), so its cleanup could not be guaranteed"),
+                        absl::StatusCode::kUnavailable, deadline);
+    }
     if (!shared_with[i].empty()) {
       log_->info("pod {}: {} is shared with pod {}, which initialised it", pod, d.describe(),
                  shared_with[i]);
@@ -259,25 +274,32 @@ absl::Status LifecycleHook::initDevices(Slot& s, Clock::time_point deadline) {
         continue;
       }
       metrics_.initFailed(d.type);
-      std::string why = cat("pod ", pod, ": init of ", d.describe(), " failed: action ", k, " (",
-                            actions[k].describe(), "): ", st.message());
-      log_->error("{}", why);
-      rec.removed = true;  // no sandbox will be made for this init
-      // Bounded by the call's deadline too: what is not cleaned up by then
-      // (an init cut at the deadline leaves no time) is the retry thread's,
-      // so kubelet's call never waits past its bound for a cleanup.
-      if (auto c = cleanup(rec, deadline); c.ok()) {
-        why += "; the devices initialised so far were cleaned up";
-        forget(s);
-      } else {
-        why += cat("; their cleanup failed and is retried: ", c.message());
-        retryLater(rec);
-      }
-      return absl::FailedPreconditionError(why);
+      return refuseInit(s,
+                        cat("pod ", pod, ": init of ", d.describe(), " failed: action ", k, " (",
+                            actions[k].describe(), "): ", st.message()),
+                        absl::StatusCode::kFailedPrecondition, deadline);
     }
     metrics_.initDone(d.type);
   }
   return absl::OkStatus();
+}
+
+absl::Status LifecycleHook::refuseInit(Slot& s, std::string why, absl::StatusCode code,
+                                       Clock::time_point deadline) {
+  DeviceRecord& rec = *s.record;
+  log_->error("{}", why);
+  rec.removed = true;  // no sandbox will be made for this init
+  // Bounded by the call's deadline too: what is not cleaned up by then
+  // (an init cut at the deadline leaves no time) is the retry thread's,
+  // so kubelet's call never waits past its bound for a cleanup.
+  if (auto c = cleanup(rec, deadline); c.ok()) {
+    why += rec.touched > 0 ? "; the devices initialised so far were cleaned up" : "";
+    forget(s);
+  } else {
+    why += cat("; their cleanup failed and is retried: ", c.message());
+    retryLater(rec);
+  }
+  return absl::Status(code, why);
 }
 
 void LifecycleHook::afterRun(const HookInput& in) {

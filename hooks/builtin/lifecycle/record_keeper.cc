@@ -40,9 +40,14 @@ absl::Status RecordKeeper::create(DeviceRecord& r) {
 }
 
 void RecordKeeper::save(DeviceRecord& r) {
+  if (auto s = write(r); !s.ok()) log_->error("{}", sv(s.message()));
+}
+
+absl::Status RecordKeeper::write(DeviceRecord& r) {
   r.changed_ms = nowMs();
-  if (auto s = dir_.save(r); !s.ok()) log_->error("{}", sv(s.message()));
+  absl::Status s = dir_.save(r);
   metrics_.setPending(r.key, r.phase == DevicePhase::kCleanupPending);
+  return s;
 }
 
 void RecordKeeper::remove(const DeviceRecord& r) {

@@ -45,6 +45,10 @@ class RecordKeeper {
   // memory goes on). Counts it as owing a cleanup while its phase is
   // cleanup-pending.
   void save(DeviceRecord& r);
+  // save(), but the error is the caller's: for a write that must be on disk
+  // before what it records is done (a device's init: the record that says
+  // it is touched, so that a restart owes its cleanup).
+  absl::Status write(DeviceRecord& r);
   // Removes `r`'s file (a failure logged); it owes nothing any more.
   void remove(const DeviceRecord& r);
 

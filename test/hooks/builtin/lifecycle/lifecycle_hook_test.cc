@@ -618,6 +618,44 @@ TEST_F(LifecycleTest, NothingIsInitialisedWhenItsCleanupCouldNotBeGuaranteed) {
   EXPECT_THAT(log(), IsEmpty());
 }
 
+// The state folder's disk fills during an init: no device is initialised
+// whose record did not reach the disk first (a restart would owe no
+// cleanup of it), and what was initialised before is cleaned up. Before,
+// the init went on, kubelet got OK, and a restart owed no cleanup.
+TEST_F(LifecycleTest, NoDeviceIsInitialisedBeforeItsRecordIsOnDisk) {
+  FaultEnv env(launcherExecutor());
+  auto hook = make("", &env);
+  Sandbox a = sandbox("train-0", 0, kTwoGpusAndAVf);
+  env.fillDiskAfterWrites(1);  // the record made; its first device's write fails
+  HookDecision d = runPre(*hook, a);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("pod ml/train-0: init of gpu 0 (minor 0, "));
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr(" not started: its record cannot be written (cannot write " +
+                        dir_.file("state/devices/uid-train-0_0.json") +
+                        ": No space left on device), so its cleanup could not be guaranteed"));
+  EXPECT_THAT(log(), IsEmpty());
+  env.freeDisk();
+  EXPECT_EQ(records(), 0u);
+
+  Sandbox b = sandbox("train-1", 0, kTwoGpusAndAVf);
+  env.fillDiskAfterWrites(2);  // gpu 0 recorded and initialised; gpu 1's write fails
+  d = runPre(*hook, b);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_THAT(std::string(d.status.message()), HasSubstr("init of gpu 1 (minor 1, "));
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("; the devices initialised so far were cleaned up"));
+  EXPECT_THAT(log(), ElementsAre(cat("init gpu 0 ", kGpu0, " train-1"),
+                                 cat("cleanup gpu 0 ", kGpu0, " train-1")));
+  env.freeDisk();
+  EXPECT_EQ(records(), 0u);
+  clearLog();
+  ASSERT_EQ(runPre(*hook, b).kind, HookDecision::Kind::kContinue) << "kubelet's retry";
+  EXPECT_EQ(log().size(), 3u);
+}
+
 TEST_F(LifecycleTest, BadSettingsNameTheSetting) {
   auto err = [&](const std::string& s) {
     auto h = builtinHooks().create("device-lifecycle", "devices", s,
