@@ -35,7 +35,7 @@ struct Session {
   int32_t flood_id = 0;  // a stream to flood with empty DATA frames
   int fd = -1;
   int32_t held_id = 0;  // a stream whose message waits until release_at
-  bool deaf = false;    // reads nothing more (DeafGoawayEcho, DeafSilent)
+  bool deaf = false;    // reads nothing more (DeafGoawayEcho, DeafSilent, DeafEcho)
   std::chrono::steady_clock::time_point release_at;
 };
 
@@ -77,6 +77,15 @@ ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint
   return static_cast<ssize_t>(n);
 }
 
+// Shuts the connection's reading side (every later write of the peer's
+// fails, EPIPE) and sends SETTINGS, whose ACK the peer must then write.
+void goDeaf(Session& s) {
+  ::shutdown(s.fd, SHUT_RD);
+  s.deaf = true;
+  nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
+  nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+}
+
 void respond(Session& s, int32_t id) {
   Stream& st = s.by_id[id];
   const std::string verb = st.path.substr(st.path.rfind('/') + 1);
@@ -115,17 +124,11 @@ void respond(Session& s, int32_t id) {
     s.raw = rawFrame(0, 0, 0, "x");
   } else if (verb == "DeafSilent") {
     // Deaf, and then nothing: neither a reply nor the connection's end.
-    ::shutdown(s.fd, SHUT_RD);
-    s.deaf = true;
-    nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
-    nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+    goDeaf(s);
   } else if (verb == "DeafGoawayEcho") {
     // Deaf first: every later write of the peer's fails, its SETTINGS ACK
     // included, while the reply is still on its way.
-    ::shutdown(s.fd, SHUT_RD);
-    s.deaf = true;
-    nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
-    nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+    goDeaf(s);
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
     st.held = true;
     s.held_id = id;
@@ -138,6 +141,7 @@ void respond(Session& s, int32_t id) {
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id - 2 > 0 ? id - 2 : 0, NGHTTP2_NO_ERROR,
                           nullptr, 0);
   } else {
+    if (verb == "DeafEcho") goDeaf(s);
     if (verb == "CloseAfterReply") {
       // A PING with the reply: crihookd owes its ack when the server is gone.
       nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);

@@ -36,6 +36,8 @@
 //                       200 ms later the message and trailers, then close
 //   .../DeafSilent      its reading side shut, then SETTINGS; nothing more,
 //                       the connection left open
+//   .../DeafEcho        its reading side shut, then SETTINGS and Echo; the
+//                       connection left open
 // One connection at a time, served on its own thread.
 
 #include <atomic>
