@@ -346,5 +346,19 @@ TEST_F(BrokenServerTest, AConnectionTheServerStoppedReadingIsNotUsedAgain) {
   EXPECT_EQ(backend_.connections(), 2);
 }
 
+// A server that floods the connection right after its reply (more SETTINGS
+// than nghttp2 queues ACKs for): nghttp2 ends the session and the call
+// fails. The connection, its stream ended cleanly but its session over, is
+// not kept: the next call goes on a new one.
+TEST_F(BrokenServerTest, AConnectionFloodedAfterItsReplyIsNotUsedAgain) {
+  auto flooded = call("FloodAfterReply", "first");
+  EXPECT_EQ(flooded.status().code(), absl::StatusCode::kInternal) << flooded.status();
+  EXPECT_THAT(std::string(flooded.status().message()), HasSubstr("broke HTTP/2"));
+  auto next = call("Echo", "second");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, "second");
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
 }  // namespace
 }  // namespace crihook

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,24 @@ ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint
   return static_cast<ssize_t>(n);
 }
 
+// Echo's reply and, after it in the same write, more SETTINGS than nghttp2
+// queues ACKs for (1000): written whole, past the session, so that the peer
+// reads the reply's end and the flood in one read.
+std::string replyThenSettingsFlood(int32_t id, const std::string& body) {
+  auto literal = [](std::string_view name, std::string_view value) {
+    // Without indexing, a new name (RFC 7541 6.2.2); both shorter than 127.
+    return std::string(1, '\0') + static_cast<char>(name.size()) + std::string(name) +
+           static_cast<char>(value.size()) + std::string(value);
+  };
+  // HEADERS (END_HEADERS), DATA, HEADERS (END_HEADERS, END_STREAM).
+  const std::string headers =
+      literal(":status", "200") + literal("content-type", "application/grpc");
+  std::string out = rawFrame(1, 0x4, id, headers) + rawFrame(0, 0, id, body);
+  out += rawFrame(1, 0x5, id, literal("grpc-status", "0"));
+  for (int i = 0; i < 1100; ++i) out += rawFrame(4, 0, 0, "");
+  return out;
+}
+
 // Shuts the connection's reading side (every later write of the peer's
 // fails, EPIPE) and sends SETTINGS, whose ACK the peer must then write.
 void goDeaf(Session& s) {
@@ -137,6 +156,8 @@ void respond(Session& s, int32_t id) {
     nghttp2_data_provider body{};
     body.read_callback = readBody;
     nghttp2_submit_response(s.h2, id, h, 2, &body);
+  } else if (verb == "FloodAfterReply") {
+    s.raw = replyThenSettingsFlood(id, st.body);
   } else if (verb == "GoawayBelow") {
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id - 2 > 0 ? id - 2 : 0, NGHTTP2_NO_ERROR,
                           nullptr, 0);

@@ -28,6 +28,9 @@
 //   .../BadFrame        a DATA frame on stream 0 (a connection error), the
 //                       connection left open
 //   .../CloseAfterReply a PING and Echo, then the connection closed at once
+//   .../FloodAfterReply Echo's reply and, in the same write, 1100 SETTINGS
+//                       (nghttp2 queues ACKs for 1000); the connection left
+//                       open
 //   .../GoawayBelow     GOAWAY naming the stream before this one as the last:
 //                       this stream refused
 //   .../DeafGoawayEcho  its reading side shut (the peer's writes fail, EPIPE),
