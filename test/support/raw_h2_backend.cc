@@ -22,7 +22,7 @@ struct Stream {
   std::string body;
   size_t sent = 0;
   bool no_status = false;  // trailers without grpc-status
-  bool held = false;       // the message waits (DeafGoawayEcho)
+  bool held = false;       // the message waits (DeafGoawayEcho, GatedEchoThenClose)
 };
 
 struct Session {
@@ -36,6 +36,7 @@ struct Session {
   int32_t flood_id = 0;  // a stream to flood with empty DATA frames
   int fd = -1;
   int32_t held_id = 0;  // a stream whose message waits until release_at
+  bool gated = false;   // ... or, instead, until the backend's gate opens
   bool deaf = false;    // reads nothing more (DeafGoawayEcho, DeafSilent, DeafEcho)
   std::chrono::steady_clock::time_point release_at;
 };
@@ -105,6 +106,34 @@ void goDeaf(Session& s) {
   nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
 }
 
+// The request's message back, grpc-status 0, and what `verb` adds to that.
+void echo(Session& s, int32_t id, const std::string& verb) {
+  Stream& st = s.by_id[id];
+  static const std::string status200 = "200", grpc = "application/grpc";
+  if (verb == "DeafEcho") goDeaf(s);
+  if (verb == "GatedEchoThenClose") {
+    st.held = true;
+    s.held_id = id;
+    s.gated = true;
+  }
+  if (verb == "CloseAfterReply") {
+    // A PING with the reply: crihookd owes its ack when the server is gone.
+    nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
+    s.close_after_send = true;
+  }
+  // Late by less than crihookd's PING ACK delay (proxy/transparent.h).
+  if (verb == "SlowEcho") std::this_thread::sleep_for(std::chrono::microseconds(500));
+  if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
+  if (verb == "TwoMessages") st.body += st.body;
+  if (verb == "NoStatus") st.no_status = true;
+  if (verb == "GoawayEcho")
+    nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
+  nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
+  nghttp2_data_provider body{};
+  body.read_callback = readBody;
+  nghttp2_submit_response(s.h2, id, h, 2, &body);
+}
+
 void respond(Session& s, int32_t id) {
   Stream& st = s.by_id[id];
   const std::string verb = st.path.substr(st.path.rfind('/') + 1);
@@ -134,11 +163,15 @@ void respond(Session& s, int32_t id) {
   } else if (verb == "Silent") {
   } else if (verb == "Hangup") {
     s.hangup = true;
-  } else if (verb == "Chatty" || verb == "BigOpen") {
+  } else if (verb == "Chatty" || verb == "BigOpen" || verb == "HalfMessageThenClose") {
     nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
     nghttp2_submit_headers(s.h2, NGHTTP2_FLAG_NONE, id, nullptr, h, 2, nullptr);
     if (verb == "Chatty") s.flood_id = id;
     if (verb == "BigOpen") s.raw = rawFrame(0, 0, id, std::string(5000, 'b'));
+    if (verb == "HalfMessageThenClose") {
+      s.raw = rawFrame(0, 0, id, std::string("\0\0\0\0\x64", 5) + std::string(10, 'h'));
+      s.close_after_send = true;
+    }
   } else if (verb == "BadFrame") {
     s.raw = rawFrame(0, 0, 0, "x");
   } else if (verb == "DeafSilent") {
@@ -162,24 +195,21 @@ void respond(Session& s, int32_t id) {
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id - 2 > 0 ? id - 2 : 0, NGHTTP2_NO_ERROR,
                           nullptr, 0);
   } else {
-    if (verb == "DeafEcho") goDeaf(s);
-    if (verb == "CloseAfterReply") {
-      // A PING with the reply: crihookd owes its ack when the server is gone.
-      nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
-      s.close_after_send = true;
-    }
-    // Late by less than crihookd's PING ACK delay (proxy/transparent.h).
-    if (verb == "SlowEcho") std::this_thread::sleep_for(std::chrono::microseconds(500));
-    if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
-    if (verb == "TwoMessages") st.body += st.body;
-    if (verb == "NoStatus") st.no_status = true;
-    if (verb == "GoawayEcho")
-      nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
-    nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
-    nghttp2_data_provider body{};
-    body.read_callback = readBody;
-    nghttp2_submit_response(s.h2, id, h, 2, &body);
+    echo(s, id, verb);
   }
+}
+
+// Lets a held message (DeafGoawayEcho's once release_at comes,
+// GatedEchoThenClose's once the gate is open) go, the connection to close
+// after it. False while it waits, or when none is held.
+bool releaseHeld(Session& s, bool gate_open) {
+  if (s.held_id == 0) return false;
+  if (s.gated ? !gate_open : std::chrono::steady_clock::now() < s.release_at) return false;
+  s.by_id[s.held_id].held = false;
+  nghttp2_session_resume_data(s.h2, s.held_id);
+  s.held_id = 0;
+  s.close_after_send = true;
+  return true;
 }
 
 }  // namespace
@@ -228,6 +258,7 @@ void RawH2Backend::serve() {
       std::lock_guard lock(mu_);
       open_fds_.erase(fd);
       ::close(fd);
+      closed_connections_++;
     });
   }
 }
@@ -302,17 +333,10 @@ void RawH2Backend::serveConnection(int fd) {
       break;
     }
     if (s.hangup || s.close_after_send) break;
+    if (releaseHeld(s, gate_open_)) continue;
     if (s.deaf) {
-      // Nothing to read; a held message goes when its time comes, then the
-      // connection closes.
-      if (s.held_id == 0 || std::chrono::steady_clock::now() < s.release_at) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        continue;
-      }
-      s.by_id[s.held_id].held = false;
-      nghttp2_session_resume_data(s.h2, s.held_id);
-      s.held_id = 0;
-      s.close_after_send = true;
+      // Nothing to read; a held message goes when its time comes (above).
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
     if (!nghttp2_session_want_read(s.h2) && !nghttp2_session_want_write(s.h2)) break;
