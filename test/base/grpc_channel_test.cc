@@ -332,5 +332,33 @@ TEST_F(BrokenServerTest, AGoawayLetsTheCallFinishAndTheConnectionIsNotUsedAgain)
   EXPECT_EQ(backend_.connections(), 2);
 }
 
+// A server that stops reading a connection (its reading side shut: the
+// channel's SETTINGS ACK fails with EPIPE) still has its reply read; the
+// connection, open but deaf, is not kept: the next call would be written
+// into it and wait for a reply that never comes.
+TEST_F(BrokenServerTest, AConnectionTheServerStoppedReadingIsNotUsedAgain) {
+  auto reply = call("DeafEcho", "first");
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(*reply, "first");
+  auto next = call("Echo", "second");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, "second");
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
+// A server that floods the connection right after its reply (more SETTINGS
+// than nghttp2 queues ACKs for): nghttp2 ends the session and the call
+// fails. The connection, its stream ended cleanly but its session over, is
+// not kept: the next call goes on a new one.
+TEST_F(BrokenServerTest, AConnectionFloodedAfterItsReplyIsNotUsedAgain) {
+  auto flooded = call("FloodAfterReply", "first");
+  EXPECT_EQ(flooded.status().code(), absl::StatusCode::kInternal) << flooded.status();
+  EXPECT_THAT(std::string(flooded.status().message()), HasSubstr("broke HTTP/2"));
+  auto next = call("Echo", "second");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, "second");
+  EXPECT_EQ(backend_.connections(), 2);
+}
+
 }  // namespace
 }  // namespace crihook

@@ -297,5 +297,20 @@ TEST(HpackTest, EveryRepresentationIsReadForItsTableChange) {
   EXPECT_TRUE(hpack::changesDynamicTable("\xff\xff\xff\xff\xff\xff\x01"));
 }
 
+// The bound on an integer is 2^32 - 1, whatever its prefix: an indexed
+// field (7-bit prefix) naming 2^32 - 1 is read as a read of the table, one
+// naming 2^32 is past the bound.
+TEST(HpackTest, AnIndexUpTo32BitsIsReadAndOnePastIsNot) {
+  auto indexed = [](uint64_t index) {
+    std::string block = "\xff";  // indexed, the prefix full: 127 and more to come
+    uint64_t rest = index - 127;
+    for (; rest >= 128; rest >>= 7) block += static_cast<char>((rest & 0x7f) | 0x80);
+    return block + static_cast<char>(rest);
+  };
+  EXPECT_FALSE(hpack::changesDynamicTable(indexed(UINT32_MAX)));
+  EXPECT_FALSE(hpack::changesDynamicTable(indexed(UINT32_MAX) + "\x82"));
+  EXPECT_TRUE(hpack::changesDynamicTable(indexed(uint64_t{UINT32_MAX} + 1)));
+}
+
 }  // namespace
 }  // namespace crihook::relay

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <string>
@@ -329,6 +330,50 @@ TEST_F(OwnStreamsTest, AForwardedCallGoesAsItComesAndKubeletIsCreditedAsTheRunti
   EXPECT_EQ(field(b[0], ":status"), "200");
   EXPECT_EQ(field(b[1], "grpc-status"), "0");
   EXPECT_TRUE(streams_->empty());
+}
+
+// The runtime closes the side connection inside a forwarded reply's
+// message: kubelet's stream is reset (INTERNAL_ERROR), never ended with a
+// status after half a message.
+TEST_F(OwnStreamsTest, AReplyCutInsideAMessageIsResetNotEndedWithAStatus) {
+  RawH2Backend runtime(ctx_.backend_path);
+  streams_->forward(1, request("/runtime.v1.RuntimeService/HalfMessageThenClose"), {}, false);
+  send(1, message("x"));
+  ASSERT_TRUE(runUntil([&] { return endedOn(1); }));
+  const std::vector<Frame> got = frames();
+  auto reset = std::find_if(got.begin(), got.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kRstStream && f.header.stream_id == 1;
+  });
+  ASSERT_NE(reset, got.end()) << "kubelet's stream is reset";
+  EXPECT_EQ(h2::rstStreamCodeOf(reset->payload).value_or(0), h2::error::kInternalError);
+  for (const auto& block : blocks()) EXPECT_EQ(field(block, "grpc-status"), "(none)");
+}
+
+// The runtime closes the side connection right after a reply, and crihookd
+// reads the reply and the close at once (one wake-up): the connection is
+// known gone, and the next call goes on a new one, not into the closed one.
+TEST_F(OwnStreamsTest, ASideConnectionClosedWithAReplyIsNotUsedForTheNextCall) {
+  RawH2Backend runtime(ctx_.backend_path);
+  const std::string body = message("x");
+  streams_->forward(1, request("/runtime.v1.RuntimeService/Echo"), {}, false);
+  send(1, body);
+  ASSERT_TRUE(runUntil([&] { return endedOn(1); }));
+  // The next reply waits at the gate until the runtime has the call, then
+  // comes with the close while crihookd reads nothing.
+  runtime.closeGate();
+  streams_->forward(3, request("/runtime.v1.RuntimeService/GatedEchoThenClose"), {}, false);
+  send(3, body);
+  ASSERT_TRUE(runUntil([&] { return runtime.streams() == 2; }));
+  runtime.openGate();
+  ASSERT_TRUE(eventually([&] { return runtime.closedConnections() == 1; }));
+  ASSERT_TRUE(runUntil([&] { return endedOn(3); }));
+  EXPECT_EQ(dataOf(3), body);
+
+  streams_->forward(5, request("/runtime.v1.RuntimeService/Echo"), {}, false);
+  send(5, body);
+  ASSERT_TRUE(runUntil([&] { return endedOn(5); }));
+  EXPECT_EQ(dataOf(5), body) << "answered by the runtime, on a new connection";
+  EXPECT_EQ(runtime.connections(), 2);
 }
 
 // --- through crihookd -------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "cri-api/runtime_v1.pb.h"
 #include "test/support/child_process.h"
 #include "test/support/proxy_fixture.h"
+#include "test/support/raw_h2_backend.h"
 #include "test/support/raw_h2_client.h"
 
 namespace crihook::testing {
@@ -134,6 +135,41 @@ TEST_F(RequestHeadersTest, PathWithoutLeadingSlashIsServedAsGrpcGoServesIt) {
       versionRequest());
   EXPECT_EQ(r.grpc_status, 0) << r.grpc_message;
   EXPECT_EQ(backend_.callCount(kVersion), 1u) << "the runtime saw the canonical path";
+}
+
+// The runtime's HTTP/2 stack checks a request as RFC 9113 8.3 asks (nghttp2
+// here; grpc-go, in containerd and CRI-O, too): a pseudo-header field twice
+// makes it malformed, and the stream is reset. What crihookd completes of a
+// request grpc-go accepts reaches such a runtime as one well-formed request.
+class StrictRuntimeTest : public RequestHeadersTest {
+ protected:
+  void SetUp() override {}  // the runtime is the test's
+};
+
+TEST_F(StrictRuntimeTest, ARequestCrihookdCompletesIsOneTheRuntimeAccepts) {
+  RawH2Backend runtime(dir_.file("backend.sock"));
+  startProxy();
+  RawH2Client client(sock());
+  const std::string echo = "/runtime.v1.RuntimeService/Echo";
+  const RawHeaders base = RawH2Client::grpcHeaders(echo);
+  struct Case {
+    const char* what;
+    RawHeaders headers;
+  };
+  const Case cases[] = {
+      {"no te", without(base, "te")},
+      {"te other than trailers", replaced(base, "te", "gzip")},
+      {"keep-alive", with(base, "keep-alive", "timeout=5")},
+      {"no :authority", without(base, ":authority")},
+      {"a path without its leading slash", replaced(base, ":path", echo.substr(1))},
+  };
+  for (const Case& c : cases) {
+    RawH2Result r = client.call(c.headers, grpcFrame("hello"));
+    EXPECT_FALSE(r.reset) << c.what << ": reset " << r.reset_code;
+    EXPECT_EQ(r.grpc_status, 0) << c.what << ": " << r.grpc_message;
+    EXPECT_EQ(r.body, grpcFrame("hello")) << c.what;
+  }
+  EXPECT_EQ(runtime.streams(), static_cast<int>(std::size(cases)));
 }
 
 // An interceptor refusing every intercepted call, counting them.

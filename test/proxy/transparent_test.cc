@@ -161,7 +161,9 @@ class TransparentWireTest : public ::testing::Test {
   void SetUp() override { open(false); }
 
   // `stand_in`: no runtime connection (crihookd stands in for the runtime).
-  void open(bool stand_in) {
+  // `runtime_on_fd0`: crihookd's end of the runtime connection is descriptor
+  // 0 (standard input, put back at TearDown).
+  void open(bool stand_in, bool runtime_on_fd0 = false) {
     ctx_.backend_path = dir_.file("no-backend.sock");  // intercepted calls: UNAVAILABLE
     ctx_.backend_endpoint = "unix://" + ctx_.backend_path;
     ctx_.interceptor = &pass_;
@@ -174,6 +176,12 @@ class TransparentWireTest : public ::testing::Test {
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, k), 0);
     if (!stand_in) {
       ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, r), 0);
+    }
+    if (runtime_on_fd0) {
+      saved_stdin_ = ::dup(0);
+      ASSERT_EQ(::dup2(r[0], 0), 0);
+      ::close(r[0]);
+      r[0] = 0;
     }
     kubelet_ = k[1];
     runtime_ = r[1];
@@ -197,6 +205,10 @@ class TransparentWireTest : public ::testing::Test {
     if (kubelet_ >= 0) ::close(kubelet_);
     if (runtime_ >= 0) ::close(runtime_);
     EXPECT_EQ(ctx_.active_calls.load(), 0);
+    if (saved_stdin_ >= 0) {
+      ::dup2(saved_stdin_, 0);
+      ::close(saved_stdin_);
+    }
   }
 
   // Sends `bytes` as the peer at `fd` and runs the loop until it is idle.
@@ -339,6 +351,7 @@ class TransparentWireTest : public ::testing::Test {
   std::weak_ptr<relay::Transparent> conn_;
   int kubelet_ = -1;
   int runtime_ = -1;
+  int saved_stdin_ = -1;
   std::string kubelet_got_, runtime_got_;
   bool kubelet_eof_ = false, runtime_eof_ = false;
 };
@@ -656,6 +669,32 @@ TEST_F(TransparentWireTest, AKubeletThatDoesNotCloseADoneConnectionIsClosedAfter
 
 namespace crihook::testing {
 namespace {
+
+// crihookd started with its standard input closed (a supervisor may start
+// it so) is given descriptor 0 for a socket it opens: a runtime connection
+// there is a runtime connection like any other, not "no runtime".
+class TransparentRuntimeOnFd0Test : public TransparentWireTest {
+ protected:
+  void SetUp() override { open(false, true); }
+};
+
+TEST_F(TransparentRuntimeOnFd0Test, KubeletsCallsAreRelayedToTheRuntime) {
+  using relay::h2::FrameType;
+  sendVersionCall();
+  std::vector<Frame> frames = runtimeFrames();
+  EXPECT_TRUE(std::any_of(frames.begin(), frames.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kHeaders && f.header.stream_id == 1;
+  })) << "the runtime got kubelet's call";
+  // kubelet sees the runtime's SETTINGS (none), not crihookd's own.
+  frames = framesOf(kubelet_got_);
+  ASSERT_FALSE(frames.empty());
+  ASSERT_EQ(frames[0].header.type, FrameType::kSettings);
+  auto settings = relay::h2::settingsOf(frames[0].payload);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_THAT(*settings, ::testing::Not(::testing::Contains(::testing::Key(3))))
+      << "no SETTINGS_MAX_CONCURRENT_STREAMS of crihookd's";
+  EXPECT_EQ(ctx_.stand_in_connections.load(), 0);
+}
 
 // No runtime connection: crihookd stands in for the runtime, as for a
 // connection accepted while the runtime cannot be reached.

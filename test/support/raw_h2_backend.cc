@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct Stream {
   std::string body;
   size_t sent = 0;
   bool no_status = false;  // trailers without grpc-status
-  bool held = false;       // the message waits (DeafGoawayEcho)
+  bool held = false;       // the message waits (DeafGoawayEcho, GatedEchoThenClose)
 };
 
 struct Session {
@@ -35,7 +36,8 @@ struct Session {
   int32_t flood_id = 0;  // a stream to flood with empty DATA frames
   int fd = -1;
   int32_t held_id = 0;  // a stream whose message waits until release_at
-  bool deaf = false;    // reads nothing more (DeafGoawayEcho, DeafSilent)
+  bool gated = false;   // ... or, instead, until the backend's gate opens
+  bool deaf = false;    // reads nothing more (DeafGoawayEcho, DeafSilent, DeafEcho)
   std::chrono::steady_clock::time_point release_at;
 };
 
@@ -77,6 +79,61 @@ ssize_t readBody(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len, uint
   return static_cast<ssize_t>(n);
 }
 
+// Echo's reply and, after it in the same write, more SETTINGS than nghttp2
+// queues ACKs for (1000): written whole, past the session, so that the peer
+// reads the reply's end and the flood in one read.
+std::string replyThenSettingsFlood(int32_t id, const std::string& body) {
+  auto literal = [](std::string_view name, std::string_view value) {
+    // Without indexing, a new name (RFC 7541 6.2.2); both shorter than 127.
+    return std::string(1, '\0') + static_cast<char>(name.size()) + std::string(name) +
+           static_cast<char>(value.size()) + std::string(value);
+  };
+  // HEADERS (END_HEADERS), DATA, HEADERS (END_HEADERS, END_STREAM).
+  const std::string headers =
+      literal(":status", "200") + literal("content-type", "application/grpc");
+  std::string out = rawFrame(1, 0x4, id, headers) + rawFrame(0, 0, id, body);
+  out += rawFrame(1, 0x5, id, literal("grpc-status", "0"));
+  for (int i = 0; i < 1100; ++i) out += rawFrame(4, 0, 0, "");
+  return out;
+}
+
+// Shuts the connection's reading side (every later write of the peer's
+// fails, EPIPE) and sends SETTINGS, whose ACK the peer must then write.
+void goDeaf(Session& s) {
+  ::shutdown(s.fd, SHUT_RD);
+  s.deaf = true;
+  nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
+  nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+}
+
+// The request's message back, grpc-status 0, and what `verb` adds to that.
+void echo(Session& s, int32_t id, const std::string& verb) {
+  Stream& st = s.by_id[id];
+  static const std::string status200 = "200", grpc = "application/grpc";
+  if (verb == "DeafEcho") goDeaf(s);
+  if (verb == "GatedEchoThenClose") {
+    st.held = true;
+    s.held_id = id;
+    s.gated = true;
+  }
+  if (verb == "CloseAfterReply") {
+    // A PING with the reply: crihookd owes its ack when the server is gone.
+    nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
+    s.close_after_send = true;
+  }
+  // Late by less than crihookd's PING ACK delay (proxy/transparent.h).
+  if (verb == "SlowEcho") std::this_thread::sleep_for(std::chrono::microseconds(500));
+  if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
+  if (verb == "TwoMessages") st.body += st.body;
+  if (verb == "NoStatus") st.no_status = true;
+  if (verb == "GoawayEcho")
+    nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
+  nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
+  nghttp2_data_provider body{};
+  body.read_callback = readBody;
+  nghttp2_submit_response(s.h2, id, h, 2, &body);
+}
+
 void respond(Session& s, int32_t id) {
   Stream& st = s.by_id[id];
   const std::string verb = st.path.substr(st.path.rfind('/') + 1);
@@ -106,26 +163,24 @@ void respond(Session& s, int32_t id) {
   } else if (verb == "Silent") {
   } else if (verb == "Hangup") {
     s.hangup = true;
-  } else if (verb == "Chatty" || verb == "BigOpen") {
+  } else if (verb == "Chatty" || verb == "BigOpen" || verb == "HalfMessageThenClose") {
     nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
     nghttp2_submit_headers(s.h2, NGHTTP2_FLAG_NONE, id, nullptr, h, 2, nullptr);
     if (verb == "Chatty") s.flood_id = id;
     if (verb == "BigOpen") s.raw = rawFrame(0, 0, id, std::string(5000, 'b'));
+    if (verb == "HalfMessageThenClose") {
+      s.raw = rawFrame(0, 0, id, std::string("\0\0\0\0\x64", 5) + std::string(10, 'h'));
+      s.close_after_send = true;
+    }
   } else if (verb == "BadFrame") {
     s.raw = rawFrame(0, 0, 0, "x");
   } else if (verb == "DeafSilent") {
     // Deaf, and then nothing: neither a reply nor the connection's end.
-    ::shutdown(s.fd, SHUT_RD);
-    s.deaf = true;
-    nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
-    nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+    goDeaf(s);
   } else if (verb == "DeafGoawayEcho") {
     // Deaf first: every later write of the peer's fails, its SETTINGS ACK
     // included, while the reply is still on its way.
-    ::shutdown(s.fd, SHUT_RD);
-    s.deaf = true;
-    nghttp2_settings_entry e{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100};
-    nghttp2_submit_settings(s.h2, NGHTTP2_FLAG_NONE, &e, 1);
+    goDeaf(s);
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
     st.held = true;
     s.held_id = id;
@@ -134,27 +189,27 @@ void respond(Session& s, int32_t id) {
     nghttp2_data_provider body{};
     body.read_callback = readBody;
     nghttp2_submit_response(s.h2, id, h, 2, &body);
+  } else if (verb == "FloodAfterReply") {
+    s.raw = replyThenSettingsFlood(id, st.body);
   } else if (verb == "GoawayBelow") {
     nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id - 2 > 0 ? id - 2 : 0, NGHTTP2_NO_ERROR,
                           nullptr, 0);
   } else {
-    if (verb == "CloseAfterReply") {
-      // A PING with the reply: crihookd owes its ack when the server is gone.
-      nghttp2_submit_ping(s.h2, NGHTTP2_FLAG_NONE, nullptr);
-      s.close_after_send = true;
-    }
-    // Late by less than crihookd's PING ACK delay (proxy/transparent.h).
-    if (verb == "SlowEcho") std::this_thread::sleep_for(std::chrono::microseconds(500));
-    if (verb == "Compressed" && !st.body.empty()) st.body[0] = 1;
-    if (verb == "TwoMessages") st.body += st.body;
-    if (verb == "NoStatus") st.no_status = true;
-    if (verb == "GoawayEcho")
-      nghttp2_submit_goaway(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
-    nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
-    nghttp2_data_provider body{};
-    body.read_callback = readBody;
-    nghttp2_submit_response(s.h2, id, h, 2, &body);
+    echo(s, id, verb);
   }
+}
+
+// Lets a held message (DeafGoawayEcho's once release_at comes,
+// GatedEchoThenClose's once the gate is open) go, the connection to close
+// after it. False while it waits, or when none is held.
+bool releaseHeld(Session& s, bool gate_open) {
+  if (s.held_id == 0) return false;
+  if (s.gated ? !gate_open : std::chrono::steady_clock::now() < s.release_at) return false;
+  s.by_id[s.held_id].held = false;
+  nghttp2_session_resume_data(s.h2, s.held_id);
+  s.held_id = 0;
+  s.close_after_send = true;
+  return true;
 }
 
 }  // namespace
@@ -203,6 +258,7 @@ void RawH2Backend::serve() {
       std::lock_guard lock(mu_);
       open_fds_.erase(fd);
       ::close(fd);
+      closed_connections_++;
     });
   }
 }
@@ -277,17 +333,10 @@ void RawH2Backend::serveConnection(int fd) {
       break;
     }
     if (s.hangup || s.close_after_send) break;
+    if (releaseHeld(s, gate_open_)) continue;
     if (s.deaf) {
-      // Nothing to read; a held message goes when its time comes, then the
-      // connection closes.
-      if (s.held_id == 0 || std::chrono::steady_clock::now() < s.release_at) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        continue;
-      }
-      s.by_id[s.held_id].held = false;
-      nghttp2_session_resume_data(s.h2, s.held_id);
-      s.held_id = 0;
-      s.close_after_send = true;
+      // Nothing to read; a held message goes when its time comes (above).
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
     if (!nghttp2_session_want_read(s.h2) && !nghttp2_session_want_write(s.h2)) break;

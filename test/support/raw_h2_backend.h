@@ -25,9 +25,15 @@
 //                       fast as the socket takes them for 3 s (never a reply)
 //   .../BigOpen         response headers and 5000 bytes of DATA, the stream
 //                       left open
+//   .../HalfMessageThenClose response headers and DATA of a message cut
+//                       short (10 of the 100 bytes its header announces),
+//                       then the connection closed
 //   .../BadFrame        a DATA frame on stream 0 (a connection error), the
 //                       connection left open
 //   .../CloseAfterReply a PING and Echo, then the connection closed at once
+//   .../FloodAfterReply Echo's reply and, in the same write, 1100 SETTINGS
+//                       (nghttp2 queues ACKs for 1000); the connection left
+//                       open
 //   .../GoawayBelow     GOAWAY naming the stream before this one as the last:
 //                       this stream refused
 //   .../DeafGoawayEcho  its reading side shut (the peer's writes fail, EPIPE),
@@ -36,6 +42,11 @@
 //                       200 ms later the message and trailers, then close
 //   .../DeafSilent      its reading side shut, then SETTINGS; nothing more,
 //                       the connection left open
+//   .../DeafEcho        its reading side shut, then SETTINGS and Echo; the
+//                       connection left open
+//   .../GatedEchoThenClose Echo's headers, its message and trailers once the
+//                       gate is open (closeGate(), openGate()), then the
+//                       connection closed
 // One connection at a time, served on its own thread.
 
 #include <atomic>
@@ -54,6 +65,11 @@ class RawH2Backend {
 
   int connections() const { return connections_.load(); }
   int streams() const { return streams_.load(); }
+  // Connections whose serving ended, closed by either side.
+  int closedConnections() const { return closed_connections_.load(); }
+  // The gate GatedEchoThenClose's replies wait at: open until closed.
+  void closeGate() { gate_open_ = false; }
+  void openGate() { gate_open_ = true; }
 
  private:
   void serve();
@@ -64,6 +80,8 @@ class RawH2Backend {
   std::atomic<bool> stopping_{false};
   std::atomic<int> connections_{0};
   std::atomic<int> streams_{0};
+  std::atomic<int> closed_connections_{0};
+  std::atomic<bool> gate_open_{true};
   std::thread thread_;
   std::mutex mu_;
   std::set<int> open_fds_;            // under mu_

@@ -6,6 +6,8 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,6 +25,8 @@
 
 #include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "cri/lifecycle.h"
+#include "proxy/call_log.h"
 #include "test/support/child_process.h"
 #include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
@@ -440,6 +444,37 @@ TEST_F(CrihookdTest, EachInterceptedCallWritesOneWholeLogLine) {
   EXPECT_THAT(log, ::testing::Not(HasSubstr("\nforged"))) << log;
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(10s), 0);
+}
+
+// The duration in a call's line is milliseconds with three decimals, the
+// microseconds (proxy/call_log.cc, on a logger of the test's own). The clock
+// runs while the line is written: the duration logged lies between what had
+// passed before and after. Any try shows a wrong microsecond part unless the
+// write took about as long as the error it would hide (hundreds of
+// microseconds): the tries stop at a quick one.
+TEST(CallLogTest, TheDurationIsWholeMillisecondsAndTheirMicroseconds) {
+  std::ostringstream out;
+  spdlog::logger log("proxy", std::make_shared<spdlog::sinks::ostream_sink_st>(out));
+  log.set_pattern("%v");
+  relay::Call call(1 << 20);
+  call.intercepted = findInterceptedMethod("/runtime.v1.RuntimeService/StopContainer");
+  ASSERT_TRUE(call.intercepted);
+  const std::regex duration("duration=([0-9]+)\\.([0-9]{3})ms status=OK");
+  for (int i = 0; i < 1000; ++i) {
+    out.str("");
+    const auto before = relay::Clock::now();
+    call.start = before - 500ms;
+    relay::logCall(log, call);
+    const auto took = relay::Clock::now() - before;
+    const std::string line = out.str();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, duration)) << line;
+    const auto logged = std::chrono::milliseconds(std::stoll(m[1].str())) +
+                        std::chrono::microseconds(std::stoll(m[2].str()));
+    EXPECT_GE(logged, 500ms) << line;
+    EXPECT_LE(logged, 500ms + std::chrono::ceil<std::chrono::microseconds>(took)) << line;
+    if (took < 100us) break;
+  }
 }
 
 // Confinement (README "Confinement"): the filter, the capabilities and the
