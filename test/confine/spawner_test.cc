@@ -129,6 +129,30 @@ TEST(SpawnerTest, CommandsRunConcurrently) {
   EXPECT_LT(Clock::now() - start, 3s);
 }
 
+// start(): the process is the spawner's child, and the spawner reaps it when
+// it ends, even one that left the spawner's process group (setsid): no
+// zombie is left under crihookd.
+TEST(SpawnerTest, AStartedProcessIsReapedWhenItEndsEvenInASessionOfItsOwn) {
+  if (::access("/usr/bin/setsid", X_OK) != 0) GTEST_SKIP() << "needs util-linux's setsid";
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  const std::vector<std::vector<std::string>> programs = {
+      {"/bin/sh", "-c", "echo ready >&3"}, {"/usr/bin/setsid", "/bin/sh", "-c", "echo ready >&3"}};
+  for (const auto& argv : programs) {
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    auto pid = spawner->start(command(argv), pair[1]);
+    ::close(pair[1]);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    char buf[16] = {};
+    EXPECT_EQ(::read(pair[0], buf, sizeof(buf)), 6) << argv[0] << " did not run";
+    ::close(pair[0]);
+    const std::string proc = "/proc/" + std::to_string(*pid);
+    EXPECT_TRUE(eventually([&] { return ::access(proc.c_str(), F_OK) != 0; }, 10s))
+        << argv[0] << ": pid " << *pid << " ended but was never reaped";
+  }
+}
+
 TEST(SpawnerTest, AProgramThatCannotRunIsNamed) {
   auto spawner = startSpawner();
   ASSERT_TRUE(spawner);
