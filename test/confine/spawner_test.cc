@@ -129,6 +129,29 @@ TEST(SpawnerTest, CommandsRunConcurrently) {
   EXPECT_LT(Clock::now() - start, 3s);
 }
 
+// start(): the process runs with the channel crihookd passed as its fd 3,
+// the one a module host talks on.
+TEST(SpawnerTest, StartsAProcessWithItsChannelAsFd3) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  auto pid = spawner->start(
+      command({"/bin/sh", "-c", "echo ready >&3; read line <&3; echo \"got $line\" >&3"}), pair[1]);
+  ::close(pair[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  auto readLine = [&] {
+    std::string line;
+    char c;
+    while (line.size() < 200 && ::read(pair[0], &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  };
+  EXPECT_EQ(readLine(), "ready");
+  ASSERT_EQ(::write(pair[0], "go\n", 3), 3);
+  EXPECT_EQ(readLine(), "got go");
+  ::close(pair[0]);
+}
+
 // start(): the process is the spawner's child, and the spawner reaps it when
 // it ends, even one that left the spawner's process group (setsid): no
 // zombie is left under crihookd.
