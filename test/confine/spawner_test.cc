@@ -336,6 +336,52 @@ TEST(SpawnerTest, TheSpawnerDiesWithTheProcessThatForkedIt) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
 }
 
+// Not only by the EOF of its socket: a process crihookd forked may still
+// hold crihookd's end, and the spawner is killed with crihookd all the same
+// (PR_SET_PDEATHSIG), not left running commands for nobody.
+TEST(SpawnerTest, TheSpawnerDiesWithItsParentWhileAnotherProcessHoldsItsSocket) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+  int report[2], hold[2];
+  ASSERT_EQ(::pipe(report), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  const pid_t parent = ::fork();
+  if (parent == 0) {
+    ::close(hold[1]);
+    auto s = SpawnerClient::start({});
+    pid_t pids[2] = {s.ok() ? (*s)->pid() : -1, ::fork()};
+    if (pids[1] == 0) {
+      // The holder: keeps every descriptor of the parent, the spawner's
+      // socket among them, until the test lets it go.
+      char c;
+      (void)!::read(hold[0], &c, 1);
+      ::_exit(0);
+    }
+    (void)!::write(report[1], pids, sizeof(pids));
+    ::_exit(0);  // without the client's destructor: as a crashed crihookd
+  }
+  ::close(report[1]);
+  ::close(hold[0]);
+  pid_t pids[2] = {-1, -1};
+  ASSERT_EQ(::read(report[0], pids, sizeof(pids)), static_cast<ssize_t>(sizeof(pids)));
+  ::close(report[0]);
+  const pid_t spawner = pids[0], holder = pids[1];
+  ASSERT_GT(spawner, 0);
+  ASSERT_GT(holder, 0);
+  ASSERT_EQ(::waitpid(parent, nullptr, 0), parent);
+  int status = 0;
+  pid_t w = 0;
+  eventually([&] { return (w = ::waitpid(spawner, &status, WNOHANG)) != 0; }, 10s);
+  ::close(hold[1]);  // the holder goes
+  ::waitpid(holder, nullptr, 0);
+  if (w == 0) {
+    ::kill(spawner, SIGKILL);
+    ::waitpid(spawner, nullptr, 0);
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+  ASSERT_EQ(w, spawner) << "the spawner outlived its parent";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
 TEST(SpawnerTest, IsOnlyForkedWhileTheProcessHasOneThread) {
   std::promise<void> stop;
   std::thread other([done = stop.get_future()] { done.wait(); });
