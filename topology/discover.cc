@@ -396,11 +396,11 @@ void readRdma(Reader& r, Snapshot& snap) {
   }
 }
 
-// NVML, when libnvidia-ml.so.1 can be loaded (never a build dependency):
-// memory size and health of the host's NVIDIA GPUs. Without it the Device
-// report has no koordinator.sh/gpu-memory, which a scheduler needs to place
-// a share of a GPU: a warning, not silence.
-void readNvml(Reader& r, Snapshot& snap) {
+// NVML, when its library can be loaded (kNvmlLibrary unless the options
+// name another): memory size and health of the host's NVIDIA GPUs. Without
+// it the Device report has no koordinator.sh/gpu-memory, which a scheduler
+// needs to place a share of a GPU: a warning, not silence.
+void readNvml(Reader& r, Snapshot& snap, const DiscoverOptions& options) {
   std::vector<Gpu*> nvidia;
   for (Gpu& g : snap.gpus) {
     if (g.nvidia_driver) nvidia.push_back(&g);
@@ -411,14 +411,15 @@ void readNvml(Reader& r, Snapshot& snap) {
                " NVIDIA GPU(s) is unknown and the Device report has no "
                "koordinator.sh/gpu-memory for them"));
   };
-  if (snap.root != "/") {
+  if (!options.nvml_library && snap.root != "/") {
     unknown("NVML", cat("not asked about a root other than / (", snap.root, ")"));
     return;
   }
-  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  const std::string library = options.nvml_library.value_or(kNvmlLibrary);
+  void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* e = ::dlerror();
-    unknown("libnvidia-ml.so.1", cat("cannot be loaded: ", quote(e ? e : "")));
+    unknown(library, cat("cannot be loaded: ", quote(e ? e : "")));
     return;
   }
   struct Memory {
@@ -433,11 +434,11 @@ void readNvml(Reader& r, Snapshot& snap) {
   auto memory = reinterpret_cast<MemoryInfo>(::dlsym(lib, "nvmlDeviceGetMemoryInfo"));
   int rc = -1;
   if (!init || !shutdown || !by_bus || !memory) {
-    unknown("libnvidia-ml.so.1",
+    unknown(library,
             "lacks nvmlInit_v2, nvmlShutdown, "
             "nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetMemoryInfo");
   } else if ((rc = init()) != 0) {
-    unknown("libnvidia-ml.so.1", cat("nvmlInit_v2 returned ", rc));
+    unknown(library, cat("nvmlInit_v2 returned ", rc));
   } else {
     for (Gpu* g : nvidia) {
       void* handle = nullptr;
@@ -572,7 +573,7 @@ std::string formatCpuList(std::vector<int> cpus) {
   return out;
 }
 
-Snapshot discover(const SysRoot& root) {
+Snapshot discover(const SysRoot& root, const DiscoverOptions& options) {
   Snapshot snap;
   snap.root = root.root();
   Reader r(root, snap);
@@ -589,7 +590,7 @@ Snapshot discover(const SysRoot& root) {
       snap.nvidia_driver_version = rest.substr(0, rest.find(' '));
     }
   }
-  readNvml(r, snap);
+  readNvml(r, snap, options);
   r.finish();
   return snap;
 }

@@ -6,6 +6,7 @@
 // immutable once discovered; hooks and the report read it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,12 +153,25 @@ struct Snapshot {
   int socketOfNode(int node) const;
 };
 
+// The NVML library discovery asks by default (the NVIDIA driver's; never a
+// build dependency).
+inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
+
+struct DiscoverOptions {
+  // The NVML library asked for the memory size and health of the NVIDIA
+  // GPUs: a name dlopen looks up, or a path. Unset: kNvmlLibrary, asked only
+  // when the root is "/" (NVML answers for the running host, not for a
+  // fixture tree). Set: that library, whatever the root (a test's fake NVML
+  // answering for a fixture tree's GPUs).
+  std::optional<std::string> nvml_library;
+};
+
 // Reads the tree under `root`. Never fails: whatever cannot be read becomes
 // a warning naming the path, and so does what the Device report will lack
 // because of it (NVIDIA GPUs whose memory NVML did not give, one without a
 // minor). Cheap (a few thousand small reads on a large
 // server); call again to rediscover.
-Snapshot discover(const SysRoot& root);
+Snapshot discover(const SysRoot& root, const DiscoverOptions& options = {});
 
 // A PCI address as the kernel names a device: dddd:bb:dd.f in lower-case
 // hex, device 00-1f, function 0-7, the domain 4 to 8 digits (Intel VMD's

@@ -129,6 +129,53 @@ TEST(SpawnerTest, CommandsRunConcurrently) {
   EXPECT_LT(Clock::now() - start, 3s);
 }
 
+// start(): the process runs with the channel crihookd passed as its fd 3,
+// the one a module host talks on.
+TEST(SpawnerTest, StartsAProcessWithItsChannelAsFd3) {
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  auto pid = spawner->start(
+      command({"/bin/sh", "-c", "echo ready >&3; read line <&3; echo \"got $line\" >&3"}), pair[1]);
+  ::close(pair[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  auto readLine = [&] {
+    std::string line;
+    char c;
+    while (line.size() < 200 && ::read(pair[0], &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  };
+  EXPECT_EQ(readLine(), "ready");
+  ASSERT_EQ(::write(pair[0], "go\n", 3), 3);
+  EXPECT_EQ(readLine(), "got go");
+  ::close(pair[0]);
+}
+
+// start(): the process is the spawner's child, and the spawner reaps it when
+// it ends, even one that left the spawner's process group (setsid): no
+// zombie is left under crihookd.
+TEST(SpawnerTest, AStartedProcessIsReapedWhenItEndsEvenInASessionOfItsOwn) {
+  if (::access("/usr/bin/setsid", X_OK) != 0) GTEST_SKIP() << "needs util-linux's setsid";
+  auto spawner = startSpawner();
+  ASSERT_TRUE(spawner);
+  const std::vector<std::vector<std::string>> programs = {
+      {"/bin/sh", "-c", "echo ready >&3"}, {"/usr/bin/setsid", "/bin/sh", "-c", "echo ready >&3"}};
+  for (const auto& argv : programs) {
+    int pair[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    auto pid = spawner->start(command(argv), pair[1]);
+    ::close(pair[1]);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    char buf[16] = {};
+    EXPECT_EQ(::read(pair[0], buf, sizeof(buf)), 6) << argv[0] << " did not run";
+    ::close(pair[0]);
+    const std::string proc = "/proc/" + std::to_string(*pid);
+    EXPECT_TRUE(eventually([&] { return ::access(proc.c_str(), F_OK) != 0; }, 10s))
+        << argv[0] << ": pid " << *pid << " ended but was never reaped";
+  }
+}
+
 TEST(SpawnerTest, AProgramThatCannotRunIsNamed) {
   auto spawner = startSpawner();
   ASSERT_TRUE(spawner);
@@ -287,6 +334,52 @@ TEST(SpawnerTest, TheSpawnerDiesWithTheProcessThatForkedIt) {
   eventually([&] { return (w = ::waitpid(spawner, &status, WNOHANG)) != 0; });
   EXPECT_EQ(w, spawner) << "the spawner outlived its parent";
   ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+}
+
+// Not only by the EOF of its socket: a process crihookd forked may still
+// hold crihookd's end, and the spawner is killed with crihookd all the same
+// (PR_SET_PDEATHSIG), not left running commands for nobody.
+TEST(SpawnerTest, TheSpawnerDiesWithItsParentWhileAnotherProcessHoldsItsSocket) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+  int report[2], hold[2];
+  ASSERT_EQ(::pipe(report), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  const pid_t parent = ::fork();
+  if (parent == 0) {
+    ::close(hold[1]);
+    auto s = SpawnerClient::start({});
+    pid_t pids[2] = {s.ok() ? (*s)->pid() : -1, ::fork()};
+    if (pids[1] == 0) {
+      // The holder: keeps every descriptor of the parent, the spawner's
+      // socket among them, until the test lets it go.
+      char c;
+      (void)!::read(hold[0], &c, 1);
+      ::_exit(0);
+    }
+    (void)!::write(report[1], pids, sizeof(pids));
+    ::_exit(0);  // without the client's destructor: as a crashed crihookd
+  }
+  ::close(report[1]);
+  ::close(hold[0]);
+  pid_t pids[2] = {-1, -1};
+  ASSERT_EQ(::read(report[0], pids, sizeof(pids)), static_cast<ssize_t>(sizeof(pids)));
+  ::close(report[0]);
+  const pid_t spawner = pids[0], holder = pids[1];
+  ASSERT_GT(spawner, 0);
+  ASSERT_GT(holder, 0);
+  ASSERT_EQ(::waitpid(parent, nullptr, 0), parent);
+  int status = 0;
+  pid_t w = 0;
+  eventually([&] { return (w = ::waitpid(spawner, &status, WNOHANG)) != 0; }, 10s);
+  ::close(hold[1]);  // the holder goes
+  ::waitpid(holder, nullptr, 0);
+  if (w == 0) {
+    ::kill(spawner, SIGKILL);
+    ::waitpid(spawner, nullptr, 0);
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+  ASSERT_EQ(w, spawner) << "the spawner outlived its parent";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }
 
 TEST(SpawnerTest, IsOnlyForkedWhileTheProcessHasOneThread) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -414,6 +415,111 @@ TEST_F(Fixtures, AVirtualFunctionKeepsItsNumberWhenAnEarlierLinkDangles) {
   EXPECT_THAT(pf->virtual_functions, ElementsAre("0000:1c:00.3"));
   EXPECT_THAT(pf->virtual_function_numbers, ElementsAre(1));
   EXPECT_THAT(s.warnings, Contains(HasSubstr("virtfn0: a dangling link")));
+}
+
+// NVML as discovery asks it on a GPU node, through a fake NVML
+// (test/topology/fake_nvml.cc) answering for the dgx fixture's eight GPUs
+// as each test tells it: what the Device report says of their memory and
+// health, and what an operator reads when NVML cannot say.
+class FakeNvml : public Fixtures {
+ protected:
+  void TearDown() override {
+    ::unsetenv("CRIHOOK_FAKE_NVML_GPUS");
+    ::unsetenv("CRIHOOK_FAKE_NVML_INIT");
+  }
+  // The dgx fixture's GPUs as NVML names them, each with 40 GiB, but for
+  // those `instead` answers otherwise ("!<rc>": its memory query fails;
+  // "": NVML does not know it).
+  static void nvmlKnows(const std::map<std::string, std::string>& instead = {}) {
+    std::string spec;
+    for (const char* bus : {"1a", "1b", "3a", "3b", "9a", "9b", "ba", "bb"}) {
+      const std::string address = "0000:" + std::string(bus) + ":00.0";
+      auto it = instead.find(address);
+      const std::string answer = it == instead.end() ? std::to_string(kForty) : it->second;
+      std::string nvml_name = "0000" + address;  // 00000000:1A:00.0
+      for (char& c : nvml_name) c = static_cast<char>(std::toupper(c));
+      if (!answer.empty()) spec += nvml_name + "=" + answer + ";";
+    }
+    ASSERT_EQ(::setenv("CRIHOOK_FAKE_NVML_GPUS", spec.c_str(), 1), 0);
+  }
+  static topo::Snapshot discoverWith(const std::string& library) {
+    return topo::discover(topo::SysRoot(fixture("dgx")), {.nvml_library = library});
+  }
+  // What the Device report says of the GPU at `address`.
+  static nlohmann::json reported(const topo::Snapshot& s, const std::string& address) {
+    const nlohmann::json report = topo::deviceObject(s, {"dgx-1"});
+    for (const auto& d : report["spec"]["devices"]) {
+      if (d["type"] == "gpu" && d["topology"]["busID"] == address) return d;
+    }
+    ADD_FAILURE() << "GPU " << address << " is not in the Device report";
+    return {};
+  }
+  static constexpr uint64_t kForty = uint64_t{40} << 30;
+};
+
+TEST_F(FakeNvml, EachGpusMemoryAndHealthComeFromNvml) {
+  nvmlKnows({{"0000:9b:00.0", std::to_string(uint64_t{80} << 30)}});
+  const topo::Snapshot s = discoverWith(FAKE_NVML_PATH);
+  EXPECT_THAT(s.warnings, ::testing::IsEmpty());
+  ASSERT_EQ(s.gpus.size(), 8u);
+  for (const topo::Gpu& g : s.gpus) {
+    EXPECT_TRUE(g.health) << g.address;
+    EXPECT_EQ(g.memory_bytes, g.address == "0000:9b:00.0" ? uint64_t{80} << 30 : kForty)
+        << g.address;
+  }
+  const nlohmann::json d = reported(s, "0000:1a:00.0");
+  EXPECT_EQ(d["health"], true);
+  EXPECT_EQ(d["resources"]["koordinator.sh/gpu-memory"], "40Gi");
+  EXPECT_EQ(reported(s, "0000:9b:00.0")["resources"]["koordinator.sh/gpu-memory"], "80Gi");
+}
+
+TEST_F(FakeNvml, AGpuNvmlCannotFindOrMeasureIsReportedUnhealthyNamingTheCall) {
+  nvmlKnows({{"0000:3a:00.0", ""}, {"0000:bb:00.0", "!15"}});  // 15: NVML_ERROR_GPU_IS_LOST
+  const topo::Snapshot s = discoverWith(FAKE_NVML_PATH);
+  EXPECT_THAT(s.warnings,
+              ElementsAre("NVML: GPU 0000:3a:00.0: nvmlDeviceGetHandleByPciBusId_v2 returned 6; "
+                          "reported unhealthy, without koordinator.sh/gpu-memory",
+                          "NVML: GPU 0000:bb:00.0: nvmlDeviceGetMemoryInfo returned 15; "
+                          "reported unhealthy, without koordinator.sh/gpu-memory"));
+  for (const char* lost : {"0000:3a:00.0", "0000:bb:00.0"}) {
+    EXPECT_FALSE(s.gpu(lost)->health) << lost;
+    const nlohmann::json d = reported(s, lost);
+    EXPECT_EQ(d["health"], false) << lost;
+    EXPECT_FALSE(d["resources"].contains("koordinator.sh/gpu-memory")) << d.dump();
+  }
+  EXPECT_TRUE(s.gpu("0000:3b:00.0")->health);
+  EXPECT_EQ(reported(s, "0000:3b:00.0")["resources"]["koordinator.sh/gpu-memory"], "40Gi");
+}
+
+TEST_F(FakeNvml, AnNvmlThatCannotAnswerLeavesEveryGpusMemoryUnknownAndSaysWhy) {
+  nvmlKnows();
+  auto unknown = [](const std::string& library, const std::string& why) {
+    return library + ": " + why +
+           "; the memory of 8 NVIDIA GPU(s) is unknown and the Device report has no "
+           "koordinator.sh/gpu-memory for them";
+  };
+  const std::string partial = FAKE_NVML_WITHOUT_MEMORY_INFO_PATH;
+  topo::Snapshot s = discoverWith(partial);
+  EXPECT_THAT(s.warnings, ElementsAre(unknown(partial,
+                                              "lacks nvmlInit_v2, nvmlShutdown, "
+                                              "nvmlDeviceGetHandleByPciBusId_v2 or "
+                                              "nvmlDeviceGetMemoryInfo")));
+  for (const topo::Gpu& g : s.gpus) EXPECT_EQ(g.memory_bytes, 0u) << g.address;
+
+  ASSERT_EQ(::setenv("CRIHOOK_FAKE_NVML_INIT", "9", 1), 0);  // NVML_ERROR_DRIVER_NOT_LOADED
+  s = discoverWith(FAKE_NVML_PATH);
+  EXPECT_THAT(s.warnings, ElementsAre(unknown(FAKE_NVML_PATH, "nvmlInit_v2 returned 9")));
+  for (const topo::Gpu& g : s.gpus) {
+    EXPECT_EQ(g.memory_bytes, 0u) << g.address;
+    EXPECT_TRUE(g.health) << g.address << ": NVML said nothing of it";
+  }
+  EXPECT_FALSE(reported(s, "0000:1a:00.0")["resources"].contains("koordinator.sh/gpu-memory"));
+
+  s = discoverWith("/nonexistent/libnvidia-ml.so.1");
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_THAT(s.warnings[0], ::testing::StartsWith("/nonexistent/libnvidia-ml.so.1: cannot be "
+                                                   "loaded: \"/nonexistent/libnvidia-ml.so.1: "));
+  EXPECT_THAT(s.warnings[0], HasSubstr("the memory of 8 NVIDIA GPU(s) is unknown"));
 }
 
 TEST(HostTopology, AgreesWithNprocAndProcCpuinfo) {

@@ -75,6 +75,23 @@ TEST(ModuleTest, WrongAbiIsRefusedBeforeAnyModuleCodeRuns) {
   ::unsetenv("CRIHOOK_TEST_MODULE_MARKER");
 }
 
+// info_size must be the struct's size, as the symbol's is: a module that
+// claims another is refused, naming both, and none of its code runs.
+TEST(ModuleTest, AModuleWhoseInfoSizeIsWrongIsRefusedBeforeAnyOfItsCodeRuns) {
+  TempDir dir;
+  const std::string marker = dir.file("ran");
+  ::setenv("CRIHOOK_TEST_MODULE_MARKER", marker.c_str(), 1);
+  auto hook = loadModuleHook("v", variant("infosize"), "{}");
+  ::unsetenv("CRIHOOK_TEST_MODULE_MARKER");
+  ASSERT_FALSE(hook.ok());
+  EXPECT_EQ(hook.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      std::string(hook.status().message()),
+      HasSubstr("crihook_module_info is " + std::to_string(sizeof(crihook_module_info) + 8) +
+                " bytes; expected " + std::to_string(sizeof(crihook_module_info))));
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the module's constructor ran";
+}
+
 TEST(ModuleTest, MissingSymbolsAndNonModulesAreRefused) {
   EXPECT_THAT(refusal(variant("nofini")), HasSubstr("exports no crihook_module_fini"));
   EXPECT_THAT(refusal(TEST_BINARY), HasSubstr("exports no crihook_module_info"));

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -361,6 +362,41 @@ TEST(ModuleTest, AnIsolatedModuleIsRefusedAsAnInProcessOneIs) {
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
   ASSERT_EQ(d.adjustment.env.size(), 1u);
   EXPECT_EQ(d.adjustment.env[0], (EnvVar{"TEAM", "ml"}));
+}
+
+// DirectLauncher's start(), each helper's pid kept.
+class PidRecordingLauncher final : public confine::DirectLauncher {
+ public:
+  absl::StatusOr<pid_t> start(const confine::LaunchRequest& request, int channel) override {
+    auto pid = DirectLauncher::start(request, channel);
+    std::lock_guard lock(mu_);
+    if (pid.ok()) pids_.push_back(*pid);
+    return pid;
+  }
+  std::vector<pid_t> pids() {
+    std::lock_guard lock(mu_);
+    return pids_;
+  }
+
+ private:
+  std::mutex mu_;  // guards pids_
+  std::vector<pid_t> pids_;
+};
+
+// An operator reading ps or top tells a module's helper by its name, not by
+// its program's cut to 15 characters ("crihook-module-").
+TEST(ModuleTest, AHelperIsNamedCrihookModule) {
+  auto launcher = std::make_shared<PidRecordingLauncher>();
+  ModuleIsolation m = isolation();
+  m.launcher = launcher;
+  auto hook = loadIsolatedModuleHook("ok", variant("ok"), "{}", m, logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  ASSERT_EQ(launcher->pids().size(), 1u);
+  // Loaded: the helper has said it is ready, after naming itself.
+  std::ifstream comm("/proc/" + std::to_string(launcher->pids()[0]) + "/comm");
+  std::string name;
+  ASSERT_TRUE(std::getline(comm, name));
+  EXPECT_EQ(name, "crihook-module");
 }
 
 }  // namespace

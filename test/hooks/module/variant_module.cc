@@ -15,6 +15,13 @@
 #ifndef VARIANT_ABI
 #define VARIANT_ABI CRIHOOK_MODULE_ABI_VERSION
 #endif
+// What info_size says: the struct's size, but for a module that claims a
+// bigger one than it exports.
+#ifdef VARIANT_INFO_SIZE
+#define VARIANT_INFO_BYTES (sizeof(struct crihook_module_info) + 8)
+#else
+#define VARIANT_INFO_BYTES sizeof(struct crihook_module_info)
+#endif
 #if defined(VARIANT_SLOW) || defined(VARIANT_HANG) || defined(VARIANT_SEGV)
 #define VARIANT_FLAGS 0u
 #else
@@ -33,7 +40,7 @@ extern "C" {
 EXPORT extern const struct crihook_module_info crihook_module_info;
 const struct crihook_module_info crihook_module_info = {
     VARIANT_ABI,
-    sizeof(struct crihook_module_info),
+    VARIANT_INFO_BYTES,
     "variant",
     "0",
     CRIHOOK_STAGE(CRIHOOK_CREATE_CONTAINER, CRIHOOK_PRE),
