@@ -24,11 +24,16 @@
  *     both in the proto3 JSON mapping (cri-api/crihook_hook_v1.proto), not
  *     NUL-terminated. Returns 0 with *reply set, or non-zero with *error set:
  *     the hook failed, and its failure_policy decides. Called from several
- *     threads at once: must be thread-safe. Unless the module declares
- *     CRIHOOK_MODULE_INLINE it runs on the hook's pool of worker threads
- *     ([[hook]] workers) under the hook's timeout; a call that overruns is
- *     abandoned, not interrupted. With [[hook]] isolation = "process" it
- *     runs in a helper process of its own, one call at a time.
+ *     threads at once: must be thread-safe. It runs on the hook's pool of
+ *     worker threads ([[hook]] workers) under the hook's timeout; a call
+ *     that overruns is abandoned, not interrupted: it is answered by the
+ *     hook's failure_policy, and its worker stays stuck until the module
+ *     returns (three timeouts in a row and the hook is refused until it
+ *     answers again). A module that never returns costs its workers, never
+ *     crihookd's event loops, nor its stop. A module that crashes takes
+ *     crihookd with it: with [[hook]] isolation = "process" it runs in a
+ *     helper process of its own, one call at a time, and a crash costs the
+ *     helper only.
  *
  *   void crihook_module_free(void* p);
  *     Frees what init and run handed out (*reply, *error).
@@ -65,7 +70,9 @@ enum crihook_phase { CRIHOOK_PRE = 0, CRIHOOK_POST = 1 };
 #define CRIHOOK_STAGE(method, phase) (UINT64_C(1) << ((method)*2 + (phase)))
 
 /* flags */
-#define CRIHOOK_MODULE_INLINE 1u /* pure computation, no I/O: called directly */
+/* Pure computation, no I/O. Accepted for modules built against earlier
+   headers; such a module too runs on its workers under its timeout. */
+#define CRIHOOK_MODULE_INLINE 1u
 
 struct crihook_module_info {
   uint32_t abi_version; /* CRIHOOK_MODULE_ABI_VERSION */

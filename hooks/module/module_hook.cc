@@ -68,7 +68,10 @@ class ModuleHook final : public Hook {
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return (m_.info.stages & stageBit(m, p)) != 0;
   }
-  bool runsInline() const override { return (m_.info.flags & CRIHOOK_MODULE_INLINE) != 0; }
+  // Never on the caller's thread, CRIHOOK_MODULE_INLINE or not: a module
+  // that loops would hold an event loop and every call on it (Version
+  // included). On its workers, it costs a worker and its calls' timeouts.
+  bool runsInline() const override { return false; }
 
   HookDecision run(const HookInput& input) override {
     const std::string request = moduleRequest(input);

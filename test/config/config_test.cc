@@ -88,6 +88,17 @@ TEST(Config, UnknownKeysAndTablesNameTheFileAndKey) {
   EXPECT_EQ(message(c.status()), "config f.toml: hookz: unknown key");
 }
 
+// A refused path is shown in its first 200 bytes, whatever its length.
+TEST(Config, ALongRefusedPathIsShownInItsFirst200Bytes) {
+  auto c = parseConfig("[nri]\nsocket_path = \"" + std::string(300, 'r') + "\"\n", "f");
+  EXPECT_THAT(message(c.status()),
+              HasSubstr("expected an absolute path, got \"" + std::string(200, 'r') + "\"..."));
+  c = parseConfig("[nri]\nsocket_path = \"/" + std::string(300, 's') + "\"\n", "f");
+  EXPECT_THAT(message(c.status()),
+              HasSubstr("expected a Unix socket path of at most 107 bytes, got 301 bytes: \"/" +
+                        std::string(199, 's') + "\"..."));
+}
+
 TEST(Config, BadValuesSayWhatWasExpected) {
   struct Case {
     const char* text;
@@ -122,6 +133,7 @@ TEST(Config, BadValuesSayWhatWasExpected) {
        "config f: server.mode: expected \"proxy\" or \"nri\", got \"sidecar\""},
       {"[nri]\nsocket_path = \"nri.sock\"",
        "config f: nri.socket_path: expected an absolute path, got \"nri.sock\""},
+
       {"[nri]\nplugin_request_timeout = \"50ms\"",
        "config f: nri.plugin_request_timeout: expected a duration from 200ms to 10m"},
       {"[nri]\nkoordlet_plugin = \"yes\"", "config f: nri.koordlet_plugin: expected true or false"},

@@ -5,11 +5,13 @@
 
 #include "hooks/module/module_hook.h"
 
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "base/logging.h"
 #include "hooks/chain.h"
@@ -39,7 +41,8 @@ TEST(ModuleTest, ExampleModuleSetsItsEnvAndRejectsDeniedPods) {
   ASSERT_TRUE(hook.ok()) << hook.status();
   EXPECT_TRUE((*hook)->subscribes(LifecycleMethod::kCreateContainer, Phase::kPre));
   EXPECT_FALSE((*hook)->subscribes(LifecycleMethod::kStartContainer, Phase::kPre));
-  EXPECT_TRUE((*hook)->runsInline());
+  // INLINE, as it declares, yet run on its workers (AnInlineModuleThatLoops...).
+  EXPECT_FALSE((*hook)->runsInline());
   HookDecision d = (*hook)->run(createInput());
   ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
   ASSERT_EQ(d.adjustment.env.size(), 1u);
@@ -170,6 +173,36 @@ std::string stateOf(const HookExecutor& ex) {
 // worker takes it off the queue never reaches the hook and sticks no worker,
 // and while a worker is idle the next call is let through as a probe. So the
 // tests below call until the executor says so, not a fixed number of times.
+// A module that declares itself INLINE and loops: run on its workers all
+// the same, its call is answered at its timeout by its failure policy, and
+// the caller's thread (an event loop's, for an inline hook) is never held.
+TEST(ModuleTest, AnInlineModuleThatLoopsCostsAWorkerNotTheCaller) {
+  auto spin = loadModuleHook("spin", variant("spin"), "{}");
+  ASSERT_TRUE(spin.ok()) << spin.status();
+  EXPECT_FALSE((*spin)->runsInline());
+  HookChain chain(logger("hook"));
+  HookSettings s;
+  s.timeout = std::chrono::milliseconds(100);
+  chain.add(*spin, s);
+  auto run = std::async(std::launch::async, [&] {
+    return chain.run(createInput(), Clock::time_point::max());
+  });
+  const bool answered = run.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  // Let the loop end whatever happened (the module is loaded once: this is
+  // the handle the loader got).
+  void* handle = ::dlopen(variant("spin").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto release = reinterpret_cast<void (*)()>(::dlsym(handle, "variant_release"));
+  ASSERT_NE(release, nullptr);
+  release();
+  ::dlclose(handle);
+  ASSERT_TRUE(answered) << "the module held its caller";
+  const ChainOutcome out = run.get();
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(out.status.message()),
+              HasSubstr("hook spin failed in PreCreateContainer: timed out after 100ms"));
+}
+
 TEST(ModuleTest, AHungModuleUnderAThousandCallsKeepsThreadsAndMemoryFlat) {
   auto hang = loadModuleHook("hang", variant("hang"), "{}");
   ASSERT_TRUE(hang.ok()) << hang.status();

@@ -1,8 +1,10 @@
 // Modules that go wrong in one way each, built from this file with one
 // VARIANT_* macro (test/meson.build), for module_hook_test.cc and module_host_test.cc.
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +56,11 @@ const struct crihook_module_info crihook_module_info = {
   return out;
 }
 
+#ifdef VARIANT_SPIN
+static std::atomic<bool> released{false};
+EXPORT void variant_release() { released = true; }
+#endif
+
 EXPORT int crihook_module_init(const char*, size_t, void** instance, char**) {
   *instance = nullptr;
   return 0;
@@ -69,6 +76,14 @@ EXPORT int crihook_module_run(void*, const char* request, size_t request_len, ch
   // Never answers (a module stuck on a lock or a device).
   (void)reply, (void)reply_len, (void)error;
   for (;;) ::pause();
+#elif defined(VARIANT_SPIN)
+  // Loops (a bug), declaring itself INLINE all the same, until the test
+  // releases it (variant_release) so that it burns no core past its test.
+  (void)reply, (void)reply_len, (void)error;
+  while (!released.load()) ::sched_yield();
+  *reply = copy("{}");
+  *reply_len = 2;
+  return 0;
 #elif defined(VARIANT_SEGV)
   // Crashes on a request that carries "segv" (any other is answered), so a
   // test can tell a crash from a module that never answers again.
