@@ -177,8 +177,8 @@ absl::Status PosixEnv::writeFileAtomic(const std::string& path, std::string_view
   if (folder < 0) return absl::UnavailableError(cat("cannot write ", path, ": ", folderError(dir)));
   const std::string name = fs::path(path).filename().string();
   const std::string tmp = cat(".", name, ".tmp");
-  const int fd = ::openat(folder, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                          0600);
+  const int fd =
+      ::openat(folder, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   int why = fd < 0 ? errno : 0;
   for (std::string_view left = text; fd >= 0 && !left.empty() && why == 0;) {
     const long n = writeSome(fd, left.data(), left.size());

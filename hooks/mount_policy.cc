@@ -166,8 +166,7 @@ absl::Status MountPolicy::check(const std::string& hook, const MountSpec& m) con
   const std::string via =
       resolved == host ? "" : cat(" (the host path leads to ", shown(resolved), ")");
   if (processFolder(resolved)) {
-    return refuse(cat("it is in a process's folder under /proc, whose links reach any path",
-                      via));
+    return refuse(cat("it is in a process's folder under /proc, whose links reach any path", via));
   }
   for (const std::string& rule : deny_) {
     if (reaches(host, rule) || reaches(resolved, rule))

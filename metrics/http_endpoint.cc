@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -15,7 +16,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstring>
@@ -185,8 +185,8 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
     }
     std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     target = target.substr(0, target.find('?'));
-    c->priority = std::find(options.priority_paths.begin(), options.priority_paths.end(),
-                            target) != options.priority_paths.end();
+    c->priority = std::find(options.priority_paths.begin(), options.priority_paths.end(), target) !=
+                  options.priority_paths.end();
     c->done = true;  // from here the reply or stop() ends it
     c->timer.cancel();
     // The reply may come from another thread, and after stop(): it holds the

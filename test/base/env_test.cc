@@ -78,11 +78,12 @@ TEST(PosixEnv, AFolderOfItsOwnReplacedByALinkIsNeitherWrittenNorRemovedThrough) 
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("is a symbolic link"));
   s = env.makeDirectories(dir.file("pods"), 0700);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(s.message()),
-              ::testing::HasSubstr("cannot create " + dir.file("pods") + ": it is a symbolic link"));
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("cannot create " + dir.file("pods") +
+                                                             ": it is a symbolic link"));
   ASSERT_EQ(::symlink(elsewhere.file("gone").c_str(), dir.file("devices").c_str()), 0);
   EXPECT_THAT(std::string(env.makeDirectories(dir.file("devices"), 0700).message()),
-              ::testing::HasSubstr("it is a symbolic link")) << "a dangling one too";
+              ::testing::HasSubstr("it is a symbolic link"))
+      << "a dangling one too";
   EXPECT_THAT(namesIn(elsewhere.path()), ElementsAre("victim.json"));
   EXPECT_EQ(readFile(elsewhere.file("victim.json")), "precious");
 

@@ -311,13 +311,16 @@ TEST(Config, BadHooksNameTheEntry) {
   } cases[] = {
       {"[[hook]]\nname = \"a b\"\nbuiltin = \"noop\"",
        "config f: hook[0].name: expected 1-63 letters"},
-      {"[[hook]]\nname = \"\"\nbuiltin = \"noop\"", "config f: hook[0].name: expected 1-63 letters"},
-      {"[[hook]]\nname = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\nbuiltin = "
+      {"[[hook]]\nname = \"\"\nbuiltin = \"noop\"",
+       "config f: hook[0].name: expected 1-63 letters"},
+      {"[[hook]]\nname = "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\nbuiltin = "
        "\"noop\"",
        "config f: hook[0].name: expected 1-63 letters"},
       {"[security]\ncapabilities = [\"\"]",
        "security.capabilities[0]: expected a capability name such as \"CAP_NET_ADMIN\""},
-      {"[security]\nspawner_capabilities = [\"CAP_NET_ADMIN\", \"CAP_AAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"]",
+      {"[security]\nspawner_capabilities = [\"CAP_NET_ADMIN\", "
+       "\"CAP_AAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"]",
        "security.spawner_capabilities[1]: expected a capability name"},
       {"[[hook]]\nname = \"a\"",
        "config f: hook[a].builtin: expected exactly one of builtin, module and endpoint"},

@@ -336,9 +336,9 @@ TEST_P(HookInterceptorTest, AnAnswerThatDoesNotDecodeRecordsNothing) {
   });
   grpc::ClientContext ctx;
   std::string reply;
-  EXPECT_TRUE(genericUnary(proxyChannel(), &ctx, kCreate, createRequest().SerializeAsString(),
-                           &reply)
-                  .ok());
+  EXPECT_TRUE(
+      genericUnary(proxyChannel(), &ctx, kCreate, createRequest().SerializeAsString(), &reply)
+          .ok());
   EXPECT_EQ(reply, "\xff\xff\xff\xff");
   EXPECT_EQ(state_.containerCount(), 0u);
 }

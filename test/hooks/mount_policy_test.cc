@@ -135,11 +135,11 @@ TEST(MountPolicy, ALinkToADeniedPathIsThatPath) {
   fs::create_symlink(dir.file("run/containerd/containerd.sock"), dir.file("sock"));
   fs::create_symlink(dir.file("run/containerd"), dir.file("folder"));
   fs::create_symlink(dir.file("run"), dir.file("above"));
-  fs::create_symlink("folder", dir.file("relative"));   // -> folder -> run/containerd
+  fs::create_symlink("folder", dir.file("relative"));      // -> folder -> run/containerd
   fs::create_symlink("../relative", dir.file("data/up"));  // data/up -> relative
-  for (const std::string& via : {dir.file("sock"), dir.file("folder"), dir.file("folder/x.sock"),
-                                 dir.file("above"), dir.file("relative/containerd.sock"),
-                                 dir.file("data/up/containerd.sock")}) {
+  for (const std::string& via :
+       {dir.file("sock"), dir.file("folder"), dir.file("folder/x.sock"), dir.file("above"),
+        dir.file("relative/containerd.sock"), dir.file("data/up/containerd.sock")}) {
     SCOPED_TRACE(via);
     const absl::Status s = p.check("h", ro(via));
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);

@@ -205,15 +205,15 @@ TEST(StateStoreTest, APodsFolderReplacedByALinkIsRefusedAndNothingIsWrittenThrou
   s.putContainer(container("c1", "sb1"));
   s.flush();
   EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
-  EXPECT_THAT(log.text.str(), ::testing::HasSubstr("its folder " + dir.file("pods") +
-                                                   " is a symbolic link"));
+  EXPECT_THAT(log.text.str(),
+              ::testing::HasSubstr("its folder " + dir.file("pods") + " is a symbolic link"));
   EXPECT_NE(s.container("c1"), nullptr) << "kept in memory";
 
   StateStore again(dir.path(), nullptr);
   const absl::Status st = again.load();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(st.message()),
-              ::testing::HasSubstr("cannot create " + dir.file("pods") + ": it is a symbolic link"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("cannot create " + dir.file("pods") +
+                                                              ": it is a symbolic link"));
 }
 
 TEST(StateStoreTest, ANewerVersionIsSkippedNamedAndNeverOverwrittenNorRemoved) {

@@ -288,8 +288,7 @@ TEST_F(FrontTest, UpdateContainerAnswersTheHooksChangeForItsContainer) {
     const auto ran = hooks_.ran();
     return std::count(ran.begin(), ran.end(), stage);
   };
-  EXPECT_TRUE(::crihook::eventually(
-      [&] { return count("post UpdateContainerResources") == 2; }));
+  EXPECT_TRUE(::crihook::eventually([&] { return count("post UpdateContainerResources") == 2; }));
   EXPECT_EQ(count("pre UpdateContainerResources"), 2);
 }
 

@@ -165,8 +165,7 @@ TEST(NriTranslateTest, AMountWhoseFlagsOrSourceChangedIsReplacedWhole) {
   ASSERT_TRUE(answer.ok()) << answer.status();
   ASSERT_EQ(answer->adjust.mounts_size(), 1) << "the read-only flag alone changed";
   EXPECT_EQ(answer->adjust.mounts(0).destination(), "/data");
-  EXPECT_EQ(options(answer->adjust.mounts(0)),
-            (std::vector<std::string>{"rbind", "rw", "rslave"}));
+  EXPECT_EQ(options(answer->adjust.mounts(0)), (std::vector<std::string>{"rbind", "rw", "rslave"}));
 
   after = before;
   after.mutable_config()->mutable_mounts(0)->set_propagation(v1::PROPAGATION_PRIVATE);

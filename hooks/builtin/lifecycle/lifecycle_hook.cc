@@ -257,9 +257,10 @@ absl::Status LifecycleHook::initDevices(Slot& s, Clock::time_point deadline) {
     // the init here, with what was touched so far cleaned up.
     if (absl::Status w = records_.write(rec); !w.ok()) {
       rec.touched = i;
-      return refuseInit(s, cat("pod ", pod, ": init of ", d.describe(),
-                               " not started: its record cannot be written (", w.message(),
-                               "), so its cleanup could not be guaranteed"),
+      return refuseInit(s,
+                        cat("pod ", pod, ": init of ", d.describe(),
+                            " not started: its record cannot be written (", w.message(),
+                            "), so its cleanup could not be guaranteed"),
                         absl::StatusCode::kUnavailable, deadline);
     }
     if (!shared_with[i].empty()) {

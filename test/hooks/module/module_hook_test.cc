@@ -184,9 +184,8 @@ TEST(ModuleTest, AnInlineModuleThatLoopsCostsAWorkerNotTheCaller) {
   HookSettings s;
   s.timeout = std::chrono::milliseconds(100);
   chain.add(*spin, s);
-  auto run = std::async(std::launch::async, [&] {
-    return chain.run(createInput(), Clock::time_point::max());
-  });
+  auto run = std::async(std::launch::async,
+                        [&] { return chain.run(createInput(), Clock::time_point::max()); });
   const bool answered = run.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
   // Let the loop end whatever happened (the module is loaded once: this is
   // the handle the loader got).

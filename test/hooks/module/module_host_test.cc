@@ -102,9 +102,8 @@ TEST(ModuleTest, AHelperThatAnswersBetweenCrashesIsRestartedAfterTheFirstBackoff
       // (No figure when the backoff passed before this call: a slow machine.)
       EXPECT_LE(restartingIn(d.status), kHostFirstRestart.count())
           << "the backoff grew across good answers";
-      ASSERT_TRUE(eventually([&] {
-        return (*hook)->run(isolatedInput()).kind == HookDecision::Kind::kContinue;
-      }));
+      ASSERT_TRUE(eventually(
+          [&] { return (*hook)->run(isolatedInput()).kind == HookDecision::Kind::kContinue; }));
     }
   }
 }

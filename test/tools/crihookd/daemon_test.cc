@@ -189,8 +189,8 @@ TEST_F(CrihookdTest, NriModeRefusesHooksThatOutlastThePluginTimeoutAndKoordletsI
 
 TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
   backend_.start();
-  std::ofstream(dir_.file("c.toml")) << "[topology]\nroot = \"" << fixtureTree("dgx")
-                                     << "\"\n[hooks]\nhookserver_dir = \"\"\n";
+  std::ofstream(dir_.file("c.toml"))
+      << "[topology]\nroot = \"" << fixtureTree("dgx") << "\"\n[hooks]\nhookserver_dir = \"\"\n";
   Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
             "unix://" + dir_.file("backend.sock")},
            dir_.file("log"));

@@ -216,9 +216,9 @@ TEST(DeviceAllocated, NamesAndAddressesAreCheckedForWhatTheyMustBe) {
   // Intel VMD's domains: discovery reports such functions, the hooks take them.
   EXPECT_TRUE(isPciAddress("10000:1f:00.2"));
   EXPECT_TRUE(isPciAddress("ffffffff:1f:00.2"));
-  for (const char* bad : {"0000:1F:00.2", "0000:1f:20.0", "0000:1f:00.8", "0000:1f:00",
-                          "0000-1f:00.2", "../../../../xx", "", "100000000:1f:00.2",
-                          "000:1f:00.2", "1000g:1f:00.2"})
+  for (const char* bad :
+       {"0000:1F:00.2", "0000:1f:20.0", "0000:1f:00.8", "0000:1f:00", "0000-1f:00.2",
+        "../../../../xx", "", "100000000:1f:00.2", "000:1f:00.2", "1000g:1f:00.2"})
     EXPECT_FALSE(isPciAddress(bad)) << bad;
   EXPECT_TRUE(isNvidiaGpuUuid("GPU-8c25ea37-2909-6e62-b7bf-e2fcadebea8d"));
   for (const char* bad :

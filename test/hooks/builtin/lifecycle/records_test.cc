@@ -98,8 +98,10 @@ TEST(DeviceRecords, ARecordUnderAnotherPodsNameOrOfVersionZeroIsMovedAside) {
                            "/uid-a_1.json.bad");
   EXPECT_EQ(errors[1], at + "uid-b_0.json: names another pod; moved aside to " + dir.path() +
                            "/uid-b_0.json.bad");
-  EXPECT_EQ(errors[3], at + "uid-z_0.json: version: expected a positive integer, got 0; moved "
-                            "aside to " + dir.path() + "/uid-z_0.json.bad");
+  EXPECT_EQ(errors[3], at +
+                           "uid-z_0.json: version: expected a positive integer, got 0; moved "
+                           "aside to " +
+                           dir.path() + "/uid-z_0.json.bad");
   EXPECT_THAT(errors[2], ::testing::StartsWith(at + "uid-n_0.json: format version "));
   EXPECT_EQ(newer.size(), 1u);
   EXPECT_TRUE(std::filesystem::exists(dir.file("uid-n_0.json"))) << "a newer one is left alone";
