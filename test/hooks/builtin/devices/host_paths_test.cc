@@ -5,12 +5,14 @@
 #include "hooks/builtin/devices/host_paths.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "base/logging.h"
@@ -103,6 +105,32 @@ TEST_F(HostPathsTest, ADirectoryThatAppearsLaterIsRead) {
   EXPECT_TRUE(eventually([&] { return paths->hasEntry("rdma_cm"); }));
   std::filesystem::remove_all(dir_.file("dev/infiniband"));
   EXPECT_TRUE(eventually([&] { return !paths->hasEntry("rdma_cm"); }));
+}
+
+// A folder that cannot be read is said once; read again, it says nothing
+// more (and a failure after that is said again).
+TEST_F(HostPathsTest, AnUnreadableFolderIsSaidOnceAndItsRecoveryIsQuiet) {
+  std::ostringstream text;
+  auto log = std::make_shared<spdlog::logger>(
+      "hook.gpu", std::make_shared<spdlog::sinks::ostream_sink_mt>(text));
+  touch(dir_.file("dev/x"));  // a file where the folder should be
+  auto paths =
+      std::make_unique<HostPaths>(HostPaths::Spec{dir_.file("dev/x"), "", {}}, log, env_, 10ms);
+  std::filesystem::remove(dir_.file("dev/x"));
+  std::filesystem::create_directories(dir_.file("dev/x"));
+  touch(dir_.file("dev/x/node"));
+  ASSERT_TRUE(eventually([&] { return paths->hasEntry("node"); }));
+  touch(dir_.file("dev/x/later"));
+  ASSERT_TRUE(eventually([&] { return paths->hasEntry("later"); })) << "read again since";
+  paths.reset();  // its thread gone: the text is the test's
+  const std::string said = text.str();
+  size_t lines = 0;
+  for (size_t at = said.find("none found there"); at != std::string::npos;
+       at = said.find("none found there", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << said;
+  EXPECT_NE(said.find("device nodes " + dir_.file("dev/x") + ": cannot read"), std::string::npos)
+      << said;
 }
 
 TEST_F(HostPathsTest, ASinglePathIsCheckedAgainEveryPoll) {
