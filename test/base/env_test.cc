@@ -96,6 +96,16 @@ TEST(PosixEnv, AFolderOfItsOwnReplacedByALinkIsNeitherWrittenNorRemovedThrough) 
   EXPECT_FALSE(std::filesystem::exists(elsewhere.file("devices/a.json")));
 }
 
+// write(2) may write less than asked: the rest is written after, one byte
+// at a time if need be, and the file is whole.
+TEST(FaultEnv, ShortWritesStillWriteTheWholeFile) {
+  TempDir dir;
+  FaultEnv env(nullptr);
+  env.shortWrites(1);
+  ASSERT_TRUE(env.writeFileAtomic(dir.file("record.json"), "a record", Sync::kDurable).ok());
+  EXPECT_EQ(readFile(dir.file("record.json")), "a record");
+}
+
 // The disk fills part-way: the old file is whole, the partial temporary
 // file is gone, and the error names the file and ENOSPC.
 TEST(FaultEnv, AFullDiskLeavesTheOldFileWholeAndNoTemporaryFile) {

@@ -29,6 +29,11 @@ void FaultEnv::fillDiskAfterWrites(size_t writes) {
   writes_left_ = writes;
 }
 
+void FaultEnv::shortWrites(size_t bytes) {
+  std::lock_guard lock(mu_);
+  short_writes_ = bytes;
+}
+
 void FaultEnv::freeDisk() {
   std::lock_guard lock(mu_);
   disk_full_ = false;
@@ -43,6 +48,7 @@ long FaultEnv::writeSome(int fd, const char* data, size_t size) {
       errno = ENOSPC;
       return -1;
     }
+    if (short_writes_ > 0) size = std::min(size, short_writes_);
     if (disk_full_) {
       if (bytes_left_ == 0) {
         errno = ENOSPC;

@@ -48,6 +48,9 @@ class FaultEnv final : public PosixEnv {
   // A full disk after `writes` more write(2) calls of writeFileAtomic (a
   // small record is one): the next ones fail with ENOSPC until freeDisk().
   void fillDiskAfterWrites(size_t writes);
+  // Each write(2) of writeFileAtomic writes at most `bytes` (0: no bound):
+  // the short writes a signal or a pipe-like file makes.
+  void shortWrites(size_t bytes);
   void freeDisk();
   // removeFile fails with `error` (EROFS: a filesystem remounted read-only);
   // 0 ends it.
@@ -76,6 +79,7 @@ class FaultEnv final : public PosixEnv {
   std::condition_variable cv_;
   bool disk_full_ = false;
   std::optional<size_t> writes_left_;  // fillDiskAfterWrites
+  size_t short_writes_ = 0;
   size_t bytes_left_ = 0;
   int remove_error_ = 0;
   bool hang_ = false;
