@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -174,6 +175,27 @@ TEST(SpawnerTest, AStartedProcessIsReapedWhenItEndsEvenInASessionOfItsOwn) {
     EXPECT_TRUE(eventually([&] { return ::access(proc.c_str(), F_OK) != 0; }, 10s))
         << argv[0] << ": pid " << *pid << " ended but was never reaped";
   }
+}
+
+// The spawner keeps stdio and its socket, and none of the descriptors its
+// parent had open: crihookd's lock file, listening socket or records would
+// otherwise stay open as long as the spawner lives.
+TEST(SpawnerTest, HoldsNoneOfItsParentsDescriptors) {
+  char lock[] = "/tmp/spawner-lock-XXXXXX";
+  const int held = ::mkstemp(lock);  // not close-on-exec, as the lock file is not
+  ASSERT_GE(held, 0);
+  auto spawner = startSpawner();
+  ::close(held);
+  ASSERT_TRUE(spawner);
+  const std::string dir = "/proc/" + std::to_string(spawner->pid()) + "/fd";
+  std::vector<std::string> above_stdio;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string target = std::filesystem::read_symlink(e.path()).string();
+    EXPECT_NE(target, lock) << "the spawner holds its parent's file as fd " << e.path().filename();
+    if (std::stoi(e.path().filename().string()) > 2) above_stdio.push_back(target);
+  }
+  EXPECT_EQ(above_stdio.size(), 1u) << "more than its socket: " << above_stdio.size();
+  std::remove(lock);
 }
 
 TEST(SpawnerTest, AProgramThatCannotRunIsNamed) {

@@ -31,6 +31,18 @@ TEST(RegistryTest, CountersAndGaugesHaveHelpTypeAndLabels) {
   EXPECT_THAT(text, HasSubstr("# TYPE crihook_level gauge\ncrihook_level -4\n"));
 }
 
+// A gauge function (connections open, calls in flight) is read anew at
+// each scrape.
+TEST(RegistryTest, AGaugeFunctionIsReadAtEachScrape) {
+  Registry r;
+  double open = 3;
+  r.gaugeFunction("crihook_open", "Open now.", [&] { return open; });
+  EXPECT_THAT(r.expose(), HasSubstr("# HELP crihook_open Open now.\n# TYPE crihook_open "
+                                    "gauge\ncrihook_open 3\n"));
+  open = 5;
+  EXPECT_THAT(r.expose(), HasSubstr("\ncrihook_open 5\n"));
+}
+
 TEST(RegistryTest, AskingTwiceForAFamilyReturnsTheSameOne) {
   Registry r;
   auto& a = r.counter("crihook_y_total", "Y.", {"k"});

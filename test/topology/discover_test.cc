@@ -282,6 +282,22 @@ TEST_F(Fixtures, NvidiaGpusWithoutAUsableMinorAreLeftOutAndSaidSo) {
   EXPECT_THAT(ids, ElementsAre("0000:1a:00.0", "0000:9b:00.0", "0000:ba:00.0"));
 }
 
+// A line of a GPU's information file without a colon is no field, even one
+// that names one: a file cut short after "Device Minor" has no minor.
+TEST_F(Fixtures, AnInformationLineWithoutAColonIsNoField) {
+  TempDir copy;
+  copyFixture("dgx", copy);
+  const std::string info = copy.path() + "/proc/driver/nvidia/gpus/0000:1b:00.0/information";
+  std::ofstream(info) << "Model: \t\t NVIDIA A100-SXM4-40GB\nModel\nDevice Minor";
+  const topo::Snapshot s = topo::discover(topo::SysRoot(copy.path()));
+  EXPECT_EQ(s.gpu("0000:1b:00.0")->model, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(s.gpu("0000:1b:00.0")->minor, -1);
+  EXPECT_THAT(s.warnings, Contains(topo::SysRoot(copy.path()).root() +
+                                   "/proc/driver/nvidia/gpus/0000:1b:00.0/information: no "
+                                   "\"Device Minor\": GPU 0000:1b:00.0 has no minor and is left "
+                                   "out of the Device report"));
+}
+
 // The kernel writes these as ints: a 64-bit number there is a broken tree,
 // warned about, not a value cut to fit (4294967296 used to become node 0,
 // 4294967297 core 1).
@@ -520,6 +536,22 @@ TEST_F(FakeNvml, AnNvmlThatCannotAnswerLeavesEveryGpusMemoryUnknownAndSaysWhy) {
   EXPECT_THAT(s.warnings[0], ::testing::StartsWith("/nonexistent/libnvidia-ml.so.1: cannot be "
                                                    "loaded: \"/nonexistent/libnvidia-ml.so.1: "));
   EXPECT_THAT(s.warnings[0], HasSubstr("the memory of 8 NVIDIA GPU(s) is unknown"));
+}
+
+// What discovery keeps of a name under sys/bus/pci/devices, and what the
+// hooks take as a device, becomes a path: every digit of a PCI address is
+// checked, a name with any other byte in any place is none.
+TEST(PciAddress, EveryDigitIsLowerCaseHex) {
+  const std::string good = "0000:1f:00.2";
+  ASSERT_TRUE(topo::isPciAddress(good));
+  for (size_t i = 0; i < good.size(); ++i) {
+    if (good[i] == ':' || good[i] == '.') continue;
+    for (char c : {'g', 'F', '/', ' '}) {
+      std::string bad = good;
+      bad[i] = c;
+      EXPECT_FALSE(topo::isPciAddress(bad)) << quote(bad);
+    }
+  }
 }
 
 TEST(HostTopology, AgreesWithNprocAndProcCpuinfo) {

@@ -49,6 +49,11 @@ TEST_F(Fixtures, SharedScopes) {
   auto bad = topo::sharedScope(s, {{"0000:77:00.0"}, {}, {}}, topo::PcieScope::kRootComplex);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("no GPU 0000:77:00.0 on this node"));
+  // An empty set shares no scope, and says so rather than nothing.
+  auto none = topo::sharedScope(s, {}, topo::PcieScope::kRootComplex);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->scope, topo::Scope::kNone);
+  EXPECT_EQ(none->why, "nothing to place");
 
   // The workstation's GPUs hang off one root complex, each on its own root
   // port: the same PCIe as koordlet means it, not behind one switch.

@@ -144,6 +144,17 @@ TEST_F(Fixtures, DeviceLabelsAreCutToWhatTheApiServerTakes) {
   EXPECT_EQ(labels["node.koordinator.sh/gpu-model"], a62 + "B") << "63 kept";
 }
 
+// A NUMA node's memory in whole GiB of 2^30 bytes, as numactl and the
+// kernel count it, also on a node of a terabyte.
+TEST(Tree, ANodesMemoryIsInGibibytes) {
+  topo::Snapshot s = oddMachine();
+  s.nodes[0].memory_bytes = uint64_t{1} << 40;
+  s.nodes[1].memory_bytes = uint64_t{96} << 30;
+  const std::string t = topo::tree(s);
+  EXPECT_THAT(t, HasSubstr("  NUMA node 0: CPUs 0-1, 1024 GiB\n"));
+  EXPECT_THAT(t, HasSubstr("  NUMA node 1: CPUs none, 96 GiB\n"));
+}
+
 // What drivers and users name is anyone's text: a netdev name may hold any
 // byte but '/', ':' and white space (a container with CAP_NET_ADMIN names
 // one), an RDMA device is renamed with `rdma dev set`, a model is what the
