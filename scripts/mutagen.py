@@ -43,7 +43,9 @@ asserts and Abseil annotations left out:
 A mutant's id is a hash of its file, the text of its line, the operator and
 its place in the line, so it stays the same while its line does.
 
-Results: killed (a test failed or ran past its time), survived (every test
+Results: killed (a test failed, or ran past its time twice: the second time
+with its own meson timeout, so a loaded machine does not pass a slow test
+off as a kill; such kills are marked "timed out"), survived (every test
 that covers the file passed), stillborn (it does not compile: not a bug a
 user could have; left out of the score), equivalent (listed with a reason
 in test/mutants-equivalent.txt: left out of the score). The score is killed
@@ -416,15 +418,29 @@ class Planted:
 
 def run_test(build, name, timeout, env=None):
     """True when the test passed within its time."""
+    return test_outcome(build, name, timeout, env) == "passed"
+
+
+def test_outcome(build, name, timeout, env=None):
+    """"passed", "failed" or "timed out"."""
     p = subprocess.Popen(["meson", "test", "-C", str(build), "--no-rebuild", "--logbase", "mutagen",
                           "--timeout-multiplier", "1", name], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        return p.wait(timeout=timeout) == 0
+        return "passed" if p.wait(timeout=timeout) == 0 else "failed"
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-        return False
+        return "timed out"
+
+
+def judge_test(build, name, tests, durations):
+    """A mutant's test: "passed", "failed" or "timed out" (twice, the second
+    time under the test's own meson timeout)."""
+    outcome = test_outcome(build, name, max(30.0, 4 * durations[name] + 10))
+    if outcome != "timed out":
+        return outcome
+    return test_outcome(build, name, max(float(tests[name].get("timeout") or 30), 8 * durations[name] + 30))
 
 
 def ninja(build, outs):
@@ -488,8 +504,9 @@ def cmd_run(args):
                         if not ok:
                             result, by = "stillborn", log.strip().splitlines()[-1][:160] if log.strip() else ""
                             break
-                        if not run_test(build, n, max(30.0, 4 * durations[n] + 10)):
-                            result, by = "killed", n
+                        outcome = judge_test(build, n, tests, durations)
+                        if outcome != "passed":
+                            result, by = "killed", n if outcome == "failed" else f"{n} (timed out)"
                             break
             row = dict(m, result=result, by=by, seconds=round(time.monotonic() - t0, 1))
             results.append(row)
