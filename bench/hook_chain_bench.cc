@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 200; ++i) round_trip();  // connect and warm up
   auto remote = std::make_shared<HookChain>(nullptr);
   remote->add(
-      makeCrihookRemoteHook("remote", socket, {{LifecycleMethod::kCreateContainer, Phase::kPre}}),
+      makeCrihookRemoteHook("remote", socket, {{LifecycleMethod::kCreateContainer, Phase::kPre}},
+                            {kDefaultHookWorkers, kDefaultHookQueue}),
       {});
   (void)chainOnly(*remote, 200);
   // Interleaved rounds, so both see the same machine; the median of the

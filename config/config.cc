@@ -289,7 +289,7 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
   CRIHOOK_RETURN_IF_ERROR(r.readDuration("hookserver_timeout", c.hookserver_timeout));
   c.hookserver_timeout_set = r.get("hookserver_timeout") != nullptr;
   int64_t workers = c.hook_workers;
-  CRIHOOK_RETURN_IF_ERROR(r.readInt("workers", 1, 256, workers));
+  CRIHOOK_RETURN_IF_ERROR(r.readInt("workers", 1, kMaxHookStages, workers));
   c.hook_workers = static_cast<int>(workers);
   auto owners = r.subtable("owners");
   if (!owners.ok()) return owners.status();

@@ -32,6 +32,15 @@ inline constexpr int kMaxHookWorkers = 64;
 inline constexpr int kDefaultHookQueue = 16;
 inline constexpr int kMaxHookQueue = 1024;
 
+// [hooks] workers: the most lifecycle calls whose hooks may block that are
+// hooked at once, a "hook-stage" thread each, started when needed
+// (hooks/hook_interceptor.h). A stage holds its thread while a hook server
+// takes its time, so this is how many pods and containers a hung server can
+// hold before others wait for a thread: above the 16 to 32 pods a node
+// starts in a burst, with room; an idle thread ends after 30 s.
+inline constexpr int kDefaultHookStages = 64;
+inline constexpr int kMaxHookStages = 256;
+
 struct HookConfig {
   std::string name;
   bool enabled = true;  // false: configured but left out of the chain
@@ -207,7 +216,7 @@ struct Config {
   // answer is not dropped, while a hung one holds a call 10 s, not 2 min.
   std::chrono::milliseconds hookserver_timeout{10000};
   bool hookserver_timeout_set = false;  // given in the file; else the front's default
-  int hook_workers = 4;
+  int hook_workers = kDefaultHookStages;
   // [hooks.owners], by OwnerClass.
   FieldOwners owners = kDefaultFieldOwners;
 

@@ -70,6 +70,15 @@ bool HookChain::allInline(LifecycleMethod method, Phase phase) const {
   return true;
 }
 
+bool HookChain::mayBlock(const HookInput& input) const {
+  for (const Entry& e : entries_) {
+    if (e.hook->subscribes(input.method, input.phase) && !e.hook->runsInline() &&
+        e.hook->appliesTo(input))
+      return true;
+  }
+  return false;
+}
+
 std::vector<std::pair<std::string, std::chrono::milliseconds>> HookChain::blockingSubscribers(
     LifecycleMethod method, Phase phase) const {
   std::vector<std::pair<std::string, std::chrono::milliseconds>> out;
@@ -98,15 +107,16 @@ bool HookChain::isKoordinator(const std::string& hook) const {
 }
 
 MergedAdjustment::Resolution HookChain::resolve(const FieldKey& key, const std::string& holder,
-                                                std::string_view held,
-                                                const std::string& claimant,
+                                                std::string_view held, const std::string& claimant,
                                                 std::string_view claimed,
                                                 const topology::Snapshot* topology) const {
   using How = MergedAdjustment::Resolution::How;
   const bool holder_koord = isKoordinator(holder), claimant_koord = isKoordinator(claimant);
   const OwnerClassSpec& cls = kOwnerClasses[static_cast<size_t>(ownerClassOf(key))];
   const OwnerSide side = owners_[static_cast<size_t>(cls.cls)];
-  const auto sideOf = [](bool koord) { return koord ? OwnerSide::kKoordinator : OwnerSide::kCrihook; };
+  const auto sideOf = [](bool koord) {
+    return koord ? OwnerSide::kKoordinator : OwnerSide::kCrihook;
+  };
   if (sameDecision(key, held, claimed, topology)) {
     // One decision: the container gets the owner's spelling (crihook's GPU
     // UUIDs rather than koordlet's minors).
@@ -118,8 +128,7 @@ MergedAdjustment::Resolution HookChain::resolve(const FieldKey& key, const std::
   if (wins(holder, claimant)) return {How::kHolderKeeps, ""};
   if (holder_koord == claimant_koord || side == OwnerSide::kRefuse) return {How::kConflict, ""};
   std::string why = cat("[hooks.owners] ", cls.key, " = \"", ownerSideName(side), "\"");
-  return {side == sideOf(claimant_koord) ? How::kClaimantTakes : How::kHolderKeeps,
-          std::move(why)};
+  return {side == sideOf(claimant_koord) ? How::kClaimantTakes : How::kHolderKeeps, std::move(why)};
 }
 
 void HookChain::logOverrides(const HookInput& input, const MergedAdjustment& merged) const {
@@ -134,11 +143,13 @@ void HookChain::logOverrides(const HookInput& input, const MergedAdjustment& mer
   }
   std::string who = "a pod crihook does not know";
   if (input.identity != nullptr) {
-    who = cat("pod ", quote(cat(input.identity->pod_namespace, "/", input.identity->pod_name), 320));
+    who =
+        cat("pod ", quote(cat(input.identity->pod_namespace, "/", input.identity->pod_name), 320));
     if (!input.identity->container_name.empty())
       who += cat(" container ", quote(input.identity->container_name, 128));
   }
-  log_->info("{}", boundedMessage(cat(stageName(input.method, input.phase), " of ", who, ": ", what)));
+  log_->info("{}",
+             boundedMessage(cat(stageName(input.method, input.phase), " of ", who, ": ", what)));
 }
 
 namespace {

@@ -107,6 +107,11 @@ class HookChain {
   // How many hooks subscribe to the stage, and whether all of them run inline.
   size_t subscribers(LifecycleMethod method, Phase phase) const;
   bool allInline(LifecycleMethod method, Phase phase) const;
+  // Whether a hook that applies to this call (Hook::appliesTo) and may
+  // block subscribes to its stage: the call then needs a worker thread; one
+  // that only inline hooks concern (a pod that opts out of Koordinator's
+  // hook servers, say) runs where it is and waits for no other call.
+  bool mayBlock(const HookInput& input) const;
   // The stage's subscribers that do not run inline, with their timeouts:
   // what may hold the stage up to their sum (NRI mode's budget,
   // nri/budget.h).

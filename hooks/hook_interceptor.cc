@@ -1,7 +1,5 @@
 #include "hooks/hook_interceptor.h"
 
-#include <boost/asio/post.hpp>
-
 #include "base/quote.h"
 #include "base/text.h"
 #include "base/thread_name.h"
@@ -59,16 +57,26 @@ HookInterceptor::HookInterceptor(const ChainHolder& chains, StateStore& state,
       state_(state),
       topology_(topology),
       log_(std::move(log)),
-      pool_work_(pool_.get_executor()) {
-  workers_.reserve(workers);
-  for (size_t i = 0; i < workers; ++i)
-    workers_.push_back(namedThread("hook-stage", [this] { pool_.run(); }));
-}
+      pool_("hook-stage", workers) {}
 
-HookInterceptor::~HookInterceptor() {
-  // The threads return once every stage posted has run.
-  pool_work_.reset();
-  for (std::thread& t : workers_) t.join();
+// pool_'s destructor runs every stage posted.
+HookInterceptor::~HookInterceptor() = default;
+
+HookInput HookInterceptor::inputOf(const InterceptedCall& call, const CallState& cs, Phase phase) {
+  HookInput in;
+  in.method = call.method;
+  in.phase = phase;
+  in.api = call.api;
+  in.request = call.request.get();
+  in.identity = &call.identity;
+  in.pod = cs.pod;
+  in.container = cs.container;
+  in.topology = cs.topology;
+  if (phase == Phase::kPost) {
+    in.response = call.response.get();
+    in.backend_status = call.backend_status;
+  }
+  return in;
 }
 
 void HookInterceptor::assembleContext(const InterceptedCall& call, CallState& cs) const {
@@ -122,25 +130,16 @@ void HookInterceptor::pre(std::shared_ptr<InterceptedCall> call,
     done(absl::OkStatus());
     return;
   }
-  if (cs->chain->allInline(call->method, Phase::kPre)) {
+  if (!cs->chain->mayBlock(inputOf(*call, *cs, Phase::kPre))) {
     // Pure computation: cheaper here than a hop to the pool and back.
     done(runPre(*call, *cs));
     return;
   }
-  boost::asio::post(pool_, [this, call, cs, done = std::move(done)] { done(runPre(*call, *cs)); });
+  pool_.post([this, call, cs, done = std::move(done)] { done(runPre(*call, *cs)); });
 }
 
 absl::Status HookInterceptor::runPre(InterceptedCall& call, CallState& cs) {
-  HookInput in;
-  in.method = call.method;
-  in.phase = Phase::kPre;
-  in.api = call.api;
-  in.request = call.request.get();
-  in.identity = &call.identity;
-  in.pod = cs.pod;
-  in.container = cs.container;
-  in.topology = cs.topology;
-  ChainOutcome out = cs.chain->run(in, call.deadline);
+  ChainOutcome out = cs.chain->run(inputOf(call, cs, Phase::kPre), call.deadline);
   if (!out.status.ok()) {
     // The call's status: sent to kubelet and logged as it stands, so one
     // line and bounded whatever a hook (or the pod's name) put in it.
@@ -204,12 +203,12 @@ void HookInterceptor::post(std::shared_ptr<InterceptedCall> call, std::function<
     done();
     return;
   }
-  if (cs->chain->allInline(call->method, Phase::kPost)) {
+  if (!cs->chain->mayBlock(inputOf(*call, *cs, Phase::kPost))) {
     runPost(*call, *cs);
     done();
     return;
   }
-  boost::asio::post(pool_, [this, call, cs, done = std::move(done)] {
+  pool_.post([this, call, cs, done = std::move(done)] {
     runPost(*call, *cs);
     done();
   });
@@ -265,19 +264,8 @@ void HookInterceptor::record(const InterceptedCall& call, CallState& cs) {
 }
 
 void HookInterceptor::runPost(InterceptedCall& call, const CallState& cs) {
-  HookInput in;
-  in.method = call.method;
-  in.phase = Phase::kPost;
-  in.api = call.api;
-  in.request = call.request.get();
-  in.identity = &call.identity;
-  in.response = call.response.get();
-  in.backend_status = call.backend_status;
-  in.pod = cs.pod;
-  in.container = cs.container;
-  in.topology = cs.topology;
   // The outcome is not needed: post-stage failures were logged and counted by the chain.
-  cs.chain->run(in, std::chrono::steady_clock::time_point::max());
+  cs.chain->run(inputOf(call, cs, Phase::kPost), std::chrono::steady_clock::time_point::max());
 }
 
 }  // namespace crihook

@@ -17,13 +17,10 @@
 // again on every UpdateContainerResources, so kubelet's CPU manager cannot
 // undo a hook's cpuset, across crihookd restarts too.
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
+#include "base/growing_pool.h"
 #include "cri/interceptor.h"
 #include "hooks/chain.h"
 #include "hooks/state_store.h"
@@ -34,10 +31,15 @@ namespace crihook {
 class HookInterceptor final : public Interceptor {
  public:
   // `chains`, `state` and `topology` (when given) must outlive this.
-  // `workers` threads ("hook-stage") run hooks that may block; hooks see
-  // `topology`'s snapshot as it was when their call began.
+  // A stage that a hook that may block applies to runs on a "hook-stage"
+  // thread, one per stage in flight up to `workers` (started when needed,
+  // base/growing_pool.h): a stage held by a slow hook server holds its own
+  // thread, not the next call's. Stages only inline hooks apply to run on
+  // the caller's thread. Hooks see `topology`'s snapshot as it was when
+  // their call began.
   HookInterceptor(const ChainHolder& chains, StateStore& state, std::shared_ptr<spdlog::logger> log,
-                  size_t workers = 4, const topology::SnapshotHolder* topology = nullptr);
+                  size_t workers = kDefaultHookStages,
+                  const topology::SnapshotHolder* topology = nullptr);
   ~HookInterceptor() override;  // waits for running hooks
 
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override;
@@ -46,6 +48,7 @@ class HookInterceptor final : public Interceptor {
  private:
   struct CallState;
   void assembleContext(const InterceptedCall& call, CallState& cs) const;
+  static HookInput inputOf(const InterceptedCall& call, const CallState& cs, Phase phase);
   absl::Status runPre(InterceptedCall& call, CallState& cs);
   void record(const InterceptedCall& call, CallState& cs);
   void runPost(InterceptedCall& call, const CallState& cs);
@@ -54,11 +57,8 @@ class HookInterceptor final : public Interceptor {
   StateStore& state_;
   const topology::SnapshotHolder* topology_;
   std::shared_ptr<spdlog::logger> log_;
-  // The worker pool: `workers` threads running pool_ until pool_work_ is
-  // let go and every stage posted has run.
-  boost::asio::io_context pool_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> pool_work_;
-  std::vector<std::thread> workers_;
+  // Last: its destructor runs every stage posted before the members they use go.
+  GrowingPool pool_;
 };
 
 }  // namespace crihook

@@ -89,7 +89,8 @@ absl::StatusOr<std::unique_ptr<HookManager>> HookManager::create(
         }
         stages.push_back(*stage);
       }
-      hook = makeCrihookRemoteHook(h.name, *unixSocketPath(h.endpoint), std::move(stages));
+      hook = makeCrihookRemoteHook(h.name, *unixSocketPath(h.endpoint), std::move(stages),
+                                   {static_cast<size_t>(h.workers), static_cast<size_t>(h.queue)});
     }
     auto executor = HookChain::makeExecutor(*hook, settings, m->log_, m->hook_metrics_.get());
     m->configured_.push_back({std::move(hook), std::move(settings), std::move(executor)});

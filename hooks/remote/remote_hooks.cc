@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "base/call_slots.h"
 #include "base/grpc_channel.h"
 #include "base/quote.h"
 #include "base/text.h"
@@ -55,14 +56,17 @@ absl::StatusOr<Reply> callServer(const GrpcChannel& channel, std::string_view me
 // called on, and a gRPC deadline that bounds every call. The channel
 // (base/grpc_channel.h) keeps a finished run's connection for the next one
 // and drops it when the server goes away, so a server that restarts is
-// reached again on the next run.
+// reached again on the next run. Its calls are bounded by its limits
+// (RemoteHookLimits): one server's hang never holds another's calls.
 class RemoteHook : public Hook {
  public:
-  RemoteHook(std::string name, std::string path, const std::vector<StageId>& stages)
+  RemoteHook(std::string name, std::string path, const std::vector<StageId>& stages,
+             RemoteHookLimits limits)
       : name_(std::move(name)),
         path_(std::move(path)),
         stages_(stageMask(stages)),
-        channel_(path_, {.max_reply_bytes = kMaxHookReplyBytes}) {}
+        channel_(path_, {.max_reply_bytes = kMaxHookReplyBytes}),
+        slots_(limits.calls, limits.queue) {}
   const std::string& name() const override { return name_; }
   bool subscribes(LifecycleMethod m, Phase p) const override {
     return (stages_ & stageBit(m, p)) != 0;
@@ -70,19 +74,41 @@ class RemoteHook : public Hook {
   bool honoursDeadline() const override { return true; }
 
  protected:
+  // `method` of the server, in one of its call slots: waits for one until
+  // `deadline`, refused at once when its queue is full.
+  template <typename Reply>
+  absl::StatusOr<Reply> ask(std::string_view method, const google::protobuf::Message& request,
+                            Clock::time_point deadline) {
+    switch (slots_.acquire(deadline)) {
+      case CallSlots::Got::kSlot:
+        break;
+      case CallSlots::Got::kQueueFull:
+        return absl::ResourceExhaustedError(cat("refused: ", slots_.slots(),
+                                                " calls in flight and ", slots_.queue(),
+                                                " waiting for one already"));
+      case CallSlots::Got::kTimedOut:
+        return absl::DeadlineExceededError(
+            cat("none of its ", slots_.slots(), " calls in flight ended before the deadline"));
+    }
+    CallSlots::Slot held(slots_);
+    return callServer<Reply>(channel_, method, request, deadline);
+  }
+
   std::string name_, path_;
   uint32_t stages_;
   GrpcChannel channel_;
+  CallSlots slots_;
 };
 
 class CrihookRemoteHook final : public RemoteHook {
  public:
-  CrihookRemoteHook(std::string name, std::string path, std::vector<StageId> stages)
-      : RemoteHook(std::move(name), std::move(path), stages) {}
+  CrihookRemoteHook(std::string name, std::string path, std::vector<StageId> stages,
+                    RemoteHookLimits limits)
+      : RemoteHook(std::move(name), std::move(path), stages, limits) {}
 
   HookDecision run(const HookInput& in) override {
-    auto reply = callServer<hv1::HookResponse>(channel_, "/crihook.hook.v1.HookService/Handle",
-                                               hookRequest(in), deadlineOf(in));
+    auto reply = ask<hv1::HookResponse>("/crihook.hook.v1.HookService/Handle", hookRequest(in),
+                                        deadlineOf(in));
     if (!reply.ok()) return failed(reply.status(), path_);
     return hookDecision(*reply, in.phase, name_);
   }
@@ -283,8 +309,9 @@ const char* containerRpc(const HookInput& in) {
 
 class KoordinatorHook final : public RemoteHook {
  public:
-  KoordinatorHook(std::string name, std::string path, std::vector<StageId> stages)
-      : RemoteHook(std::move(name), std::move(path), stages) {}
+  KoordinatorHook(std::string name, std::string path, std::vector<StageId> stages,
+                  RemoteHookLimits limits)
+      : RemoteHook(std::move(name), std::move(path), stages, limits) {}
 
   bool appliesTo(const HookInput& in) const override {
     if (!in.pod) return true;
@@ -298,8 +325,7 @@ class KoordinatorHook final : public RemoteHook {
     if (in.method == LifecycleMethod::kRunPodSandbox ||
         in.method == LifecycleMethod::kStopPodSandbox) {
       const koord::PodSandboxHookRequest req = podRequest(in);
-      auto answer = callServer<koord::PodSandboxHookResponse>(
-          channel_,
+      auto answer = ask<koord::PodSandboxHookResponse>(
           cat(kKoordinatorService, in.method == LifecycleMethod::kRunPodSandbox
                                        ? "PreRunPodSandboxHook"
                                        : "PostStopPodSandboxHook"),
@@ -310,8 +336,8 @@ class KoordinatorHook final : public RemoteHook {
       const char* rpc = containerRpc(in);
       if (rpc == nullptr) return HookDecision::proceed();  // not a stage of Koordinator's protocol
       const koord::ContainerResourceHookRequest req = containerRequest(in);
-      auto answer = callServer<koord::ContainerResourceHookResponse>(
-          channel_, cat(kKoordinatorService, rpc), req, deadline);
+      auto answer =
+          ask<koord::ContainerResourceHookResponse>(cat(kKoordinatorService, rpc), req, deadline);
       if (!answer.ok()) return failed(answer.status(), path_);
       takeContainerAnswer(in, req, *answer, a);
     }
@@ -326,15 +352,15 @@ class KoordinatorHook final : public RemoteHook {
 }  // namespace
 
 std::shared_ptr<Hook> makeCrihookRemoteHook(std::string name, std::string socket_path,
-                                            std::vector<StageId> stages) {
+                                            std::vector<StageId> stages, RemoteHookLimits limits) {
   return std::make_shared<CrihookRemoteHook>(std::move(name), std::move(socket_path),
-                                             std::move(stages));
+                                             std::move(stages), limits);
 }
 
 std::shared_ptr<Hook> makeKoordinatorHook(std::string name, std::string socket_path,
-                                          std::vector<StageId> stages) {
+                                          std::vector<StageId> stages, RemoteHookLimits limits) {
   return std::make_shared<KoordinatorHook>(std::move(name), std::move(socket_path),
-                                           std::move(stages));
+                                           std::move(stages), limits);
 }
 
 bool isKoordinatorStageWithoutRpc(std::string_view type) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -26,7 +27,9 @@ namespace koord = ::runtime::v1alpha1;
 
 class KoordServer final : public koord::RuntimeHookService::Service {
  public:
-  enum class Mode { kAnswer, kError, kHang, kCrash };
+  // kHold: every call waits until release() (or its caller gives up),
+  // counted in `held` meanwhile, then answers.
+  enum class Mode { kAnswer, kError, kHang, kCrash, kHold };
   explicit KoordServer(std::string socket, std::string annotation_value = "koord")
       : socket_(std::move(socket)), value_(std::move(annotation_value)) {}
   ~KoordServer() override { stop(); }
@@ -95,8 +98,19 @@ class KoordServer final : public koord::RuntimeHookService::Service {
                      koord::ContainerResourceHookResponse&)>
       on_container;
 
+  void release() {
+    std::lock_guard lock(mu);
+    released_ = true;
+    freed_.notify_all();
+  }
+  void rearm() {  // kHold holds again
+    std::lock_guard lock(mu);
+    released_ = false;
+  }
+
   std::atomic<Mode> mode{Mode::kAnswer};
   std::atomic<int> calls{0};
+  std::atomic<int> held{0};  // kHold: calls waiting now
   std::mutex mu;
   std::vector<koord::PodSandboxHookRequest> pod_requests;
   std::vector<koord::ContainerResourceHookRequest> container_requests;
@@ -113,6 +127,14 @@ class KoordServer final : public koord::RuntimeHookService::Service {
         for (int i = 0; i < 300 && !ctx->IsCancelled(); ++i)
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         return grpc::Status::OK;
+      case Mode::kHold: {
+        held++;
+        std::unique_lock lock(mu);
+        while (!released_ && !ctx->IsCancelled())
+          freed_.wait_for(lock, std::chrono::milliseconds(10));
+        held--;
+        return ctx->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK;
+      }
       case Mode::kCrash:
         // The server goes away while the call is in flight.
         std::thread([this] { server_->Shutdown(std::chrono::system_clock::now()); }).detach();
@@ -123,6 +145,8 @@ class KoordServer final : public koord::RuntimeHookService::Service {
     return grpc::Status::OK;
   }
 
+  std::condition_variable freed_;
+  bool released_ = false;  // guarded by mu
   std::string socket_, value_;
   std::unique_ptr<grpc::Server> server_;
 };

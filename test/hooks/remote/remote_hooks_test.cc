@@ -6,7 +6,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,14 +74,15 @@ class RemoteHooksTest : public ProxyFixture {
         << R"(", "runtime-hooks": [)" << hooks << "]}";
   }
 
-  void startCrihook(Config config = {}) {
+  void startCrihook(Config config = {}, size_t stage_threads = kDefaultHookStages) {
     config.state_dir = "";
     config.hookserver_dir = dir_.file("hookserver.d");
     if (config.hookserver_timeout == Config{}.hookserver_timeout) config.hookserver_timeout = 300ms;
     auto m = HookManager::create(config, builtinHooks(), logger("hook"));
     ASSERT_TRUE(m.ok()) << m.status();
     manager_ = std::move(*m);
-    interceptor_ = std::make_unique<HookInterceptor>(manager_->chains(), state_, logger("hook"));
+    interceptor_ = std::make_unique<HookInterceptor>(manager_->chains(), state_, logger("hook"),
+                                                     stage_threads);
     startProxy(interceptor_.get());
   }
 
@@ -403,6 +407,165 @@ TEST_F(RemoteHooksTest, PodsLabelledSkipHookServerAreNotSent) {
   other.set_pod_sandbox_id("sb-2");
   ASSERT_TRUE(create(other).ok());
   EXPECT_EQ(koordlet.calls, 1);
+}
+
+// A server that takes calls and never answers them (failure policy
+// Ignore) holds the calls it subscribes to, each in a stage thread of its
+// own: sixteen at once, none waiting for another, while a pod that opts out
+// of hook servers and Version go by untouched. Its timeout is a minute here
+// so that nothing times out on its own while the test looks.
+TEST_F(RemoteHooksTest, AHungServerHoldsOnlyItsOwnCallsAndEachInParallel) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.start();
+  koordlet.mode = KoordServer::Mode::kHold;
+  registerServer("k.json", dir_.file("k.sock"), "Ignore");
+  backend_.onUnary("/runtime.v1.RuntimeService/Version", [](FakeCall&, std::string* out) {
+    v1::VersionResponse r;
+    r.set_runtime_name("fake");
+    *out = r.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  Config config;
+  config.hookserver_timeout = 60s;
+  startCrihook(config);
+  ASSERT_TRUE(waitForChain(1));
+
+  std::vector<std::thread> held;
+  std::atomic<int> answered_ok{0};
+  for (int i = 0; i < 16; ++i) {
+    held.emplace_back([&, i] {
+      auto req = createRequest();
+      req.set_pod_sandbox_id(cat("sb-", i));
+      auto stub = v1::RuntimeService::NewStub(proxyChannel());
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+      v1::CreateContainerResponse resp;
+      answered_ok += stub->CreateContainer(&ctx, req, &resp).ok();
+    });
+  }
+  // All sixteen reach the server: none queued behind another's stage.
+  EXPECT_TRUE(eventually([&] { return koordlet.held == 16; }, 30s)) << koordlet.held;
+
+  // While it holds them: a pod labelled to skip hook servers, and Version.
+  auto skip = createRequest({{kSkipHookServerLabel, "true"}});
+  skip.set_pod_sandbox_id("sb-skip");
+  EXPECT_TRUE(create(skip).ok());
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  v1::VersionResponse version;
+  EXPECT_TRUE(stub->Version(&ctx, v1::VersionRequest(), &version).ok());
+  EXPECT_EQ(koordlet.held, 16);  // and the server still holds every one
+
+  koordlet.release();
+  for (auto& t : held) t.join();
+  EXPECT_EQ(answered_ok, 16);
+}
+
+// With every stage thread held by a hung server, a call that no hook that
+// may block concerns (a pod labelled to skip hook servers) runs where it
+// arrives: it waits for no thread.
+TEST_F(RemoteHooksTest, ACallNoBlockingHookConcernsWaitsForNoStageThread) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.start();
+  koordlet.mode = KoordServer::Mode::kHold;
+  registerServer("k.json", dir_.file("k.sock"), "Ignore");
+  Config config;
+  config.hookserver_timeout = 60s;
+  startCrihook(config, 1);
+  ASSERT_TRUE(waitForChain(1));
+  grpc::Status first;
+  std::thread held([&] { first = create(createRequest()); });
+  ASSERT_TRUE(eventually([&] { return koordlet.held == 1; }, 30s));
+  auto skip = createRequest({{kSkipHookServerLabel, "true"}});
+  skip.set_pod_sandbox_id("sb-skip");
+  EXPECT_TRUE(create(skip).ok());
+  koordlet.release();
+  held.join();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+}
+
+// Beyond its call slots, a server's calls wait for one no longer than their
+// own deadline, and beyond its queue they are refused at once: the server
+// is asked no more than its slots.
+TEST_F(RemoteHooksTest, AServersCallsBeyondItsSlotsWaitTheirDeadlineOrAreRefused) {
+  KoordServer koordlet(dir_.file("k.sock"));
+  koordlet.start();
+  koordlet.mode = KoordServer::Mode::kHold;
+  auto stage = koordinatorStage("PreRunPodSandbox");
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  v1::RunPodSandboxRequest run;
+  run.mutable_config()->mutable_metadata()->set_name("train-0");
+  auto input = [&](std::chrono::steady_clock::duration budget) {
+    HookInput in;
+    in.method = LifecycleMethod::kRunPodSandbox;
+    in.phase = Phase::kPre;
+    in.request = &run;
+    in.deadline = std::chrono::steady_clock::now() + budget;
+    return in;
+  };
+  for (size_t queue : {size_t{0}, size_t{1}}) {
+    SCOPED_TRACE(cat("queue ", queue));
+    auto hook = makeKoordinatorHook("koordlet", dir_.file("k.sock"), {*stage}, {1, queue});
+    const int before = koordlet.calls;
+    std::thread first([&] { (void)hook->run(input(60s)); });
+    ASSERT_TRUE(eventually([&] { return koordlet.held == 1; }, 30s));
+    const HookDecision d = hook->run(input(queue == 0 ? 60s : 100ms));
+    EXPECT_EQ(d.kind, HookDecision::Kind::kError);
+    if (queue == 0) {
+      EXPECT_EQ(d.status.code(), absl::StatusCode::kResourceExhausted) << d.status;
+      EXPECT_THAT(d.status.message(), HasSubstr("1 calls in flight and 0 waiting"));
+    } else {
+      EXPECT_EQ(d.status.code(), absl::StatusCode::kDeadlineExceeded) << d.status;
+      EXPECT_THAT(d.status.message(), HasSubstr("none of its 1 calls in flight ended"));
+    }
+    EXPECT_EQ(koordlet.calls, before + 1);
+    koordlet.release();
+    first.join();
+    koordlet.mode = KoordServer::Mode::kHold;
+    koordlet.rearm();
+  }
+}
+
+// A [[hook]] endpoint's workers and queue are its server's call slots: with
+// one worker and no queue, a second call while the first is in flight is
+// refused at once, naming the limit. The server here accepts a connection
+// and never says a word.
+TEST_F(RemoteHooksTest, AnEndpointHooksWorkersAndQueueBoundItsCallsInFlight) {
+  const std::string socket = dir_.file("mute.sock");
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  Config config;
+  HookConfig mute;
+  mute.name = "mute";
+  mute.endpoint = "unix://" + socket;
+  mute.stages = {"PreCreateContainer"};
+  mute.timeout = 60s;
+  mute.workers = 1;
+  mute.queue = 0;
+  config.hooks = {mute};
+  startCrihook(config);
+
+  grpc::Status first;
+  std::thread held([&] { first = create(createRequest()); });
+  // Connected: the first call holds the one slot.
+  pollfd pfd{listener, POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 30000), 1);
+  const int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  auto second = createRequest();
+  second.set_pod_sandbox_id("sb-2");
+  grpc::Status s = create(second);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("1 calls in flight and 0 waiting"));
+  ::close(conn);  // the first call fails on the closed connection
+  ::close(listener);
+  held.join();
+  EXPECT_FALSE(first.ok());
+  EXPECT_EQ(backend_.callCount(kCreate), 0u);
 }
 
 // container_envs: the environment as the server wants it, applied to the

@@ -1,0 +1,94 @@
+#include "base/growing_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/thread_name.h"
+
+namespace crihook {
+
+struct GrowingPool::Worker {
+  std::thread thread;
+  bool ended = false;  // its loop returned: join() will not block (guarded by the pool's mu_)
+};
+
+GrowingPool::GrowingPool(std::string name, size_t max_threads, std::chrono::milliseconds idle)
+    : name_(std::move(name)), max_threads_(std::max<size_t>(max_threads, 1)), idle_(idle) {}
+
+GrowingPool::~GrowingPool() {
+  std::list<std::unique_ptr<Worker>> workers;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    work_.notifyAll();
+    // A worker takes every queued task before it ends, so none is left.
+    workers.swap(workers_);
+  }
+  for (auto& w : workers) w->thread.join();
+}
+
+void GrowingPool::post(std::function<void()> task) {
+  MutexLock lock(mu_);
+  tasks_.push_back(std::move(task));
+  reapEnded();
+  if (idle_count_ >= tasks_.size() || running_ >= max_threads_) {
+    work_.notifyOne();
+    return;
+  }
+  auto worker = std::make_unique<Worker>();
+  Worker* self = worker.get();
+  ++running_;
+  // The thread reads nothing of `self` before it takes mu_, which this holds.
+  worker->thread = namedThread(name_, [this, self] { run(self); });
+  workers_.push_back(std::move(worker));
+}
+
+void GrowingPool::reapEnded() {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (!(*it)->ended) {
+      ++it;
+      continue;
+    }
+    (*it)->thread.join();  // its loop has returned: at most the last instructions of its exit
+    it = workers_.erase(it);
+  }
+}
+
+void GrowingPool::run(Worker* self) {
+  MutexLock lock(mu_);
+  for (;;) {
+    if (!tasks_.empty()) {
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      task = nullptr;  // what it holds is let go off the lock
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    ++idle_count_;
+    const auto woke = work_.waitFor(lock, idle_);
+    --idle_count_;
+    if (woke == std::cv_status::timeout && tasks_.empty() && !stopping_) break;
+  }
+  --running_;
+  self->ended = true;
+}
+
+size_t GrowingPool::threads() const {
+  MutexLock lock(mu_);
+  return running_;
+}
+
+size_t GrowingPool::idle() const {
+  MutexLock lock(mu_);
+  return idle_count_;
+}
+
+size_t GrowingPool::queued() const {
+  MutexLock lock(mu_);
+  return tasks_.size();
+}
+
+}  // namespace crihook
