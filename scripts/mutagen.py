@@ -464,6 +464,9 @@ def cmd_run(args):
     if dirty.strip():
         sys.exit(f"mutagen: uncommitted changes in files to mutate; commit them first:\n{dirty}")
     equiv = equivalents()
+    # build.ninja as the tree's meson files say now (a test's new depends),
+    # before it is read for what each test needs.
+    subprocess.run(["ninja", "-C", str(build), "build.ninja"], capture_output=True)
     covers, tests, targets = coverage(build)
     cov_path = ROOT / args.coverage
     cov_data = json.loads(cov_path.read_text()) if cov_path.exists() else None
