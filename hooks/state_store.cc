@@ -280,11 +280,15 @@ void StateStore::writeLoop() {
       // Serialised under the lock (a consistent snapshot), written without it.
       const std::optional<std::string> json = podJson(id);
       lock.unlock();
-      const bool ok = writeFile(id, json);
+      const absl::Status written = writeFile(id, json);
       lock.lock();
-      if (ok) {
+      if (written.ok()) {
         failed_.erase(id);
-      } else if (!dirty_.count(id)) {  // a newer change is written next anyway
+        unwritten_.erase(id);
+        continue;
+      }
+      unwritten_[id] = last_error_ = std::string(written.message());
+      if (!dirty_.count(id)) {  // a newer change is written next anyway
         if (failed_.empty()) retry_at_ = clock.now() + kStateWriteRetry;
         failed_.insert(id);
       }
@@ -307,18 +311,29 @@ std::optional<std::string> StateStore::podJson(const std::string& sandbox_id) co
   return withVersion(body);
 }
 
-bool StateStore::writeFile(const std::string& sandbox_id, const std::optional<std::string>& json) {
+absl::Status StateStore::writeFile(const std::string& sandbox_id,
+                                   const std::optional<std::string>& json) {
   const std::string path = (fs::path(dir_) / "pods" / (sandbox_id + ".json")).string();
   // Written whole beside it, then renamed over the old record: a reader or
   // a crash sees one or the other; a failed write leaves the old one.
   absl::Status s = json ? env_->writeFileAtomic(path, *json, Sync::kNone)
                         : env_->removeFile(path, Sync::kNone);  // the pod is gone
-  if (s.ok()) return true;
+  if (s.ok()) return s;
   if (log_) {
     log_->error("{}; the record is kept in memory and written again in {}s", sv(s.message()),
                 kStateWriteRetry.count() / 1000);
   }
-  return false;
+  return s;
+}
+
+size_t StateStore::unwritten() const {
+  MutexLock lock(mu_);
+  return unwritten_.size();
+}
+
+std::string StateStore::writeError() const {
+  MutexLock lock(mu_);
+  return unwritten_.empty() ? std::string() : last_error_;
 }
 
 absl::StatusOr<hv1::PodState> StateStore::findContainer(const std::string& dir,

@@ -86,6 +86,12 @@ class StateStore {
   size_t podCount() const;
   size_t containerCount() const;
 
+  // The pods whose record's last write failed (they are retried; see
+  // kStateWriteRetry), and why the latest of them failed ("" when none):
+  // what /readyz and crihook_state_unwritten_records report. Thread-safe.
+  size_t unwritten() const;
+  std::string writeError() const;
+
   // Reads `dir` (not a running store) for the container whose id is `id` or
   // starts with it. NOT_FOUND, or INVALID_ARGUMENT when the prefix matches
   // several. Used by `crihookctl explain`.
@@ -105,9 +111,9 @@ class StateStore {
   // The pod's latest state as its file's JSON; nullopt when it is gone.
   std::optional<std::string> podJson(const std::string& sandbox_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The pod's record as `json`, or (nullopt) its file removed. False when
-  // that failed (logged). Called without mu_: it writes to disk.
-  bool writeFile(const std::string& sandbox_id, const std::optional<std::string>& json);
+  // The pod's record as `json`, or (nullopt) its file removed; why not
+  // (logged). Called without mu_: it writes to disk.
+  absl::Status writeFile(const std::string& sandbox_id, const std::optional<std::string>& json);
 
   const std::string dir_;
   const std::shared_ptr<spdlog::logger> log_;
@@ -120,6 +126,9 @@ class StateStore {
   std::set<std::string> refused_ ABSL_GUARDED_BY(mu_);
   // sandbox ids whose last write failed: tried again at retry_at_
   std::set<std::string> failed_ ABSL_GUARDED_BY(mu_);
+  // sandbox ids whose latest write failed, with why; kept through retries
+  std::map<std::string, std::string> unwritten_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_ ABSL_GUARDED_BY(mu_);  // the latest failure's
   MonotonicClock::time_point retry_at_ ABSL_GUARDED_BY(mu_);
   // stopping: the failed writes were given their last try
   bool last_try_ ABSL_GUARDED_BY(mu_) = false;

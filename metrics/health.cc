@@ -19,7 +19,19 @@ void Readiness::set(bool ready, std::string phase) {
 bool Readiness::ready(std::string* phase) const {
   MutexLock lock(mu_);
   if (phase) *phase = phase_;
-  return ready_;
+  if (!ready_) return false;
+  for (const Check& check : checks_) {
+    if (std::string why = check(); !why.empty()) {
+      if (phase) *phase = std::move(why);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Readiness::addCheck(Check check) {
+  MutexLock lock(mu_);
+  checks_.push_back(std::move(check));
 }
 
 BackendHealth::BackendHealth(Probe probe, std::chrono::milliseconds timeout,

@@ -32,14 +32,23 @@ constexpr std::chrono::milliseconds kHealthCacheFor{1000};
 
 class Readiness {
  public:
+  // What makes crihookd not ready while it serves: "" when all is well,
+  // else why (the state folder cannot be written). Called on /readyz;
+  // thread-safe and non-blocking.
+  using Check = std::function<std::string()>;
+
   // Thread-safe.
   void set(bool ready, std::string phase);
+  // Ready once set(true) and every check says "" (else `phase` is the
+  // first check's reason).
   bool ready(std::string* phase = nullptr) const;
+  void addCheck(Check check);
 
  private:
   mutable Mutex mu_;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   std::string phase_ ABSL_GUARDED_BY(mu_) = "starting";
+  std::vector<Check> checks_ ABSL_GUARDED_BY(mu_);
 };
 
 class BackendHealth {

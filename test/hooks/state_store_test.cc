@@ -352,6 +352,10 @@ TEST_F(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhen
   for (const auto& e : std::filesystem::directory_iterator(dir.file("pods")))
     names.push_back(e.path().filename().string());
   EXPECT_THAT(names, ::testing::ElementsAre("sb1.json"));  // the temporary file is gone
+  // Said (for /readyz and the metric) until it is written.
+  EXPECT_EQ(s.unwritten(), 1u);
+  EXPECT_THAT(s.writeError(),
+              ::testing::HasSubstr("cannot write " + file + ": No space left on device"));
 
   // Space returns; the pod does not change. The retry comes kStateWriteRetry
   // after the failure (the test jumps the store's clock there).
@@ -363,6 +367,8 @@ TEST_F(StateStoreFaultTest, AFullDiskKeepsTheOldFileAndTheNewRecordIsWrittenWhen
       },
       std::chrono::seconds(10)))
       << readFile(file);
+  EXPECT_TRUE(eventually([&] { return s.unwritten() == 0; }));
+  EXPECT_EQ(s.writeError(), "");
   // A restart reads the new record.
   StateStore again(dir.path(), nullptr);
   ASSERT_TRUE(again.load().ok());

@@ -88,5 +88,32 @@ TEST(HealthTest, ReadyzFollowsTheReadiness) {
   EXPECT_EQ(get("/other").status, 404);
 }
 
+// A check that finds a problem (the state folder cannot be written) makes a
+// serving crihookd not ready, saying why, until it clears.
+TEST(HealthTest, ReadyzIsNotReadyWhileACheckSaysWhy) {
+  Registry registry;
+  BackendHealth health([](std::chrono::milliseconds) { return absl::OkStatus(); });
+  Readiness ready;
+  std::atomic<bool> full{true};
+  ready.addCheck([&] { return full ? std::string("pod records cannot be written: full") : ""; });
+  ready.addCheck([] { return std::string(); });
+  auto handler = routes(registry, health, ready, "crihookd 9.8.7");
+  auto get = [&](const std::string& path) {
+    std::promise<HttpResponse> p;
+    handler(path, [&](HttpResponse r) { p.set_value(r); });
+    return p.get_future().get();
+  };
+  ready.set(true, "serving");
+  EXPECT_EQ(get("/readyz").status, 503);
+  EXPECT_EQ(get("/readyz").body,
+            "not ready: pod records cannot be written: full\ncrihookd 9.8.7\n");
+  full = false;
+  EXPECT_EQ(get("/readyz").status, 200);
+  // Not yet serving: the phase says why, whatever the checks.
+  full = true;
+  ready.set(false, "stopping");
+  EXPECT_THAT(get("/readyz").body, HasSubstr("not ready: stopping"));
+}
+
 }  // namespace
 }  // namespace crihook::metrics

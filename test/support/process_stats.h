@@ -23,14 +23,20 @@ inline size_t threadCount(pid_t pid = 0) {
   return n;
 }
 
-// Resident memory of `pid` (0: this process) in KiB, from VmRSS.
-inline long rssKiB(pid_t pid = 0) {
+// A "Vm...:" figure of `pid` (0: this process) in KiB, from its status.
+inline long statusKiB(pid_t pid, const std::string& field) {
   std::ifstream in(pid == 0 ? std::string("/proc/self/status")
                             : "/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
   }
   return -1;
 }
+
+// Resident memory of `pid` (0: this process) in KiB, from VmRSS.
+inline long rssKiB(pid_t pid = 0) { return statusKiB(pid, "VmRSS"); }
+
+// The most it was ever resident (VmHWM), in KiB.
+inline long peakRssKiB(pid_t pid = 0) { return statusKiB(pid, "VmHWM"); }
 
 }  // namespace crihook

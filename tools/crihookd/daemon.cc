@@ -261,6 +261,15 @@ absl::Status Daemon::loadStateAndHooks() {
   // 6.
   StateStore& state = p.state.emplace(config.state_dir, logger("state"));
   if (auto s = state.load(); !s.ok()) return s;
+  // A record that cannot be written is a cleanup a restart could lose:
+  // said by /readyz and the metric until it is written.
+  p.readiness.addCheck([&state] {
+    const std::string why = state.writeError();
+    return why.empty() ? why : cat("pod records cannot be written: ", why);
+  });
+  p.registry->gaugeFunction("crihook_state_unwritten_records",
+                            "Pods whose record's last write to the state folder failed (retried).",
+                            [&state] { return static_cast<double>(state.unwritten()); });
   // 7.
   Config hook_config = config;
   if (!callsHookServers(config)) hook_config.hookserver_dir.clear();

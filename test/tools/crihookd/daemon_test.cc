@@ -32,6 +32,7 @@
 #include "test/support/fake_cri_server.h"
 #include "test/support/fixture_trees.h"
 #include "test/support/koord_server.h"
+#include "test/support/process_stats.h"
 #include "test/tools/crihookd/crihookd_fixture.h"
 
 namespace crihook::testing {
@@ -123,6 +124,49 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json removed"));
   d.signal(SIGTERM);
   EXPECT_EQ(d.wait(5s), 0);
+}
+
+// hookserver.d flooded while crihookd runs: 10,000 registrations of 60 KB
+// each (hard links to one file, so the test writes 60 KB, not 600 MB).
+// crihookd reads within its bounds, says what it left, stays small and
+// keeps serving.
+TEST_F(CrihookdTest, AFloodedHookServerDirIsReadWithinItsBoundsAndSaidSo) {
+  backend_.start();
+  std::filesystem::create_directories(dir_.file("hookserver.d"));
+  std::ofstream(dir_.file("c.toml"))
+      << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  const long before = peakRssKiB(d.pid());
+  {
+    std::ofstream one(dir_.file("one.json"));
+    one << R"({"remote-endpoint": ")" << dir_.file("nobody.sock")
+        << R"(", "failure-policy": "Ignore", "runtime-hooks": ["PreCreateContainer"])";
+    one << std::string(60 * 1024, ' ') << "}";
+  }
+  for (int i = 0; i < 10000; ++i) {
+    std::filesystem::create_hard_link(dir_.file("one.json"),
+                                      dir_.file(cat("hookserver.d/", 10000 + i, ".json")));
+  }
+  EXPECT_TRUE(eventually(
+      [&] {
+        return slurp(dir_.file("log")).find(": 10000 entries; left unread") != std::string::npos;
+      },
+      30s))
+      << slurp(dir_.file("log"));
+  const std::string log = slurp(dir_.file("log"));
+  EXPECT_THAT(log, HasSubstr(": 10000 entries; left unread past 1048576 bytes of registrations: "));
+  EXPECT_THAT(log, HasSubstr(", of them 8976 not listed"));
+  EXPECT_TRUE(version(dir_.file("s.sock")).ok());
+  // What it read is bounded (1 MiB of registrations): the unbounded read took
+  // 0.85-1.15 GB here.
+  const long peak = peakRssKiB(d.pid());
+  EXPECT_LT(peak - before, 64 * 1024)
+      << "peak RSS " << before << " KiB before, " << peak << " after";
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0);
 }
 
 // NRI mode refuses what would get crihook dropped by the runtime: hooks
