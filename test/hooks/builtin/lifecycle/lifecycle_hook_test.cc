@@ -195,8 +195,11 @@ class LifecycleTest : public ::testing::Test {
   std::string phaseOf(const Sandbox& s) const {
     const std::string file = dir_.file(cat("state/devices/", s.run.config().metadata().uid(), "_",
                                            s.run.config().metadata().attempt(), ".json"));
-    if (!std::filesystem::exists(file)) return "gone";
-    return nlohmann::json::parse(readFile(file)).at("phase").get<std::string>();
+    // Records are replaced whole (rename), so one that reads empty is gone,
+    // or went between the check and the read as the retry thread removed it.
+    const std::string text = readFile(file);
+    if (text.empty()) return "gone";
+    return nlohmann::json::parse(text).at("phase").get<std::string>();
   }
   // The log once every cleanup retry scheduled so far has run, without the
   // probe's lines. The probe is a sandbox whose cleanup fails three times, so
