@@ -63,13 +63,6 @@ size_t HookChain::subscribers(LifecycleMethod method, Phase phase) const {
   return n;
 }
 
-bool HookChain::allInline(LifecycleMethod method, Phase phase) const {
-  for (const Entry& e : entries_) {
-    if (e.hook->subscribes(method, phase) && !e.hook->runsInline()) return false;
-  }
-  return true;
-}
-
 bool HookChain::mayBlock(const HookInput& input) const {
   for (const Entry& e : entries_) {
     if (e.hook->subscribes(input.method, input.phase) && !e.hook->runsInline() &&

@@ -104,9 +104,8 @@ class HookChain {
   const HookCounters& counters(const std::string& hook) const;
   std::vector<std::string> names() const;
 
-  // How many hooks subscribe to the stage, and whether all of them run inline.
+  // How many hooks subscribe to the stage.
   size_t subscribers(LifecycleMethod method, Phase phase) const;
-  bool allInline(LifecycleMethod method, Phase phase) const;
   // Whether a hook that applies to this call (Hook::appliesTo) and may
   // block subscribes to its stage: the call then needs a worker thread; one
   // that only inline hooks concern (a pod that opts out of Koordinator's

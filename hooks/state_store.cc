@@ -287,7 +287,8 @@ void StateStore::writeLoop() {
         unwritten_.erase(id);
         continue;
       }
-      unwritten_[id] = last_error_ = std::string(written.message());
+      unwritten_.insert(id);
+      last_error_ = std::string(written.message());
       if (!dirty_.count(id)) {  // a newer change is written next anyway
         if (failed_.empty()) retry_at_ = clock.now() + kStateWriteRetry;
         failed_.insert(id);

@@ -126,8 +126,8 @@ class StateStore {
   std::set<std::string> refused_ ABSL_GUARDED_BY(mu_);
   // sandbox ids whose last write failed: tried again at retry_at_
   std::set<std::string> failed_ ABSL_GUARDED_BY(mu_);
-  // sandbox ids whose latest write failed, with why; kept through retries
-  std::map<std::string, std::string> unwritten_ ABSL_GUARDED_BY(mu_);
+  // sandbox ids whose latest write failed; kept through retries
+  std::set<std::string> unwritten_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);  // the latest failure's
   MonotonicClock::time_point retry_at_ ABSL_GUARDED_BY(mu_);
   // stopping: the failed writes were given their last try

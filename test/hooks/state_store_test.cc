@@ -29,6 +29,14 @@ namespace {
 
 namespace hv1 = ::crihook::hook::v1;
 
+hv1::PodRecord podNamed(const std::string& sandbox, const std::string& name) {
+  hv1::PodRecord p;
+  p.set_sandbox_id(sandbox);
+  p.mutable_config()->mutable_metadata()->set_name(name);
+  p.mutable_config()->mutable_metadata()->set_namespace_("ml");
+  return p;
+}
+
 hv1::ContainerRecord container(const std::string& id, const std::string& sandbox) {
   hv1::ContainerRecord c;
   c.set_id(id);
@@ -43,10 +51,7 @@ TEST(StateStoreTest, RecordsAreReadBackAndRemovedWithTheirPod) {
   {
     StateStore s(dir.path(), nullptr);
     ASSERT_TRUE(s.load().ok());
-    hv1::PodRecord pod;
-    pod.set_sandbox_id("sb1");
-    pod.mutable_config()->mutable_metadata()->set_name("train-0");
-    s.putPod(pod);
+    s.putPod(podNamed("sb1", "train-0"));
     s.putContainer(container("c1", "sb1"));
     s.putContainer(container("c2", "sb1"));
     s.removeContainer("c2");
@@ -72,9 +77,7 @@ TEST(StateStoreTest, RetainOnlyForgetsWhatTheRuntimeNoLongerHas) {
   StateStore s(dir.path(), nullptr);
   ASSERT_TRUE(s.load().ok());
   for (const char* id : {"sb1", "sb2"}) {
-    hv1::PodRecord pod;
-    pod.set_sandbox_id(id);
-    s.putPod(pod);
+    s.putPod(podNamed(id, "train-0"));
   }
   s.putContainer(container("c1", "sb1"));
   s.putContainer(container("c2", "sb1"));
@@ -166,9 +169,7 @@ TEST(StateStoreTest, ARecordUnderAnotherSandboxsNameOrOfVersionZeroIsSkipped) {
   {
     StateStore s(dir.path(), nullptr);
     ASSERT_TRUE(s.load().ok());
-    hv1::PodRecord pod;
-    pod.set_sandbox_id("sb1");
-    s.putPod(pod);
+    s.putPod(podNamed("sb1", "train-0"));
     s.putContainer(container("c1", "sb1"));
     s.putContainer(container("c2", "sb2"));
   }
@@ -239,9 +240,7 @@ TEST(StateStoreTest, ANewerVersionIsSkippedNamedAndNeverOverwrittenNorRemoved) {
   EXPECT_THAT(log.text.str(), ::testing::HasSubstr("left as it is"));
 
   // Calls about that pod change memory only.
-  hv1::PodRecord pod;
-  pod.set_sandbox_id("sb2");
-  s.putPod(pod);
+  s.putPod(podNamed("sb2", "train-1"));
   s.putContainer(container("c3", "sb2"));
   s.flush();
   EXPECT_NE(s.container("c3"), nullptr);
@@ -306,14 +305,6 @@ TEST(StateStoreTest, ADirectoryThatCannotBeMadeIsAnError) {
 }
 
 // ---- faults (test/support/fault_env.h) ----
-
-hv1::PodRecord podNamed(const std::string& sandbox, const std::string& name) {
-  hv1::PodRecord p;
-  p.set_sandbox_id(sandbox);
-  p.mutable_config()->mutable_metadata()->set_name(name);
-  p.mutable_config()->mutable_metadata()->set_namespace_("ml");
-  return p;
-}
 
 // A store whose files go through a FaultEnv and whose log the test reads.
 class StateStoreFaultTest : public ::testing::Test {

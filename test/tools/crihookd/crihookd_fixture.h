@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +66,24 @@ class CrihookdTest : public ::testing::Test {
     ::runtime::v1::VersionResponse r;
     return stub->Version(&ctx, ::runtime::v1::VersionRequest(), &r);
   }
+  // crihookd reading Koordinator registrations from hookserver.d (made
+  // empty) in this directory, serving on s.sock; null (test failed) when its
+  // socket does not appear.
+  std::unique_ptr<Daemon> startWithHookServerDir() {
+    std::filesystem::create_directories(dir_.file("hookserver.d"));
+    std::ofstream(dir_.file("c.toml"))
+        << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
+    auto d = std::make_unique<Daemon>(
+        std::vector<std::string>{"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"),
+                                 "--backend", "unix://" + dir_.file("backend.sock")},
+        dir_.file("log"));
+    if (!waitForSocket(dir_.file("s.sock"))) {
+      ADD_FAILURE() << "crihookd did not listen: " << slurp(dir_.file("log"));
+      return nullptr;
+    }
+    return d;
+  }
+
   TempDir dir_;
   FakeCriServer backend_;
 };

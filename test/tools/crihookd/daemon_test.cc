@@ -92,13 +92,8 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
   backend_.start();
   KoordServer koordlet(dir_.file("koordlet.sock"));
   koordlet.start();
-  std::filesystem::create_directories(dir_.file("hookserver.d"));
-  std::ofstream(dir_.file("c.toml"))
-      << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
-            "unix://" + dir_.file("backend.sock")},
-           dir_.file("log"));
-  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  auto d = startWithHookServerDir();
+  ASSERT_NE(d, nullptr);
   // Whether the runtime got a CreateContainer annotated by koordlet.
   auto annotated = [&] {
     v1::CreateContainerRequest req;
@@ -122,8 +117,8 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
   EXPECT_TRUE(eventually([&] { return !annotated(); })) << slurp(dir_.file("log"));
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json registered"));
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr("hook server koordlet.json removed"));
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(5s), 0);
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(5s), 0);
 }
 
 // hookserver.d flooded while crihookd runs: 10,000 registrations of 60 KB
@@ -132,14 +127,9 @@ TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
 // keeps serving.
 TEST_F(CrihookdTest, AFloodedHookServerDirIsReadWithinItsBoundsAndSaidSo) {
   backend_.start();
-  std::filesystem::create_directories(dir_.file("hookserver.d"));
-  std::ofstream(dir_.file("c.toml"))
-      << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
-            "unix://" + dir_.file("backend.sock")},
-           dir_.file("log"));
-  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
-  const long before = peakRssKiB(d.pid());
+  auto d = startWithHookServerDir();
+  ASSERT_NE(d, nullptr);
+  const long before = peakRssKiB(d->pid());
   {
     std::ofstream one(dir_.file("one.json"));
     one << R"({"remote-endpoint": ")" << dir_.file("nobody.sock")
@@ -162,11 +152,11 @@ TEST_F(CrihookdTest, AFloodedHookServerDirIsReadWithinItsBoundsAndSaidSo) {
   EXPECT_TRUE(version(dir_.file("s.sock")).ok());
   // What it read is bounded (1 MiB of registrations): the unbounded read took
   // 0.85-1.15 GB here.
-  const long peak = peakRssKiB(d.pid());
+  const long peak = peakRssKiB(d->pid());
   EXPECT_LT(peak - before, 64 * 1024)
       << "peak RSS " << before << " KiB before, " << peak << " after";
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(10s), 0);
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(10s), 0);
 }
 
 // NRI mode refuses what would get crihook dropped by the runtime: hooks

@@ -27,6 +27,14 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The record of attempt 0 of pod ml/`name`, whose uid is `uid`.
+DeviceRecord recordOf(const std::string& uid, const std::string& name) {
+  DeviceRecord r;
+  r.key = {uid, 0};
+  r.pod = {"ml", name, uid};
+  return r;
+}
+
 // Device records are the hook's own files: a FIFO among them would hang the
 // start, a huge or deep one cost memory or the stack. Each is reported naming
 // the file and moved aside; the good ones load.
@@ -34,9 +42,7 @@ TEST(DeviceRecords, AFifoALinkAHugeOrADeepRecordIsReportedAndMovedAside) {
   TempDir dir;
   DeviceRecordDir records(dir.path());
   ASSERT_TRUE(records.open().ok());
-  DeviceRecord good;
-  good.key = {"uid-good", 0};
-  good.pod = {"ml", "good-0", "uid-good"};
+  const DeviceRecord good = recordOf("uid-good", "good-0");
   ASSERT_TRUE(records.save(good).ok());
   ASSERT_EQ(::mkfifo(dir.file("fifo_0.json").c_str(), 0600), 0);
   std::ofstream(dir.file("huge_0.json")) << "{";
@@ -71,9 +77,7 @@ TEST(DeviceRecords, ARecordUnderAnotherPodsNameOrOfVersionZeroIsMovedAside) {
   TempDir dir;
   DeviceRecordDir records(dir.path());
   ASSERT_TRUE(records.open().ok());
-  DeviceRecord a;
-  a.key = {"uid-a", 0};
-  a.pod = {"ml", "a-0", "uid-a"};
+  const DeviceRecord a = recordOf("uid-a", "a-0");
   ASSERT_TRUE(records.save(a).ok());
   const std::string text = slurp(dir.file("uid-a_0.json"));
   std::ofstream(dir.file("uid-b_0.json")) << text;  // another pod's name
@@ -117,9 +121,7 @@ TEST(DeviceRecords, ADevicesFolderReplacedByALinkIsRefused) {
   ASSERT_TRUE(records.open().ok());
   std::filesystem::remove(dir.file("devices"));
   ASSERT_EQ(::symlink(elsewhere.path().c_str(), dir.file("devices").c_str()), 0);
-  DeviceRecord r;
-  r.key = {"uid-a", 0};
-  r.pod = {"ml", "a-0", "uid-a"};
+  const DeviceRecord r = recordOf("uid-a", "a-0");
   const absl::Status saved = records.save(r);
   EXPECT_EQ(saved.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(saved.message()), ::testing::HasSubstr("is a symbolic link"));
