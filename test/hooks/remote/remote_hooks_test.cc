@@ -485,6 +485,45 @@ TEST_F(RemoteHooksTest, ACallNoBlockingHookConcernsWaitsForNoStageThread) {
   EXPECT_TRUE(first.ok()) << first.error_message();
 }
 
+// The same against grpc-go, as koordlet serves: sixteen pods its server
+// takes 3 s to answer (gocri's "slow") are all answered within one answer's
+// time and their 6 s hook timeout, so kubelet's 8 s deadline is never
+// reached. Waves of four (the old four shared threads) would end the later
+// waves at 6, 9 and 12 s: past the hook timeout, answered without the
+// server's changes (Ignore), and past kubelet's deadline.
+TEST_F(RemoteHooksTest, AGrpcGoServerSlowForSixteenPodsAnswersThemAllAtOnce) {
+  ChildProcess go(GOCRI_BINARY, {"-endpoint", dir_.file("go.sock"), "koordhook"},
+                  dir_.file("go.log"));
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(dir_.file("go.sock")); }, 10s));
+  registerServer("go.json", dir_.file("go.sock"), "Ignore");
+  Config config;
+  config.hookserver_timeout = 6s;
+  startCrihook(config);
+  ASSERT_TRUE(waitForChain(1));
+  std::vector<std::thread> calls;
+  std::atomic<int> with_the_servers_answer{0};
+  for (int i = 0; i < 16; ++i) {
+    calls.emplace_back([&, i] {
+      auto req = createRequest();
+      req.set_pod_sandbox_id(cat("sb-", i));
+      req.mutable_sandbox_config()->mutable_metadata()->set_name("slow");
+      auto stub = v1::RuntimeService::NewStub(proxyChannel());
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 8s);
+      v1::CreateContainerResponse resp;
+      grpc::Status s = stub->CreateContainer(&ctx, req, &resp);
+      EXPECT_TRUE(s.ok()) << i << ": " << s.error_message();
+    });
+  }
+  for (auto& t : calls) t.join();
+  for (const auto& call : backend_.calls()) {
+    v1::CreateContainerRequest seen;
+    if (!seen.ParseFromString(call.request)) continue;
+    for (const auto& env : seen.config().envs()) with_the_servers_answer += env.key() == "GO_HOOK";
+  }
+  EXPECT_EQ(with_the_servers_answer, 16);
+}
+
 // Beyond its call slots, a server's calls wait for one no longer than their
 // own deadline, and beyond its queue they are refused at once: the server
 // is asked no more than its slots.
