@@ -2,44 +2,50 @@
 
 #include <string>
 
+#include "base/grpc_wire.h"
 #include "base/text.h"
 #include "cri/lifecycle.h"
-#include "base/grpc_wire.h"
 
 namespace crihook::relay {
 
-absl::StatusOr<std::shared_ptr<InterceptedCall>> decodeInterceptedRequest(const Call& call) {
-  auto message = grpcwire::singleMessage(call.req_body.view());
+RequestToDecode takeRequest(Call& call) {
+  return {call.path, *call.intercepted, call.deadline, call.req_body.take()};
+}
+
+absl::StatusOr<std::shared_ptr<InterceptedCall>> decodeInterceptedRequest(
+    const RequestToDecode& request) {
+  auto message = grpcwire::singleMessage(request.body);
   if (!message.ok()) {
     return absl::Status(message.status().code(),
-                        cat("crihookd: ", call.path, ": ", sv(message.status().message())));
+                        cat("crihookd: ", request.path, ": ", sv(message.status().message())));
   }
   auto ic = std::make_shared<InterceptedCall>();
-  ic->method = call.intercepted->spec->method;
-  ic->api = call.intercepted->api;
-  ic->deadline = call.deadline;
-  ic->request = call.intercepted->spec->newRequest();
+  ic->method = request.intercepted.spec->method;
+  ic->api = request.intercepted.api;
+  ic->deadline = request.deadline;
+  ic->request = request.intercepted.spec->newRequest();
   if (!ic->request->ParseFromArray(message->data(), static_cast<int>(message->size()))) {
     return absl::InvalidArgumentError(
-        cat("crihookd: ", call.path, ": cannot decode ", ic->request->GetTypeName()));
+        cat("crihookd: ", request.path, ": cannot decode ", ic->request->GetTypeName()));
   }
-  ic->identity = identityFromRequest(*call.intercepted->spec, *ic->request);
+  ic->identity = identityFromRequest(*request.intercepted.spec, *ic->request);
   return ic;
 }
 
-absl::Status prepareForward(Call& call, uint64_t max_message_bytes) {
-  InterceptedCall& ic = *call.ic;
-  if (ic.request_changed) {
-    std::string bytes;
-    ic.request->SerializeToString(&bytes);
-    if (bytes.size() > max_message_bytes) {
-      return absl::ResourceExhaustedError(cat("crihookd: adjusted request of ", bytes.size(),
-                                              " bytes is larger than the message limit"));
-    }
-    call.forward_body = grpcwire::frame(bytes);
-  } else {
-    call.forward_body = call.req_body.take();
+absl::StatusOr<std::string> forwardedBody(const InterceptedCall& ic, std::string original,
+                                          uint64_t max_message_bytes) {
+  if (!ic.request_changed) return original;
+  std::string bytes;
+  ic.request->SerializeToString(&bytes);
+  if (bytes.size() > max_message_bytes) {
+    return absl::ResourceExhaustedError(cat("crihookd: adjusted request of ", bytes.size(),
+                                            " bytes is larger than the message limit"));
   }
+  return grpcwire::frame(bytes);
+}
+
+absl::Status prepareForward(Call& call, std::string body) {
+  call.forward_body = std::move(body);
   if (call.deadline != Clock::time_point::max()) {
     auto left = call.deadline - Clock::now();
     if (left <= Clock::duration::zero()) {

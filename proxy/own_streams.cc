@@ -238,28 +238,43 @@ void OwnStreams::pumpAll() {
 void OwnStreams::startPreStage(Own& own) {
   Call& call = *own.call;
   call.req_end = true;
-  auto ic = decodeInterceptedRequest(call);
-  if (!ic.ok()) return answerOwn(own, ic.status(), false);
-  call.ic = *ic;
   own.in_stage = true;
-  const int32_t id = call.down_id;
-  // The completion holds the connection (and with it this).
-  ctx_.interceptor->pre(call.ic, [this, keep = host_.keepAlive(), id](absl::Status status) {
-    loop_.dispatch([this, keep, id, status = std::move(status)]() mutable {
-      onPreStageDone(id, std::move(status));
-      host_.flushNow();
+  auto request = std::make_shared<RequestToDecode>(takeRequest(call));
+  const bool off_loop = ctx_.offload && request->body.size() >= kDecodeOffLoopBytes;
+  // The stage holds the connection (and with it this), never the call: a
+  // reset may end the call while it runs.
+  auto stage = [this, keep = host_.keepAlive(), id = call.down_id, request] {
+    auto back = [this, keep, id](std::shared_ptr<InterceptedCall> ic,
+                                 absl::StatusOr<std::string> body) {
+      loop_.dispatch([this, keep, id, ic = std::move(ic), body = std::move(body)]() mutable {
+        onPreStageDone(id, std::move(ic), std::move(body));
+        host_.flushNow();
+      });
+    };
+    auto ic = decodeInterceptedRequest(*request);
+    if (!ic.ok()) return back(nullptr, ic.status());
+    ctx_.interceptor->pre(*ic, [this, back, ic = *ic, request](absl::Status status) {
+      if (!status.ok()) return back(ic, status);
+      back(ic, forwardedBody(*ic, std::move(request->body), ctx_.max_message_bytes));
     });
-  });
+  };
+  if (off_loop) {
+    ctx_.offload(std::move(stage));
+  } else {
+    stage();
+  }
 }
 
-void OwnStreams::onPreStageDone(int32_t id, absl::Status status) {
+void OwnStreams::onPreStageDone(int32_t id, std::shared_ptr<InterceptedCall> ic,
+                                absl::StatusOr<std::string> body) {
   assert(loop_.inLoop());
   Own* o = own(static_cast<uint32_t>(id));
   if (!o || host_.closed()) return;
+  o->call->ic = std::move(ic);
   o->in_stage = false;
   if (o->reply_done) return;
-  if (!status.ok()) return answerOwn(*o, status, false);
-  if (auto ready = prepareForward(*o->call, ctx_.max_message_bytes); !ready.ok())
+  if (!body.ok()) return answerOwn(*o, body.status(), false);
+  if (auto ready = prepareForward(*o->call, std::move(*body)); !ready.ok())
     return answerOwn(*o, ready, false);
   side_.forward(*o->call);
 }

@@ -164,8 +164,13 @@ class OwnStreams final : public UpstreamOwner {
   void forwardedData(Own& own, std::string_view data, bool end);
   void forwardedReplyData(Own& own, const uint8_t* data, size_t len);
   void forwardedReplyEnd(Own& own);
+  // The pre stage: the request decoded, the Interceptor's pre, the body to
+  // forward encoded; on this loop, or off it (RelayContext::offload) for a
+  // request of kDecodeOffLoopBytes or more. `ic` is null when the request
+  // did not decode; `body` is the status to answer with, or what to forward.
   void startPreStage(Own& own);
-  void onPreStageDone(int32_t id, absl::Status status);
+  void onPreStageDone(int32_t id, std::shared_ptr<InterceptedCall> ic,
+                      absl::StatusOr<std::string> body);
   void startPostStage(Own& own);
   void onPostStageDone(int32_t id);
 

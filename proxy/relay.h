@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -91,6 +92,10 @@ struct RelayContext {
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;
   std::chrono::milliseconds connect_timeout = kDefaultBackendConnectTimeout;
   Interceptor* interceptor = nullptr;  // never null once serving
+  // Runs a task off the event loops (large requests' pre stages:
+  // intercept_stage.h kDecodeOffLoopBytes); unset: they run on their loop.
+  // Set before serving; called from the loops.
+  std::function<void(std::function<void()>)> offload;
   std::shared_ptr<spdlog::logger> log;
   ActiveCalls active_calls;
   RelayLimits limits;

@@ -58,6 +58,7 @@ Server::Server(const Config& config, Interceptor& interceptor, std::shared_ptr<s
   ctx_.limits.max_buffered_bytes = config.max_buffered_bytes;
   ctx_.interceptor = &interceptor;
   ctx_.log = std::move(log);
+  ctx_.offload = [this](std::function<void()> task) { decoders_.post(std::move(task)); };
 }
 
 Server::~Server() {

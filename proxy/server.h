@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "base/growing_pool.h"
 #include "base/mutex.h"
 #include "config/config.h"
 #include "cri/interceptor.h"
@@ -21,6 +22,12 @@
 #include "proxy/socket_activation.h"
 
 namespace crihook {
+
+// Threads decoding large intercepted requests at once (proxy/intercept_stage.h
+// kDecodeOffLoopBytes). Decoding is CPU work: more threads than a node's
+// spare cores would not finish sooner, and the buffer budget
+// ([server] max_buffered_bytes) already bounds what they hold.
+inline constexpr size_t kDecodeThreads = 4;
 
 class Server {
  public:
@@ -86,6 +93,9 @@ class Server {
   RelayContext ctx_;
   std::vector<std::unique_ptr<relay::EventLoop>> loops_;
   std::vector<std::thread> threads_;
+  // Large requests' pre stages ("decode" threads, started as needed): after
+  // the loops, so it is gone, its tasks run, before them.
+  GrowingPool decoders_{"decode", kDecodeThreads};
   int listen_fd_ = -1;      // non-blocking, watched by loops_[0]
   bool accepting_ = false;  // on loops_[0]: serve() was called, not yet shut down
   std::shared_ptr<Acceptor> acceptor_;

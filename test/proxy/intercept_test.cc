@@ -4,11 +4,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <future>
 #include <thread>
 
+#include "base/text.h"
 #include "cri-api/runtime_v1.grpc.pb.h"
+#include "proxy/intercept_stage.h"
 #include "test/support/eventually.h"
 #include "test/support/proxy_fixture.h"
 #include "test/support/raw_h2_backend.h"
@@ -35,8 +38,10 @@ class RecordingInterceptor : public Interceptor {
 
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
     {
+      char name[16] = {};
+      ::pthread_getname_np(::pthread_self(), name, sizeof name);
       std::lock_guard lock(mu_);
-      pre_calls.push_back({call->method, call->api, call->identity, call->deadline});
+      pre_calls.push_back({call->method, call->api, call->identity, call->deadline, name});
     }
     if (pre_delay.count() == 0) {
       done(on_pre(*call));
@@ -62,6 +67,7 @@ class RecordingInterceptor : public Interceptor {
     CriApi api;
     CallIdentity identity;
     std::chrono::steady_clock::time_point deadline;
+    std::string thread;  // the name of the thread pre() was called on
   };
   struct Post {
     LifecycleMethod method;
@@ -251,6 +257,74 @@ TEST_F(InterceptTest, SlowStageDoesNotHoldUpOtherCalls) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 300ms)
       << "a waiting hook must not block the event loop";
   EXPECT_TRUE(slow.get().ok());
+}
+
+// A large request is decoded, staged and encoded again off the event loop
+// ("decode" threads): while its pre stage holds its thread, Version on
+// another connection of the same (single) loop is answered. A small one
+// stays on its loop. Before, a 14.7 MB RunPodSandbox held its loop for the
+// decode and every connection on it waited.
+TEST_F(InterceptTest, ALargeRequestsStageRunsOffTheLoopAndHoldsNoOtherCall) {
+  serveCreate(backend_, kCreate, "ctr-big");
+  backend_.onUnary("/runtime.v1.RuntimeService/Version", [](FakeCall&, std::string* out) {
+    *out = v1::VersionResponse().SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  hooks_.on_pre = [released](InterceptedCall& call) {
+    auto& req = static_cast<v1::CreateContainerRequest&>(*call.request);
+    if (req.config().annotations_size() > 0) released.wait();  // the large one
+    (*req.mutable_config()->mutable_annotations())["seen"] = "1";
+    call.request_changed = true;
+    return absl::OkStatus();
+  };
+  Config config;
+  config.workers = 1;
+  startProxy(&hooks_, config);
+
+  auto stub = v1::RuntimeService::NewStub(proxyChannel());
+  {
+    grpc::ClientContext ctx;
+    v1::CreateContainerResponse resp;
+    ASSERT_TRUE(stub->CreateContainer(&ctx, createRequest(), &resp).ok());
+  }
+  v1::CreateContainerRequest big = createRequest();
+  for (int i = 0; i < 200; ++i)
+    (*big.mutable_config()->mutable_annotations())[cat("a", i)] = std::string(1024, 'x');
+  ASSERT_GE(big.ByteSizeLong(), relay::kDecodeOffLoopBytes);
+  grpc::Status big_status;
+  std::thread big_call([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    v1::CreateContainerResponse resp;
+    big_status = stub->CreateContainer(&ctx, big, &resp);
+  });
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard lock(hooks_.mu_);
+        return hooks_.pre_calls.size() == 2;
+      },
+      30s));
+  // Its stage holds its thread; the loop serves another connection.
+  auto other = v1::RuntimeService::NewStub(proxyChannel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  v1::VersionResponse version;
+  EXPECT_TRUE(other->Version(&ctx, v1::VersionRequest(), &version).ok());
+  release.set_value();
+  big_call.join();
+  ASSERT_TRUE(big_status.ok()) << big_status.error_message();
+  {
+    std::lock_guard lock(hooks_.mu_);
+    EXPECT_NE(hooks_.pre_calls[0].thread, "decode");
+    EXPECT_EQ(hooks_.pre_calls[1].thread, "decode");
+  }
+  // Encoded again off the loop too: the runtime got the edit and all of it.
+  v1::CreateContainerRequest seen = lastCreateSeenByRuntime(backend_, kCreate);
+  EXPECT_EQ(seen.config().annotations().at("seen"), "1");
+  EXPECT_EQ(seen.config().annotations_size(), 201);
 }
 
 TEST_F(InterceptTest, DeadlineSpentInThePreStageIsAnsweredByCrihookdAndNeverForwarded) {
