@@ -72,6 +72,41 @@ TEST_F(CrihookdTest, AModuleOfAnotherAbiIsRefusedWithALogLineAndTheDaemonServes)
   EXPECT_EQ(d.wait(5s), 0);
 }
 
+// An in-process module that loops (declaring itself INLINE all the same):
+// its call is answered by its failure policy at its timeout, Version is
+// never held, and SIGTERM stops crihookd within its stop timeout although
+// the module never returns. Before, the loop held an event loop, every
+// second connection hung, and crihookd was alive 18 s after SIGTERM.
+TEST_F(CrihookdTest, AnInProcessModuleThatLoopsHoldsNeitherCallsNorTheStop) {
+  backend_.onUnary("/runtime.v1.RuntimeService/CreateContainer", [](FakeCall&, std::string* out) {
+    v1::CreateContainerResponse r;
+    r.set_container_id("c1");
+    *out = r.SerializeAsString();
+    return grpc::Status::OK;
+  });
+  backend_.start();
+  std::ofstream(dir_.file("c.toml"))
+      << "[server]\nshutdown_grace = \"1s\"\n[hooks]\nhookserver_dir = \"\"\n"
+      << "[[hook]]\nname = \"spin\"\nmodule = \"" << VARIANT_DIR << "/variant_spin.so\"\n"
+      << "timeout = \"300ms\"\nfailure_policy = \"ignore\"\n";
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  v1::CreateContainerRequest req;
+  req.set_pod_sandbox_id("sb");
+  req.mutable_config()->mutable_metadata()->set_name("c");
+  auto stub = v1::RuntimeService::NewStub(unixChannel(dir_.file("s.sock")));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  v1::CreateContainerResponse resp;
+  EXPECT_TRUE(stub->CreateContainer(&ctx, req, &resp).ok());  // the module ignored at 300 ms
+  // Every new connection is answered, whichever loop it lands on.
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(version(dir_.file("s.sock")).ok()) << i;
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0) << slurp(dir_.file("log"));
+}
+
 TEST_F(CrihookdTest, BadBuiltInHookSettingsStopStartupNamingTheHook) {
   std::ofstream(dir_.file("c.toml")) << "[[hook]]\nname = \"env\"\nbuiltin = \"static\"\n"
                                      << "[hook.settings.adjustment]\ncpuset_cpus = \"all\"\n";
