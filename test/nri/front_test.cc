@@ -363,13 +363,13 @@ class ConfigureTest : public ::testing::Test {
   // The runtime's Configure on stream 1: its name, version and (NRI >= 0.7)
   // request timeout in ms, 0 for none; the plugin's answer.
   ::ttrpc::Response configure(const std::string& name, const std::string& version,
-                              int64_t request_timeout_ms) {
+                              int64_t request_timeout_ms, uint32_t stream = 1) {
     api::ConfigureRequest req;
     req.set_runtime_name(name);
     req.set_runtime_version(version);
     req.set_request_timeout(request_timeout_ms);
     req.set_registration_timeout(request_timeout_ms > 0 ? 5000 : 0);
-    runtime_.call(1, "Configure", req.SerializeAsString());
+    runtime_.call(stream, "Configure", req.SerializeAsString());
     return runtime_.answer().second;
   }
   void synchronize(uint32_t stream, bool more, const std::string& pod) {
@@ -462,6 +462,21 @@ TEST_F(ConfigureTest, ASynchronizeInPartsIsAnsweredPartByPartAndDeliveredWhole) 
   ASSERT_EQ(synchronized_[0].pods.size(), 2u);
   EXPECT_EQ(synchronized_[0].pods[0].sandbox_id, "pod-a");
   EXPECT_EQ(synchronized_[0].pods[1].sandbox_id, "pod-b");
+}
+
+// A Configure starts the registration again: a Synchronize left in parts
+// before it is forgotten, not delivered with the next one's pods.
+TEST_F(ConfigureTest, ASynchronizeLeftInPartsIsForgottenAtTheNextConfigure) {
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  synchronize(3, true, "pod-stale");
+  (void)runtime_.answer();
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000, 5)));
+  synchronize(7, false, "pod-b");
+  (void)runtime_.answer();
+  MutexLock lock(mu_);
+  ASSERT_EQ(synchronized_.size(), 1u);
+  ASSERT_EQ(synchronized_[0].pods.size(), 1u);
+  EXPECT_EQ(synchronized_[0].pods[0].sandbox_id, "pod-b");
 }
 
 // containerd 1.7 removes a sandbox NRI refused: the refusal is the answer.

@@ -173,6 +173,9 @@ TEST_F(RemoteHooksTest, KoordinatorServerAnswersReachTheRuntime) {
   EXPECT_EQ(c.container_annotations().at("from"), "kubelet");
   // The pod's record from RunPodSandbox, with what the server itself decided then.
   EXPECT_EQ(c.pod_labels().at("koordinator.sh/qos"), "LS");
+  // Its annotations too: koordlet reads the scheduler's device allocation there.
+  ASSERT_EQ(c.pod_annotations().count("seen-by"), 1u);
+  EXPECT_EQ(c.pod_annotations().at("seen-by"), "koord");
 }
 
 // The chain gives every hook a deadline; a hook run without one (a tool, a
