@@ -48,6 +48,22 @@ TEST(ReadRegularFile, ReadsARegularFileAndALinkToOne) {
   EXPECT_EQ(*readRegularFile(dir.file("empty"), 0), "");
 }
 
+// A daemon started with its standard input closed gets descriptor 0 for the
+// first file it opens: that is a file like any other.
+TEST(ReadRegularFile, ReadsAFileOpenedAsDescriptorZero) {
+  testing::TempDir dir;
+  std::ofstream(dir.file("a")) << "hello\n";
+  const int saved = ::dup(0);
+  ASSERT_GE(saved, 0);
+  ::close(0);
+  absl::StatusOr<std::string> text = readRegularFile(dir.file("a"), 64);
+  const bool restored = ::dup2(saved, 0) == 0;
+  ::close(saved);
+  ASSERT_TRUE(restored);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "hello\n");
+}
+
 TEST(ReadRegularFile, MissingIsNotFound) {
   testing::TempDir dir;
   auto r = readRegularFile(dir.file("none"), 64);
