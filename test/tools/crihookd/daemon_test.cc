@@ -744,8 +744,20 @@ TEST_F(ConfinedDaemonTest, EveryThreadDropsItsCapabilitiesAndTheSpawnerKeepsThem
   const std::string mine = capEffOf("self");
   if (mine == "0000000000000000") GTEST_SKIP() << "the test runs without capabilities";
   auto d = start("[security]\ncapabilities = [\"CAP_NET_ADMIN\"]\n", "caps");
+  // Threads started on demand after the drop count too: a large request
+  // takes a "decode" thread, its module's stage a "hook-stage" one.
+  v1::CreateContainerRequest big;
+  big.set_pod_sandbox_id("sb");
+  big.mutable_config()->mutable_metadata()->set_name("c");
+  for (int i = 0; i < 100; ++i)
+    (*big.mutable_config()->mutable_annotations())[cat("a", i)] = std::string(1024, 'x');
+  auto stub = v1::RuntimeService::NewStub(unixChannel(dir_.file("caps.sock")));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  v1::CreateContainerResponse resp;
+  EXPECT_TRUE(stub->CreateContainer(&ctx, big, &resp).ok());
   const auto threads = threadCaps(d->pid());
-  EXPECT_GT(threads.size(), 3u) << "event loops, hook pool, watcher";
+  EXPECT_GT(threads.size(), 3u) << "event loops, hook workers, decode and hook-stage threads";
   for (const auto& [eff, bnd] : threads) {
     EXPECT_EQ(eff, "0000000000001000");  // CAP_NET_ADMIN alone
     EXPECT_EQ(bnd, "0000000000001000");
