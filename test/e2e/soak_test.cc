@@ -47,10 +47,10 @@ using Clock = std::chrono::steady_clock;
 
 // The shape of the run. 4 clients (kubelet's pod workers, one GPU each) x 10
 // lifecycles = 40 pods; crihookd is killed when the clients' completed steps
-// (7 per lifecycle) reach each of kKillAtSteps, containerd restarted at
+// (8 per lifecycle) reach each of kKillAtSteps, containerd restarted at
 // kContainerdRestartAtStep: all of them before the warm-up checkpoint
-// (kWarmLifecycles per client = 140 steps), so the final crihookd serves a
-// while before the checkpoint and 140 steps after it. Sized to stay under 4
+// (kWarmLifecycles per client = 160 steps), so the final crihookd serves a
+// while before the checkpoint and 160 steps after it. Sized to stay under 4
 // minutes on a loaded 2-core machine.
 constexpr int kClients = 4;
 constexpr int kLifecycles = 10;
@@ -399,7 +399,7 @@ class Soak : public ::testing::Test {
                  return call(&RS::RemovePodSandbox, remove_pod, &r);
                },
                gone) &&
-           collectDeadSandboxes(name, dead);
+           collectSandboxesOf(name, dead);
   }
 
   // Stops and removes a sandbox, as kubelet kills a pod attempt that did
@@ -418,17 +418,34 @@ class Soak : public ::testing::Test {
     return s.error_code() == grpc::StatusCode::NOT_FOUND ? grpc::Status::OK : s;
   }
 
-  // kubelet's garbage collector: removes the sandboxes of earlier attempts
-  // whose kill was cut short by crihookd's kill or containerd's restart.
-  // containerd 2 keeps a sandbox whose creation its restart cut short, in
-  // an unknown state (listed NOT_READY, created at Go's zero time).
-  bool collectDeadSandboxes(const std::string& pod, const std::set<std::string>& dead) {
+  // kubelet's garbage collector, once the pod is deleted: removes every
+  // sandbox of it that containerd still lists. First the earlier attempts
+  // whose kill was cut short by crihookd's kill or containerd's restart,
+  // then any the runtime lists that no answer and no listing during the
+  // pod's life named: containerd 2 keeps a sandbox whose creation its
+  // restart cut short, in an unknown state (listed NOT_READY, created at
+  // Go's zero time), and one such sandbox was left at the end of a run
+  // whose lifecycle never saw it (CI, containerd 2).
+  bool collectSandboxesOf(const std::string& pod, const std::set<std::string>& dead) {
     for (const auto& id : dead) {
       if (!step(pod, "RemovePodSandbox (an earlier attempt's)", [&] { return removeSandbox(id); }))
         return false;
       dead_sandboxes_.fetch_add(1);
     }
-    return true;
+    using RS = v1::RuntimeService::Stub;
+    return step(pod, "RemovePodSandbox (one the runtime still lists)", [&] {
+      v1::ListPodSandboxRequest list;
+      (*list.mutable_filter()->mutable_label_selector())["crihook.test/pod"] = pod;
+      v1::ListPodSandboxResponse pods;
+      grpc::Status s = call(&RS::ListPodSandbox, list, &pods);
+      if (!s.ok()) return s;
+      for (const auto& p : pods.items()) {
+        s = removeSandbox(p.id());
+        if (!s.ok()) return s;
+        unnamed_sandboxes_.fetch_add(1);
+      }
+      return grpc::Status::OK;
+    });
   }
 
   // containerd (Debian 12's 1.6), restarted in the middle of a container's
@@ -544,7 +561,7 @@ class Soak : public ::testing::Test {
   std::vector<std::unique_ptr<ChildProcess>> containerd_guards_;
   std::unique_ptr<ChildProcess> crihookd_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::atomic<int> steps_{0}, retries_{0}, stuck_tasks_{0}, dead_sandboxes_{0};
+  std::atomic<int> steps_{0}, retries_{0}, stuck_tasks_{0}, dead_sandboxes_{0}, unnamed_sandboxes_{0};
   std::mutex failures_mu_;
   // The steps that ran out of budget: pod name, why.
   std::vector<std::pair<std::string, std::string>> failures_;
@@ -648,11 +665,11 @@ TEST_F(Soak, PodChurnSurvivesCrihookdKillsAndAContainerdRestart) {
       "soak: %d lifecycles from %d clients in %lld s; %d steps, %d retried attempts; %zu kills of "
       "crihookd, 1 containerd restart; %d inits, %d cleanups over %zu pods; crihookd RSS %ld -> "
       "%ld KiB, fds %d -> %d; records left: %zu device, %zu pod; tasks containerd kept, deleted "
-      "with ctr: %d; earlier attempts' sandboxes removed late: %d\n",
+      "with ctr: %d; earlier attempts' sandboxes removed late: %d, found only by listing: %d\n",
       kClients * kLifecycles, kClients, static_cast<long long>(took.count()), steps_.load(),
       retries_.load(), std::size(kKillAtSteps), inits, cleanups, actions.size(), warm_rss, end_rss,
       warm_fds, end_fds, filesIn("devices"), filesIn("pods"), stuck_tasks_.load(),
-      dead_sandboxes_.load());
+      dead_sandboxes_.load(), unnamed_sandboxes_.load());
   RecordProperty("seconds", static_cast<int>(took.count()));
   RecordProperty("rss_kib", cat(warm_rss, " -> ", end_rss));
   RecordProperty("fds", cat(warm_fds, " -> ", end_fds));
