@@ -16,7 +16,7 @@ namespace {
 // libstdc++, Asio, nghttp2, gRPC's client, protobuf, spdlog, toml++, the
 // dlopen'd NVML at a SIGHUP rediscovery, modules' ordinary code). Found by
 // reading the code and checked with strace -f -c over the whole test suite
-// and the demo, and with seccomp = "log" (README "Confinement").
+// and the demo, and with seccomp = "log" (docs/security.md "Confinement").
 const std::vector<std::string_view> kDaemonCalls = {
     // files and directories: records, state, topology reads, sysfs writes
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",

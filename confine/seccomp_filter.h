@@ -10,7 +10,7 @@
 // `[security] seccomp = "log"`: everything is allowed, and each call off the
 // list is written by the kernel to the audit log / kernel log
 // (`dmesg | grep 'type=1326'` or `ausearch -m SECCOMP`: `syscall=N` names it,
-// `ausyscall N` translates) — README "Confinement".
+// `ausyscall N` translates) — docs/security.md "Confinement".
 
 #include <cstddef>
 #include <string>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of each harness under fuzz/corpus/<harness>/.
 
-The seeds are small, valid inputs taken from crihook's own tests, README and
+The seeds are small, valid inputs taken from crihook's own tests, docs and
 fixtures, plus a few near misses; libFuzzer mutates from there. Run it again
 after changing a seed here; scripts/fuzz.sh never writes into fuzz/corpus
 (it fuzzes a copy). Inputs that once crashed a harness are committed next to
@@ -120,12 +120,13 @@ for name, text in hs.items():
     write("fuzz_hookserver_file", name, text)
 
 # --- config -----------------------------------------------------------------
-README = os.path.join(os.path.dirname(ROOT), "..", "README.md")
+SOURCE = os.path.join(os.path.dirname(ROOT), "..")
 
 
-def readme_toml(after):
+def doc_toml(page, after):
+    """The first TOML block of `page` after the heading `after`."""
     lines, on, seen = [], False, False
-    for line in open(README):
+    for line in open(os.path.join(SOURCE, page)):
         if line.startswith(after):
             seen = True
         if seen and line.startswith("```toml"):
@@ -135,11 +136,14 @@ def readme_toml(after):
             break
         if on:
             lines.append(line)
+    if not lines:
+        sys.exit(f"make-seeds: no TOML block after {after!r} in {page}")
     return "".join(lines)
 
 
-write("fuzz_config", "server", readme_toml("## Configuration"))
-write("fuzz_config", "hooks", readme_toml("## Hooks"))
+write("fuzz_config", "server", doc_toml("README.md", "## A working configuration"))
+write("fuzz_config", "hooks", doc_toml("docs/hooks.md", "# Hooks"))
+write("fuzz_config", "example", open(os.path.join(SOURCE, "debian/examples/crihook.toml")).read())
 write("fuzz_config", "bad-workers", "[server]\nworkers = 0\n")
 write("fuzz_config", "unknown-key", "[server]\nlisten = \"/run/x.sock\"\ntypo = 1\n")
 write("fuzz_config", "durations", "[backend]\nconnect_timeout = \"1500ms\"\n[hooks]\nhookserver_timeout = \"1m\"\n")

@@ -2,7 +2,7 @@
 
 // Two hooks' values for one field that may be one decision in two spellings,
 // and who decides when they are not: what lets crihook's device hooks run
-// beside koordlet (README "Beside koordlet").
+// beside koordlet (docs/koordinator.md "Beside koordlet").
 //
 // koordlet names GPUs by minor ("2,3"), crihook's gpu hook by UUID; a
 // cpuset may be written "0-3" or "2,3,0,1". Values that name the same

@@ -7,7 +7,7 @@
 // it: a GPU pod is created without its GPUs. So every hook that may take its
 // whole timeout on the stages one event runs must fit under it together,
 // less crihookd's own margin (Front::Options::answer_margin). crihookd
-// checks this once at start-up (README "NRI mode"); at run time the stages
+// checks this once at start-up (docs/nri.md); at run time the stages
 // are cut at the event's deadline anyway.
 
 #include <chrono>

@@ -63,7 +63,7 @@ class Server {
   int64_t shutdown(std::chrono::milliseconds grace);
 
   int64_t activeCalls() const { return ctx_.active_calls.load(); }
-  // What the limits count (README "Limits and timeouts"), process-wide:
+  // What the limits count (docs/operations.md "Limits and timeouts"), process-wide:
   // kubelet-side connections open, intercepted calls' message bytes
   // buffered, decoded header fields held.
   int64_t connections() const { return ctx_.open_connections.load(); }

@@ -149,6 +149,6 @@ echo "== device actions run for it (init at RunPodSandbox, cleanup at StopPodSan
 sed 's/^/   /' "$demo/device-actions.log"
 
 if [[ $once -eq 0 ]]; then
-  echo "== crihookd serves $listen; point kubelet at unix://$listen (see README). Ctrl-C stops."
+  echo "== crihookd serves $listen; point kubelet at unix://$listen (see README.md, "Point kubelet at it"). Ctrl-C stops."
   wait "${pids[-1]}"
 fi

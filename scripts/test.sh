@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # CI's budget for the whole run on its 2-core runner (its hard limit is 90
 # minutes, past which nothing lands), and what each phase took in a clean
 # clone's run on CI's runner with ccache filled (seconds, in the order the
-# phases run; README "Where the time goes" shows them, the phase_table test
+# phases run; docs/testing.md "Where the time goes" shows them, the phase_table test
 # checks it).
 # A run past the budget names each phase past its figure by a quarter and
 # half a minute.

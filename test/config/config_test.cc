@@ -382,15 +382,15 @@ TEST(Config, FieldOwnersHaveDefaultsAndAreSetByClass) {
                                     OwnerSide::kKoordinator, OwnerSide::kKoordinator}));
 }
 
-// The README's [hooks.owners] table is kOwnerClasses, row by row.
-TEST(Config, TheReadmesOwnerTableIsTheCodes) {
-  std::ifstream in(CRIHOOK_SOURCE_DIR "/README.md");
-  ASSERT_TRUE(in) << CRIHOOK_SOURCE_DIR "/README.md";
-  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// docs/koordinator.md's [hooks.owners] table is kOwnerClasses, row by row.
+TEST(Config, TheDocsOwnerTableIsTheCodes) {
+  std::ifstream in(CRIHOOK_SOURCE_DIR "/docs/koordinator.md");
+  ASSERT_TRUE(in) << CRIHOOK_SOURCE_DIR "/docs/koordinator.md";
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const OwnerClassSpec& c : kOwnerClasses) {
-    EXPECT_THAT(readme, HasSubstr(cat("| `", c.key, "` | ", c.holds, " | `\"",
-                                      ownerSideName(c.side), "\"` | ", c.why, " |\n")))
-        << "README.md: the [hooks.owners] row of " << c.key;
+    EXPECT_THAT(page, HasSubstr(cat("| `", c.key, "` | ", c.holds, " | `\"",
+                                    ownerSideName(c.side), "\"` | ", c.why, " |\n")))
+        << "docs/koordinator.md: the [hooks.owners] row of " << c.key;
   }
 }
 

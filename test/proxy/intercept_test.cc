@@ -387,7 +387,7 @@ TEST_F(InterceptTest, RemainingDeadlineIsForwarded) {
 }
 
 TEST_F(InterceptTest, RuntimeDyingMidCallAnswersUnavailableAndThePostStageSeesIt) {
-  // README: a runtime that goes away fails the calls it had with
+  // docs/operations.md: a runtime that goes away fails the calls it had with
   // UNAVAILABLE. It dies (its connection gone, no GOAWAY nor RST_STREAM)
   // while it holds an intercepted call.
   std::promise<void> started;

@@ -330,7 +330,7 @@ TEST_F(RelayTest, BackendDownFailsFastWithUnavailableThenRecoversByItself) {
 }
 
 TEST_F(RelayTest, RuntimeDyingMidStreamEndsTheStreamWithUnavailableAndLaterCallsWork) {
-  // README: "A runtime that restarts mid-stream ends that stream with
+  // docs/operations.md: "A runtime that restarts mid-stream ends that stream with
   // UNAVAILABLE". The runtime dies: its connection is gone without a GOAWAY
   // or an RST_STREAM (a graceful stop would send those, and the caller would
   // get the code the runtime chose).
@@ -368,7 +368,7 @@ TEST_F(RelayTest, RuntimeDyingMidStreamEndsTheStreamWithUnavailableAndLaterCalls
 }
 
 TEST_F(RelayTest, PassThroughRequestOverTheLimitIsRefusedAndItsConnectionServesOn) {
-  // README: "A message over max_message_bytes is refused with
+  // docs/operations.md: "A message over max_message_bytes is refused with
   // RESOURCE_EXHAUSTED; other calls are unaffected." A method crihookd does
   // not intercept, so the message is relayed as it arrives, never decoded.
   const std::string echo = "/runtime.v1.RuntimeService/Echo";

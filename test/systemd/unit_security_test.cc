@@ -1,6 +1,6 @@
 // The generated crihookd.service, as systemd judges it: `systemd-analyze
 // security --offline=true` (works without systemd as PID 1) scores the
-// sandbox, and the settings left off on purpose stay off (README
+// sandbox, and the settings left off on purpose stay off (docs/security.md
 // "Confinement" says why each).
 
 #include <gmock/gmock.h>
@@ -36,7 +36,7 @@ TEST(UnitSecurityTest, ExposureStaysBelowTheMeasuredScore) {
   ASSERT_TRUE(std::regex_search(out, m, std::regex("Overall exposure level for [^:]+: ([0-9.]+)")))
       << out;
   EXPECT_LE(std::stod(m[1]), kMaxExposure) << out;
-  // The hardening the README promises, each seen by systemd as set.
+  // The hardening docs/security.md promises, each seen by systemd as set.
   for (const char* set :
        {"NoNewPrivileges=", "SystemCallArchitectures=", "RestrictNamespaces=~user",
         "LockPersonality=", "RestrictRealtime=", "ProtectHostname=", "ProtectSystem=",

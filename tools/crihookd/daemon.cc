@@ -32,7 +32,7 @@
 namespace crihook {
 namespace {
 
-// [security], resolved (README "Confinement").
+// [security], resolved (docs/security.md "Confinement").
 struct Confinement {
   confine::SeccompMode seccomp = confine::SeccompMode::kErrno;
   confine::CapSet keep = 0;  // crihookd's capabilities once the spawner is forked

@@ -3,7 +3,7 @@
 // crihookd's life: start-up, reload and shutdown, for main (flag parsing
 // only) and for anything else that runs the daemon in a process of its own.
 //
-// Start-up order (README "Confinement", docs/architecture.md "Start-up
+// Start-up order (docs/security.md "Confinement", docs/architecture.md "Start-up
 // order"); it is security-relevant and start() keeps it exactly:
 //   1. the systemd-activated socket is taken (before any thread or child),
 //   2. the spawner is forked while the process has one thread, and installed
