@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Checks every relative link of README.md and docs/*.md (or the files given):
+the file it names exists, and the anchor after `#`, if any, is a heading of
+that file as GitHub makes anchors of headings. Links in code blocks and inline
+code are not links; http(s) and mailto links are not checked (no network).
+
+Prints one line per broken link, `FILE:LINE: [text](target): why`, and exits 1
+if there is any."""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def prose_lines(text):
+    """(line number, line) outside fenced code blocks, inline code blanked."""
+    fence = None
+    for n, line in enumerate(text.split("\n"), 1):
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence):
+                fence = None
+            continue
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            fence = stripped[:3]
+            continue
+        yield n, re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
+
+
+def slug(heading):
+    """GitHub's anchor of a heading: lower case, markup and punctuation gone
+    (letters, digits, `-`, `_` and spaces kept), spaces made `-`."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link: its text
+    text = text.replace("`", "").lower()
+    text = "".join(c for c in text if c.isalnum() or c in "-_ ")
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    seen = {}
+    out = set()
+    fence = None
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        stripped = line.lstrip()
+        if fence:
+            fence = None if stripped.startswith(fence) else fence
+            continue
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            fence = stripped[:3]
+            continue
+        m = HEADING.match(line)
+        if not m:
+            continue
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def check(path, cache):
+    problems = []
+    for n, line in prose_lines(path.read_text(encoding="utf-8")):
+        for m in LINK.finditer(line):
+            text, target = m.group(1), m.group(2)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:, ...
+                continue
+            file_part, _, anchor = target.partition("#")
+            dest = (path.parent / file_part).resolve() if file_part else path
+            where = f"{path.relative_to(ROOT)}:{n}: [{text}]({target})"
+            if not dest.exists():
+                problems.append(f"{where}: {file_part} does not exist")
+                continue
+            if anchor and dest.suffix == ".md":
+                if dest not in cache:
+                    cache[dest] = anchors(dest)
+                if anchor not in cache[dest]:
+                    problems.append(f"{where}: no heading of {dest.relative_to(ROOT)} has the anchor #{anchor}")
+    return problems
+
+
+def main(argv):
+    files = [pathlib.Path(a).resolve() for a in argv] or \
+        [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+    cache = {}
+    problems = [p for f in files for p in check(f, cache)]
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check-doc-links: {len(problems)} broken link(s) in {len(files)} file(s)", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
