@@ -64,7 +64,8 @@ TEST_F(CrihookdTest, AModuleOfAnotherAbiIsRefusedWithALogLineAndTheDaemonServes)
             "unix://" + dir_.file("backend.sock")},
            dir_.file("log"));
   ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
-  EXPECT_TRUE(version(dir_.file("s.sock")).ok());
+  const grpc::Status v = version(dir_.file("s.sock"));
+  EXPECT_TRUE(v.ok()) << v.error_message() << "\n" << slurp(dir_.file("log"));
   EXPECT_THAT(slurp(dir_.file("log")),
               HasSubstr("hook[old]: module refused, hook left out: module " VARIANT_DIR
                         "/variant_abi99.so: built for module ABI version 99"));
@@ -115,6 +116,45 @@ TEST_F(CrihookdTest, BadBuiltInHookSettingsStopStartupNamingTheHook) {
   EXPECT_THAT(slurp(dir_.file("log")),
               HasSubstr("hook[env]: hook env: settings: adjustment.cpuset_cpus: expected a CPU or "
                         "node list"));
+}
+
+// The configuration README.md offers as one that works, as it is written
+// there: crihookd starts with it, serves, and its hooks act (the
+// device-lifecycle hook refuses a pod whose allocation is malformed).
+TEST_F(CrihookdTest, TheReadmesWorkingConfigurationStartsAndItsHooksAct) {
+  const std::string readme = slurp(CRIHOOK_SOURCE_DIR "/README.md");
+  const size_t section = readme.find("\n## A working configuration\n");
+  ASSERT_NE(section, std::string::npos) << "README.md: no \"## A working configuration\"";
+  const size_t begin = readme.find("```toml\n", section);
+  ASSERT_NE(begin, std::string::npos) << "README.md: no TOML block in \"A working configuration\"";
+  const size_t end = readme.find("\n```", begin + 8);
+  ASSERT_NE(end, std::string::npos);
+  std::ofstream(dir_.file("c.toml")) << readme.substr(begin + 8, end - begin - 8) << "\n";
+  backend_.start();
+  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
+            "unix://" + dir_.file("backend.sock")},
+           dir_.file("log"));
+  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  const grpc::Status v = version(dir_.file("s.sock"));
+  EXPECT_TRUE(v.ok()) << v.error_message() << "\n" << slurp(dir_.file("log"));
+
+  auto stub = ::runtime::v1::RuntimeService::NewStub(unixChannel(dir_.file("s.sock")));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  ::runtime::v1::RunPodSandboxRequest run;
+  auto& meta = *run.mutable_config()->mutable_metadata();
+  meta.set_name("train-0");
+  meta.set_namespace_("ml");
+  meta.set_uid("uid-train-0");
+  (*run.mutable_config()->mutable_annotations())["scheduling.koordinator.sh/device-allocated"] =
+      R"({"gpu": [{"minor": "zero"}]})";
+  ::runtime::v1::RunPodSandboxResponse resp;
+  const grpc::Status s = stub->RunPodSandbox(&ctx, run, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0"));
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(10s), 0) << slurp(dir_.file("log"));
 }
 
 TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
@@ -296,7 +336,7 @@ std::optional<std::pair<std::string, gid_t>> otherGroup() {
 }
 
 TEST_F(CrihookdTest, SocketIsCreatedWithTheConfiguredModeAndGroup) {
-  // README Configuration: server.socket_mode, server.socket_group. 0640 is
+  // docs/configuration.md: server.socket_mode, server.socket_group. 0640 is
   // neither the default (0660) nor what bind(2) leaves under a usual umask.
   const auto group = otherGroup();
   if (!group) GTEST_SKIP() << "no group to chown to: not root, and in no group but its own";
@@ -319,7 +359,7 @@ TEST_F(CrihookdTest, SocketIsCreatedWithTheConfiguredModeAndGroup) {
 }
 
 TEST_F(CrihookdTest, SigtermAnswersACallThatEndsWithinTheGraceAndCutsOffOneThatDoesNot) {
-  // README Restarts: on SIGTERM crihookd lets in-flight calls finish for
+  // docs/operations.md, Restarts and upgrades: on SIGTERM crihookd lets in-flight calls finish for
   // server.shutdown_grace, then cuts off the rest (UNAVAILABLE, the
   // runtime's stream cancelled) and exits 0.
   constexpr auto kGrace = 2s;
@@ -403,7 +443,7 @@ std::string callLine(const std::string& log, const std::string& method, int nth 
 }
 
 TEST_F(CrihookdTest, EachInterceptedCallWritesOneWholeLogLine) {
-  // README: "One log line per intercepted call: CreateContainer api=v1
+  // README.md: "One log line per intercepted call: CreateContainer api=v1
   // pod=default/train-0 sandbox=7707ee14db15 container=bab486912aa8
   // duration=8.975ms status=OK"; a pod name that is not a plain DNS name
   // is quoted, so it cannot forge a line.
@@ -546,7 +586,7 @@ TEST(CallLogTest, TheDurationIsWholeMillisecondsAndTheirMicroseconds) {
   }
 }
 
-// Confinement (README "Confinement"): the filter, the capabilities and the
+// Confinement (docs/security.md "Confinement"): the filter, the capabilities and the
 // spawner, in the real binary.
 
 // The CapEff / CapBnd values of every thread of `pid`.
@@ -668,7 +708,7 @@ TEST_F(ConfinedDaemonTest, AForbiddenSystemCallIsRefusedInsideTheRunningDaemon) 
   EXPECT_EQ(off->wait(10s), 0);
 }
 
-// Out-of-process modules (README "Hook execution"): the helper is started
+// Out-of-process modules (docs/hooks.md "Hook execution"): the helper is started
 // through the spawner of a confined crihookd; a module that segfaults costs
 // the call and a restart of its helper, never crihookd.
 TEST_F(ConfinedDaemonTest, ASegfaultingIsolatedModuleLeavesTheConfinedDaemonServing) {
