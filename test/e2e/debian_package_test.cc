@@ -1,4 +1,4 @@
-// The Debian package (debian/, README "Installing from the Debian package"),
+// The Debian package (debian/, docs/operations.md "Installing from the Debian package"),
 // as an operator meets it: built with dpkg-buildpackage from a copy of the
 // source tree, checked by lintian, installed with dpkg -i; the installed
 // crihookd serves a pod from a private containerd; the package is upgraded
@@ -81,7 +81,7 @@ constexpr const char* kMarker = "/run/crihook-debian-package-test";
 
 // The compile, once, from a copy of the tree, through ccache (ccacheEnv):
 // 11 minutes on the project's 2-core VM with an empty cache, 2 minutes with
-// the dh steps when the cache holds an earlier run's (README "Where the
+// the dh steps when the cache holds an earlier run's (docs/testing.md "Where the
 // time goes"). The repackaging compiles nothing: a minute of stripping and
 // packaging. Bounded each, so that a stuck step fails the test before
 // meson's 3000 s end it with nothing said.
@@ -440,6 +440,8 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
         "/lib/systemd/system/crihookd.socket", "/usr/include/crihook/crihook_module.h",
         "/usr/lib/crihook/modules/example_module.so", "/usr/libexec/crihook/crihook-module-host",
         "/etc/default/crihookd", "/usr/share/doc/crihook/README.md",
+        // the pages README.md links to, uncompressed so its links resolve
+        "/usr/share/doc/crihook/docs/operations.md", "/usr/share/doc/crihook/docs/topology-dgx.svg",
         "/usr/share/doc/crihook/examples/10-crihook.conf",
         "/usr/share/doc/crihook/examples/crihook.toml", "/usr/share/man/man8/crihookd.8.gz",
         "/usr/share/man/man1/crihookctl.1.gz", "/usr/share/man/man5/crihook.toml.5.gz"}) {
@@ -463,7 +465,7 @@ TEST_F(DebianPackage, BuildInstallUpgradeRemovePurge) {
   EXPECT_NE(readFile(cat(kExamples, "/10-crihook.conf"))
                 .find("--container-runtime-endpoint=unix:///run/crihook/crihook.sock"),
             std::string::npos);
-  // crihookd itself is enabled (README: it serves only its own socket).
+  // crihookd itself is enabled (docs/operations.md: it serves only its own socket).
   EXPECT_EQ(std::filesystem::read_symlink("/etc/systemd/system/multi-user.target.wants/"
                                           "crihookd.service"),
             "/lib/systemd/system/crihookd.service");
