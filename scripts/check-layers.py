@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks crihook's layering over the include graph (README "Layout").
+"""Checks crihook's layering over the include graph (docs/architecture.md, "Layers").
 
 Every #include "..." of crihook's own code is rooted (a path from the
 repository root, or cri-api/ for the generated contracts), and each part
