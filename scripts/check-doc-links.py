@@ -3,15 +3,20 @@
 the file it names exists, and the anchor after `#`, if any, is a heading of
 that file as GitHub makes anchors of headings. Links in code blocks and inline
 code are not links; http(s) and mailto links are not checked (no network).
+Also every test the pages name in backticks as `Suite.TestName` (README's
+failure-modes table names the test behind each row) is a TEST, TEST_F or
+TEST_P of test/.
 
-Prints one line per broken link, `FILE:LINE: [text](target): why`, and exits 1
-if there is any."""
+Prints one line per broken link or missing test, `FILE:LINE: ...: why`, and
+exits 1 if there is any."""
 import pathlib
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+TEST_NAME = re.compile(r"`([A-Z][A-Za-z0-9]*)\.([A-Z][A-Za-z0-9]*)`")
+TEST_DEF = re.compile(r"\bTEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -61,6 +66,31 @@ def anchors(path):
     return out
 
 
+def test_names():
+    """Suite.Name of every test in test/."""
+    names = set()
+    for f in (ROOT / "test").rglob("*.cc"):
+        names.update(f"{a}.{b}" for a, b in TEST_DEF.findall(f.read_text(encoding="utf-8")))
+    return names
+
+
+def missing_tests(path, tests):
+    problems = []
+    fence = None
+    for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+        stripped = line.lstrip()
+        if fence:
+            fence = None if stripped.startswith(fence) else fence
+            continue
+        if stripped.startswith("```"):
+            fence = "```"
+            continue
+        for suite, name in TEST_NAME.findall(line):
+            if f"{suite}.{name}" not in tests:
+                problems.append(f"{path.relative_to(ROOT)}:{n}: `{suite}.{name}`: no such test in test/")
+    return problems
+
+
 def check(path, cache):
     problems = []
     for n, line in prose_lines(path.read_text(encoding="utf-8")):
@@ -86,11 +116,12 @@ def main(argv):
     files = [pathlib.Path(a).resolve() for a in argv] or \
         [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
     cache = {}
-    problems = [p for f in files for p in check(f, cache)]
+    tests = test_names()
+    problems = [p for f in files for p in check(f, cache) + missing_tests(f, tests)]
     for p in problems:
         print(p)
     if problems:
-        print(f"check-doc-links: {len(problems)} broken link(s) in {len(files)} file(s)", file=sys.stderr)
+        print(f"check-doc-links: {len(problems)} broken link(s) or missing test(s) in {len(files)} file(s)", file=sys.stderr)
     return 1 if problems else 0
 
 
