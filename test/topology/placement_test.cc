@@ -168,5 +168,24 @@ TEST_F(Fixtures, PickTakesTheTightestFreeSet) {
               HasSubstr("no socket of this node has 9 free GPUs"));
 }
 
+// CPUs alone, more than one NUMA node has but fewer than a socket: the
+// socket's nodes, never another socket's (sub-NUMA clustering: 8 CPUs a node,
+// 2 nodes a socket).
+TEST_F(Fixtures, PickOfCpusAloneKeepsThemOnOneSocket) {
+  const topo::Snapshot s = load("snc");
+  auto choice = topo::pick(s, {0, false, 12}, {}, topo::PcieScope::kSwitch);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->scope, topo::Scope::kSameSocket);
+  EXPECT_EQ(topo::formatCpuList(choice->devices.cpus), "0-5,16-21");
+  EXPECT_EQ(choice->why, "CPUs 0-5,16-21 are on NUMA nodes 0, 1");
+
+  // Socket 0 mostly taken: all 12 from socket 1's two nodes.
+  std::vector<int> taken;
+  for (int c = 0; c < 8; ++c) taken.insert(taken.end(), {c, c + 16});
+  choice = topo::pick(s, {0, false, 12}, {{}, {}, taken}, topo::PcieScope::kSwitch);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(topo::formatCpuList(choice->devices.cpus), "8-13,24-29");
+}
+
 }  // namespace
 }  // namespace crihook::testing
