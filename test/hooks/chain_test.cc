@@ -14,6 +14,7 @@
 #include "base/quote.h"
 #include "base/text.h"
 #include "cri-api/runtime_v1.pb.h"
+#include "metrics/hook_metrics.h"
 #include "test/hooks/two_gpus.h"
 #include "test/support/eventually.h"
 #include "topology/topology.h"
@@ -99,6 +100,38 @@ TEST_F(ChainTest, EverySubscriberRunsInTheConfiguredOrder) {
       chain_.run(input(Phase::kPre, LifecycleMethod::kStopContainer), Clock::time_point::max())
           .ran.empty());
   EXPECT_TRUE(order_.empty());
+}
+
+// Each stage's numbers go to that stage's series: the pre and post stage of
+// every lifecycle method, the first method's post stage included.
+TEST_F(ChainTest, EachStageIsCountedInItsOwnSeries) {
+  class EveryStage : public Hook {
+   public:
+    const std::string& name() const override { return name_; }
+    bool subscribes(LifecycleMethod, Phase) const override { return true; }
+    HookDecision run(const HookInput&) override { return HookDecision::proceed(); }
+    bool runsInline() const override { return true; }
+
+   private:
+    std::string name_ = "every";
+  };
+  metrics::Registry registry;
+  metrics::HookMetrics hook_metrics(registry);
+  HookChain chain(logger("hook"), &hook_metrics);
+  chain.add(std::make_shared<EveryStage>(), {});
+  for (size_t m = 0; m < kLifecycleMethods; ++m) {
+    const auto method = static_cast<LifecycleMethod>(m);
+    for (int runs = 0; runs <= static_cast<int>(m); ++runs)  // method m: m + 1 runs
+      ASSERT_TRUE(chain.run(input(Phase::kPre, method), Clock::time_point::max()).status.ok());
+    ASSERT_TRUE(chain.run(input(Phase::kPost, method), Clock::time_point::max()).status.ok());
+  }
+  for (size_t m = 0; m < kLifecycleMethods; ++m) {
+    const auto method = static_cast<LifecycleMethod>(m);
+    EXPECT_EQ(hook_metrics.of("every", stageName(method, Phase::kPre)).calls.value(), m + 1)
+        << stageName(method, Phase::kPre);
+    EXPECT_EQ(hook_metrics.of("every", stageName(method, Phase::kPost)).calls.value(), 1u)
+        << stageName(method, Phase::kPost);
+  }
 }
 
 TEST_F(ChainTest, RejectionStopsTheChainAndNamesTheHook) {
