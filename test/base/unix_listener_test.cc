@@ -41,6 +41,29 @@ TEST(UnixListener, ThePathAppearsListeningWithItsModeAndGroup) {
   EXPECT_FALSE(unixSocketIsLive(path));
 }
 
+// No group: the socket keeps the group crihookd made it with, never root's.
+// Made under group 1 (Debian's `daemon`) where the test runs as root, so that
+// a chown to group 0 shows.
+TEST(UnixListener, WithoutAGroupTheSocketKeepsTheProcesssOwn) {
+  testing::TempDir dir;
+  const std::string path = dir.file("crihook.sock");
+  const gid_t before = ::getegid();
+  const bool switched = before == 0 && ::setegid(1) == 0;
+  const gid_t made_as = ::getegid();
+  auto fd = listenUnixSocket(path, {.mode = 0660});
+  if (switched) {
+    ASSERT_EQ(::setegid(before), 0);
+  }
+  if (made_as == 0) {
+    GTEST_SKIP() << "runs as group 0 and cannot change it: nothing to tell apart";
+  }
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, made_as);
+  ::close(*fd);
+}
+
 TEST(UnixListener, AFailedStepLeavesNothingAndNamesThePath) {
   testing::TempDir dir;
   const std::string path = dir.file("crihook.sock");
