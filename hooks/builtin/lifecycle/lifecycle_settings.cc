@@ -2,6 +2,7 @@
 
 #include "base/bounded_json.h"
 #include "base/text.h"
+#include "config/config_keys.h"
 #include "hooks/builtin/settings.h"
 
 namespace crihook {
@@ -33,9 +34,7 @@ absl::StatusOr<LifecycleSettings> LifecycleSettings::parse(const std::string& na
                                                            const BuiltinContext& context) {
   auto r = HookSettingsReader::parse(name, json);
   if (!r.ok()) return r.status();
-  if (auto s = r->checkKnown({"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial",
-                              "retry_max", "orphan_grace"});
-      !s.ok())
+  if (auto s = r->checkKnown(configKeyNames("hook.settings", "device-lifecycle")); !s.ok())
     return s;
   LifecycleSettings out;
   for (const char* type : {"gpu", "rdma", "fpga"}) {
