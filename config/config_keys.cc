@@ -347,8 +347,8 @@ constexpr ConfigKey kKeys[] = {
     {.section = "security",
      .name = "seccomp",
      .values = "errno|kill|log|off",
-     .meaning = "crihookd's seccomp filter: calls off its list fail with EPERM, kill, are "
-                "logged by the kernel, or no filter",
+     .meaning = "crihookd's seccomp filter: a call off its list fails with EPERM (`errno`), "
+                "kills crihookd (`kill`) or is logged by the kernel (`log`); `off`: none",
      .value = [](const Config& c) { return toml(c.seccomp); }},
     {.section = "security",
      .name = "spawner_seccomp",
