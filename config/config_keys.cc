@@ -567,6 +567,45 @@ constexpr ConfigKey kKeys[] = {
      .hi = kNoUpperBound,
      .meaning = "an init whose sandbox never appears is cleaned up after this long",
      .default_text = "\"10m\""},
+    // device-lifecycle's settings.gpu (rdma, fpga) and their actions
+    // (hooks/builtin/lifecycle/lifecycle_settings.cc, actions.cc).
+    {.section = "hook.settings.type",
+     .builtin = "device-lifecycle",
+     .name = "init",
+     .type = K::kTableList,
+     .meaning = "actions run for each device of the type, in order, before the pod's sandbox is "
+                "created",
+     .default_text = "[]"},
+    {.section = "hook.settings.type",
+     .builtin = "device-lifecycle",
+     .name = "cleanup",
+     .type = K::kTableList,
+     .meaning = "actions run for each initialised device, in reverse order, once the sandbox "
+                "stopped; retried until they succeed",
+     .default_text = "[]"},
+    {.section = "hook.settings.action",
+     .builtin = "device-lifecycle",
+     .name = "command",
+     .type = K::kStringList,
+     .limits = "not empty; either this or builtin",
+     .meaning = "a program and its arguments, run directly (no shell); {type} {index} {minor} "
+                "{id} {uuid} {pci} {name} {node} {pod_namespace} {pod_name} {pod_uid} are the "
+                "device's and the pod's, {{ a brace"},
+    {.section = "hook.settings.action",
+     .builtin = "device-lifecycle",
+     .name = "builtin",
+     .values = "pci-reset|check-node",
+     .limits = "either this or command",
+     .meaning = "`pci-reset` writes 1 to the device's PCI reset file; `check-node`: its device "
+                "node exists"},
+    {.section = "hook.settings.action",
+     .builtin = "device-lifecycle",
+     .name = "timeout",
+     .type = K::kDuration,
+     .lo = 1,
+     .hi = kNoUpperBound,
+     .meaning = "how long the action may run; then it is killed and has failed",
+     .default_text = "\"10s\""},
     {.section = "hook.settings",
      .builtin = "static",
      .name = "stages",
@@ -652,9 +691,12 @@ constexpr ConfigSection kSections[] = {
     {"hook.settings", "[hook.settings] of builtin = \"cdi\"", "cdi",
      "Resolves the CDI devices a container asks for against the spec files."},
     {"hook.settings", "[hook.settings] of builtin = \"device-lifecycle\"", "device-lifecycle",
-     "Device init and cleanup actions around a pod's sandbox. An action is a table with "
-     "`command` (an argument vector; {uuid}, {pci}, {minor}, ... are the device's) or "
-     "`builtin` (`pci-reset`, `check-node`), and an optional `timeout`."},
+     "Device init and cleanup actions around a pod's sandbox, per device type."},
+    {"hook.settings.type", "[hook.settings.gpu], .rdma and .fpga of device-lifecycle",
+     "device-lifecycle", "A device type's actions."},
+    {"hook.settings.action",
+     "[[hook.settings.gpu.init]] and [[hook.settings.gpu.cleanup]] (and rdma's, fpga's)",
+     "device-lifecycle", "An action: a command or a built-in one."},
     {"hook.settings", "[hook.settings] of builtin = \"static\"", "static",
      "One declared adjustment for the pods and containers it selects."},
     {"hook.settings", "[hook.settings] of builtin = \"noop\"", "noop",
@@ -696,6 +738,13 @@ std::vector<std::string_view> configKeyNames(std::string_view section, std::stri
     if (k.section == section && k.builtin == builtin) names.push_back(k.name);
   }
   return names;
+}
+
+std::string configKeyList(std::string_view section, std::string_view builtin) {
+  std::string out;
+  for (std::string_view name : configKeyNames(section, builtin))
+    out += cat(out.empty() ? "" : ", ", name);
+  return out;
 }
 
 std::vector<std::string_view> configTableNames() {

@@ -80,6 +80,8 @@ std::span<const ConfigSection> configSections();
 // The keys of `section` (for "hook.settings": of `builtin`), in table order.
 std::vector<std::string_view> configKeyNames(std::string_view section,
                                              std::string_view builtin = "");
+// The same, as "a, b, c" for a message naming the known keys.
+std::string configKeyList(std::string_view section, std::string_view builtin = "");
 // The top-level tables: the sections without a '.' ("server", "hook", ...).
 std::vector<std::string_view> configTableNames();
 // The row of a key, or null.

@@ -171,8 +171,9 @@ std::string configReferenceMan() {
                  "an unknown setting stops start-up naming the entry and the setting.") +
              "\n";
     }
-    out += s.builtin.empty() ? cat(".SH ", manText(s.title), "\n")
-                             : cat(".SS ", manText(s.builtin), "\n");
+    out += s.builtin.empty()
+               ? cat(".SH ", manText(s.title), "\n")
+               : cat(".SS ", manText(s.name == "hook.settings" ? s.builtin : s.title), "\n");
     out += manText(s.about) + "\n";
     for (const ConfigKey* k : keysOf(s)) out += manEntry(*k);
   }

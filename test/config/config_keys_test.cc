@@ -167,15 +167,35 @@ TEST(ConfigKeys, EveryBuiltInHookHasItsSettingsInTheTable) {
   EXPECT_EQ(sections, std::set<std::string>(values.begin(), values.end()));
 }
 
-// A built-in's settings as JSON: `key` set to TOML `value`, over what the
-// hook needs besides (static: an adjustment that sets something).
-std::string settingsJson(std::string_view builtin, std::string_view key, const std::string& value) {
-  nlohmann::json settings = nlohmann::json::object();
-  if (builtin == "static") settings["adjustment"] = {{"env", {{{"key", "A"}, {"value", "b"}}}}};
-  toml::table t = toml::parse(cat("v = ", value));
+// A TOML value as JSON, as config.cc hands [hook.settings] to a hook.
+nlohmann::json jsonOf(const std::string& toml_value) {
+  toml::table t = toml::parse(cat("v = ", toml_value));
   std::ostringstream json;
   json << toml::json_formatter{t};
-  settings[std::string(key)] = nlohmann::json::parse(json.str())["v"];
+  return nlohmann::json::parse(json.str())["v"];
+}
+
+// A built-in's settings as JSON: `k` set to TOML `value`, over what the
+// hook needs besides (static: an adjustment that sets something), and where
+// a device-lifecycle type's keys (settings.gpu) and actions
+// (settings.gpu.init[0]) go. The name the hook's messages give it in `path`.
+std::string settingsJson(const ConfigKey& k, const std::string& value,
+                         std::string* path = nullptr) {
+  nlohmann::json settings = nlohmann::json::object();
+  if (k.builtin == "static") settings["adjustment"] = {{"env", {{{"key", "A"}, {"value", "b"}}}}};
+  const std::string name(k.name);
+  if (k.section == "hook.settings.type") {
+    settings["gpu"] = {{name, jsonOf(value)}};
+    if (path) *path = "settings.gpu." + name;
+  } else if (k.section == "hook.settings.action") {
+    nlohmann::json action = {{name, jsonOf(value)}};
+    if (k.name == "timeout") action["builtin"] = "check-node";
+    settings["gpu"] = {{"init", nlohmann::json::array({action})}};
+    if (path) *path = "settings.gpu.init[0]." + name;
+  } else {
+    settings[name] = jsonOf(value);
+    if (path) *path = "settings." + name;
+  }
   return settings.dump();
 }
 
@@ -184,13 +204,14 @@ TEST(ConfigKeys, EveryBuiltInSettingIsReadWithItsTypeAndTakesItsDefault) {
   for (const ConfigKey& k : configKeys()) {
     if (k.builtin.empty()) continue;
     const std::string type(k.builtin);
-    auto wrong = registry.create(type, "h", settingsJson(type, k.name, wrongValue(k.type)));
-    ASSERT_FALSE(wrong.ok()) << type << " settings." << k.name << " took " << wrongValue(k.type);
-    EXPECT_THAT(wrong.status().message(), HasSubstr(cat("settings.", k.name)));
+    std::string path;
+    auto wrong = registry.create(type, "h", settingsJson(k, wrongValue(k.type), &path));
+    ASSERT_FALSE(wrong.ok()) << type << " " << path << " took " << wrongValue(k.type);
+    EXPECT_THAT(wrong.status().message(), HasSubstr(path + ": "));
     const std::string def = defaultText(k);
     if (def.empty() || def.find('<') != std::string::npos) continue;
-    auto ok = registry.create(type, "h", settingsJson(type, k.name, def));
-    EXPECT_TRUE(ok.ok()) << type << " settings." << k.name << " = " << def << ": " << ok.status();
+    auto ok = registry.create(type, "h", settingsJson(k, def));
+    EXPECT_TRUE(ok.ok()) << type << " " << path << " = " << def << ": " << ok.status();
   }
 }
 

@@ -14,8 +14,9 @@ absl::StatusOr<TypeActions> parseTypeActions(const HookSettingsReader& r, const 
   if (!t.is_object()) return r.error(type, cat("expected a table, got ", shownJson(t)));
   TypeActions actions;
   for (const auto& [k, list] : t.items()) {
-    if (k != "init" && k != "cleanup")
-      return r.error(type, cat("unknown key \"", k, "\" (known: init, cleanup)"));
+    if (!findConfigKey("hook.settings.type", k, "device-lifecycle"))
+      return r.error(type, cat("unknown key \"", k, "\" (known: ",
+                               configKeyList("hook.settings.type", "device-lifecycle"), ")"));
     if (!list.is_array())
       return r.error(cat(type, ".", k), cat("expected an array of actions, got ", shownJson(list)));
     for (size_t i = 0; i < list.size(); ++i) {
