@@ -12,6 +12,7 @@
 #include "base/quote.h"
 #include "base/read_file.h"
 #include "base/text.h"
+#include "config/config_keys.h"
 
 namespace crihook {
 
@@ -104,7 +105,9 @@ class TableReader {
     return absl::InvalidArgumentError(cat("config ", origin_, ": ", prefix_, key, ": ", reason));
   }
 
-  absl::Status checkKnown(std::initializer_list<std::string_view> known) const {
+  // Every key in the table must be one of `known` (configKeyNames(): the
+  // keys of config_keys.cc's table).
+  absl::Status checkKnown(const std::vector<std::string_view>& known) const {
     for (const auto& [key, value] : table_) {
       bool ok = false;
       for (auto k : known) ok = ok || k == key.str();
@@ -210,10 +213,7 @@ absl::Status readServerLimits(const TableReader& r, Config& c) {
 
 absl::Status readServer(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "server.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
-      {"listen", "socket_mode", "socket_group", "workers", "shutdown_grace", "max_message_bytes",
-       "max_connections", "preface_timeout", "idle_timeout", "request_timeout",
-       "max_connection_buffered_bytes", "max_buffered_bytes", "relay", "mode"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("server")));
   CRIHOOK_RETURN_IF_ERROR(r.readString("mode", c.mode));
   if (c.mode != "proxy" && c.mode != "nri")
     return r.error("mode", cat("expected \"proxy\" or \"nri\", got ", quote(c.mode)));
@@ -247,8 +247,7 @@ absl::Status readServer(const toml::table& t, std::string_view origin, Config& c
 
 absl::Status readNri(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "nri.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
-      {"socket_path", "plugin_name", "plugin_index", "plugin_request_timeout", "koordlet_plugin"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("nri")));
   NriConfig& n = c.nri;
   CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("socket_path", n.socket_path, {.socket = true}));
   CRIHOOK_RETURN_IF_ERROR(r.readString("plugin_name", n.plugin_name));
@@ -262,7 +261,7 @@ absl::Status readNri(const toml::table& t, std::string_view origin, Config& c) {
 
 absl::Status readBackend(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "backend.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"endpoint", "connect_timeout"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("backend")));
   CRIHOOK_RETURN_IF_ERROR(r.readString("endpoint", c.backend_endpoint));
   if (auto p = unixSocketPath(c.backend_endpoint); !p.ok())
     return r.error("endpoint", sv(p.status().message()));
@@ -271,7 +270,7 @@ absl::Status readBackend(const toml::table& t, std::string_view origin, Config& 
 
 absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "log.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"level"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("log")));
   CRIHOOK_RETURN_IF_ERROR(r.readString("level", c.log_level));
   if (auto why = logLevelProblem(c.log_level); !why.empty()) return r.error("level", why);
   return absl::OkStatus();
@@ -279,8 +278,7 @@ absl::Status readLog(const toml::table& t, std::string_view origin, Config& c) {
 
 absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "hooks.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"state_dir", "module_dir", "hookserver_dir",
-                                        "hookserver_timeout", "workers", "module_host", "owners"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("hooks")));
   CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("state_dir", c.state_dir, {.or_empty = true}));
   CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("module_dir", c.module_dir, {.or_empty = true}));
   CRIHOOK_RETURN_IF_ERROR(r.readAbsolutePath("module_host", c.module_host));
@@ -323,13 +321,13 @@ absl::Status readHooks(const toml::table& t, std::string_view origin, Config& c)
 
 absl::Status readTopology(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "topology.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"root"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("topology")));
   return r.readAbsolutePath("root", c.topology_root);
 }
 
 absl::Status readMetrics(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "metrics.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown({"listen", "allow_remote"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("metrics")));
   CRIHOOK_RETURN_IF_ERROR(r.readString("listen", c.metrics_listen));
   CRIHOOK_RETURN_IF_ERROR(r.readBool("allow_remote", c.metrics_allow_remote));
   if (auto m = metricsListen(c, origin); !m.ok()) return m.status();
@@ -367,8 +365,7 @@ constexpr size_t kMaxMountRules = 256;
 
 absl::Status readSecurity(const toml::table& t, std::string_view origin, Config& c) {
   TableReader r(t, "security.", origin);
-  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(
-      {"seccomp", "spawner_seccomp", "capabilities", "spawner_capabilities", "mounts"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("security")));
   for (auto [key, value] :
        {std::pair{"seccomp", &c.seccomp}, std::pair{"spawner_seccomp", &c.spawner_seccomp}}) {
     CRIHOOK_RETURN_IF_ERROR(r.readString(key, *value));
@@ -400,7 +397,7 @@ absl::Status readSecurity(const toml::table& t, std::string_view origin, Config&
   if (!mounts.ok()) return mounts.status();
   if (!*mounts) return absl::OkStatus();
   TableReader m(**mounts, "security.mounts.", origin);
-  CRIHOOK_RETURN_IF_ERROR(m.checkKnown({"deny", "deny_rw"}));
+  CRIHOOK_RETURN_IF_ERROR(m.checkKnown(configKeyNames("security.mounts")));
   for (auto [key, out] :
        {std::pair{"deny", &c.mounts.deny}, std::pair{"deny_rw", &c.mounts.deny_rw}}) {
     if (!m.get(key)) continue;
@@ -435,9 +432,7 @@ absl::Status readHook(const toml::table& t, size_t index, std::string_view origi
   }
   h.origin = cat("config ", origin, ": hook[", h.name, "]");
   TableReader r(t, cat("hook[", h.name, "]."), origin);
-  CRIHOOK_RETURN_IF_ERROR(
-      r.checkKnown({"name", "enabled", "builtin", "module", "endpoint", "stages", "timeout",
-                    "failure_policy", "wins_over", "settings", "workers", "queue", "isolation"}));
+  CRIHOOK_RETURN_IF_ERROR(r.checkKnown(configKeyNames("hook")));
   CRIHOOK_RETURN_IF_ERROR(r.readBool("enabled", h.enabled));
   CRIHOOK_RETURN_IF_ERROR(r.readString("builtin", h.builtin));
   CRIHOOK_RETURN_IF_ERROR(r.readString("module", h.module));
@@ -623,8 +618,7 @@ absl::StatusOr<Config> parseConfig(std::string_view text, std::string_view origi
   }
   Config config;
   TableReader top(root, "", origin);
-  CRIHOOK_RETURN_IF_ERROR(top.checkKnown(
-      {"server", "nri", "backend", "log", "hooks", "hook", "topology", "metrics", "security"}));
+  CRIHOOK_RETURN_IF_ERROR(top.checkKnown(configTableNames()));
   struct Section {
     std::string_view name;
     absl::Status (*read)(const toml::table&, std::string_view, Config&);

@@ -1,7 +1,8 @@
 #pragma once
 
 // crihookd's configuration: embedded defaults, overridden by an optional TOML
-// file, overridden by command-line flags. The README lists every key.
+// file, overridden by command-line flags. config_keys.h's table lists every
+// key (docs/configuration.md is printed from it).
 
 #include <array>
 #include <chrono>
@@ -61,6 +62,8 @@ struct HookConfig {
   int workers = kDefaultHookWorkers;
   int queue = kDefaultHookQueue;
   bool isolated = false;
+
+  bool operator==(const HookConfig&) const = default;
 };
 
 // [security.mounts]: the host paths hooks may not mount (hooks/mount_policy.h
@@ -68,6 +71,8 @@ struct HookConfig {
 struct MountPolicyConfig {
   std::optional<std::vector<std::string>> deny;     // in any mode
   std::optional<std::vector<std::string>> deny_rw;  // read-write
+
+  bool operator==(const MountPolicyConfig&) const = default;
 };
 
 // [hooks.owners]: who decides a field that a crihook hook ([[hook]]) and a
@@ -132,6 +137,8 @@ struct NriConfig {
   // default): Koordinator's hook servers are not called, koordlet already
   // acts through NRI. false: crihook calls them, as in proxy mode.
   bool koordlet_plugin = true;
+
+  bool operator==(const NriConfig&) const = default;
 };
 
 // [server]'s defaults and [backend] connect_timeout's, defined once: Config's
@@ -252,6 +259,9 @@ struct Config {
   std::vector<std::string> spawner_capabilities = {"all"};
   // [security.mounts]
   MountPolicyConfig mounts;
+
+  // Every member equal (config_keys_test: a key set to its default changes nothing).
+  bool operator==(const Config&) const = default;
 };
 
 // Where the metrics endpoint listens, as [metrics] listen says.

@@ -4,9 +4,12 @@
 // crihook_build_info metric of a running crihookd. The changelog is read here
 // on its own, not with meson.build's code, so a slip in either shows as a
 // disagreement; a binary or a page left from another version fails too.
+// And the man pages name every option and command the binaries' usage texts
+// name, and no other.
 
 #include "base/version.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -14,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -96,13 +100,123 @@ TEST(Version, TheManPagesTitleLinesCarryIt) {
   const std::string v = changelogVersion();
   for (const char* page : {"crihookd.8", "crihookctl.1", "crihook.toml.5"}) {
     const std::string text = readFile(cat(CRIHOOK_MAN_DIR "/", page));
-    // .TH CRIHOOKD 8 "2026-12-01" "crihook 0.1.0" "System Administration"
+    // .TH CRIHOOKD 8 "" "crihook 0.1.0" "System Administration" (no date: the
+    // version names the release)
     std::smatch m;
     const std::regex title(R"re(\n\.TH \S+ \d "[^"]*" "crihook ([^"]*)")re");
     ASSERT_TRUE(std::regex_search(text, m, title)) << page;
     EXPECT_EQ(m[1], v) << page;
     EXPECT_EQ(text.find('@'), std::string::npos) << page << " has a placeholder left";
   }
+}
+
+// The options in `text`: "-x" and "--word" not inside a word, not "--flag=".
+std::set<std::string> optionsIn(const std::string& text) {
+  std::set<std::string> out;
+  const std::regex option(R"((^|[^A-Za-z0-9_-])(--?[A-Za-z][A-Za-z-]*)(?![A-Za-z=-]))");
+  for (std::sregex_iterator it(text.begin(), text.end(), option), end; it != end; ++it)
+    out.insert((*it)[2]);
+  return out;
+}
+
+// A usage text's calls: the "usage:" line and each indented line's text up
+// to its description (two spaces), not the descriptions' own lines (from
+// column 36) nor the prose at column 0.
+std::string usageCalls(const std::string& usage) {
+  std::istringstream in(usage);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos || indent >= 36) continue;
+    if (indent == 0 && line.rfind("usage:", 0) != 0) continue;
+    out += line.substr(0, line.find("  ", indent)) + "\n";
+  }
+  return out;
+}
+
+// The commands of crihookctl's usage: the first word of each line under
+// "commands:" indented by two.
+std::set<std::string> usageCommands(const std::string& usage) {
+  std::set<std::string> out;
+  const std::string list = usage.substr(usage.find("\ncommands:\n"));
+  const std::regex command(R"(\n  ([a-z][a-z0-9]*)\b)");
+  for (std::sregex_iterator it(list.begin(), list.end(), command), end; it != end; ++it)
+    out.insert((*it)[1]);
+  return out;
+}
+
+// A man page source's sections named `titles` (".SH TITLE"), as text:
+// hyphens unescaped, font changes and macro names dropped.
+std::string manSections(const std::string& page, const std::set<std::string>& titles) {
+  std::istringstream in(page);
+  std::string out;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(".SH ", 0) == 0) {
+      inside = titles.count(line.substr(4)) > 0;
+      continue;
+    }
+    if (!inside) continue;
+    line = std::regex_replace(line, std::regex(R"(\\f[BIRP])"), "");
+    line = std::regex_replace(line, std::regex(R"(\\-)"), "-");
+    line = std::regex_replace(line, std::regex(R"(^\.[A-Z]+ ?)"), "");
+    out += std::regex_replace(line, std::regex("\""), "") + "\n";
+  }
+  return out;
+}
+
+// The commands crihookctl(1) describes: the lower-case words of each tag
+// (the line after .TP) under COMMANDS.
+std::set<std::string> manCommands(const std::string& page) {
+  std::set<std::string> out;
+  const std::string section = page.substr(page.find("\n.SH COMMANDS\n"));
+  const std::string tags = section.substr(0, section.find("\n.SH ", 1));
+  const std::regex tag(R"(\n\.TP\n([^\n]*))");
+  for (std::sregex_iterator it(tags.begin(), tags.end(), tag), end; it != end; ++it) {
+    std::istringstream words(manSections(".SH X\n" + (*it)[1].str(), {"X"}));
+    for (std::string w; words >> w;) {
+      if (!w.empty() && w.back() == ',') w.pop_back();
+      if (std::regex_match(w, std::regex("[a-z][a-z0-9]*"))) out.insert(w);
+    }
+  }
+  return out;
+}
+
+// Names in one set and not the other, for a failure's message.
+std::string onlyIn(const std::set<std::string>& a, const std::set<std::string>& b) {
+  std::string out;
+  for (const std::string& x : a) {
+    if (!b.count(x)) out += cat(out.empty() ? "" : ", ", x);
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+TEST(ManPages, CrihookdsOptionsAreItsUsagesOwn) {
+  const ShellResult help = runShell(cat(CRIHOOKD_BINARY, " --help"));
+  ASSERT_EQ(help.code, 0) << help.out;
+  const std::set<std::string> usage = optionsIn(usageCalls(help.out));
+  const std::set<std::string> man = optionsIn(
+      manSections(readFile(CRIHOOK_SOURCE_DIR "/docs/man/crihookd.8.in"), {"SYNOPSIS", "OPTIONS"}));
+  EXPECT_THAT(usage, ::testing::Contains("--config"));
+  EXPECT_EQ(usage, man) << "in crihookd --help only: " << onlyIn(usage, man)
+                        << "; in crihookd(8) only: " << onlyIn(man, usage);
+}
+
+TEST(ManPages, CrihookctlsOptionsAndCommandsAreItsUsagesOwn) {
+  const ShellResult help = runShell(cat(CRIHOOKCTL_BINARY, " --help"));
+  ASSERT_EQ(help.code, 0) << help.out;
+  const std::string page = readFile(CRIHOOK_SOURCE_DIR "/docs/man/crihookctl.1.in");
+  const std::set<std::string> usage = optionsIn(usageCalls(help.out));
+  std::set<std::string> man = optionsIn(manSections(page, {"SYNOPSIS", "OPTIONS", "COMMANDS"}));
+  man.erase("-m");  // nvidia-smi's, in "nvidia-smi topo -m prints it"
+  EXPECT_THAT(usage, ::testing::Contains("--pcie-id"));
+  EXPECT_EQ(usage, man) << "in crihookctl --help only: " << onlyIn(usage, man)
+                        << "; in crihookctl(1) only: " << onlyIn(man, usage);
+  const std::set<std::string> commands = usageCommands(help.out), described = manCommands(page);
+  EXPECT_THAT(commands, ::testing::Contains("topology"));
+  EXPECT_EQ(commands, described) << "commands in crihookctl --help only: "
+                                 << onlyIn(commands, described)
+                                 << "; in crihookctl(1) only: " << onlyIn(described, commands);
 }
 
 TEST(Version, CrihookdsBuildInfoMetricAndReadyzCarryItAndTheCommit) {

@@ -100,6 +100,7 @@ constexpr std::string_view kUsageHead =
   -t, --timeout           per-call timeout in seconds (default 10)
   -o, --output            table (default) or json
       --version           print crihookctl's own version and exit
+  -h, --help              print this and exit
 
 commands:
 )";

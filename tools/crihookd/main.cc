@@ -27,7 +27,7 @@ forwarded to the real runtime, lifecycle calls run through crihook's hooks.
 
 SIGHUP rediscovers the node's topology.
   --version            print the version and exit
-  --help               print this and exit
+  -h, --help           print this and exit
 
 Flags override the config file.
 )";

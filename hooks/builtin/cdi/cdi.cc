@@ -11,6 +11,7 @@
 #include "base/logging.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "config/config_keys.h"
 #include "hooks/builtin/settings.h"
 
 namespace crihook {
@@ -405,7 +406,7 @@ absl::StatusOr<std::shared_ptr<Hook>> makeCdiHook(const std::string& name,
                                                   const std::string& settings_json) {
   auto r = HookSettingsReader::parse(name, settings_json);
   if (!r.ok()) return r.status();
-  if (auto s = r->checkKnown({"spec_dirs", "mode", "on_unsupported"}); !s.ok()) return s;
+  if (auto s = r->checkKnown(configKeyNames("hook.settings", "cdi")); !s.ok()) return s;
   std::vector<std::string> dirs = {"/etc/cdi", "/var/run/cdi"};
   if (r->get("spec_dirs")) {
     auto list = r->stringList("spec_dirs");

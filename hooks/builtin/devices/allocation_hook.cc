@@ -4,6 +4,7 @@
 
 #include "base/logging.h"
 #include "base/text.h"
+#include "config/config_keys.h"
 
 namespace crihook {
 
@@ -17,16 +18,13 @@ HookDecision AllocationHook::run(const HookInput& in) {
 }
 
 absl::Status AllocationHook::configure(
-    const std::string& name, const std::string& settings_json,
-    std::initializer_list<std::string_view> known,
+    const std::string& name, const std::string& settings_json, std::string_view builtin,
     const std::function<absl::Status(const HookSettingsReader&)>& more) {
   name_ = name;
   log_ = logger("hook." + name);
   auto r = HookSettingsReader::parse(name, settings_json);
   if (!r.ok()) return r.status();
-  std::vector<std::string_view> all = {"device_root", "on_error"};
-  all.insert(all.end(), known.begin(), known.end());
-  if (auto s = r->checkKnown(all); !s.ok()) return s;
+  if (auto s = r->checkKnown(configKeyNames("hook.settings", builtin)); !s.ok()) return s;
   if (auto s = r->absolutePath("device_root", device_root_); !s.ok()) return s;
   auto policy = r->oneOf("on_error", {"reject", "skip"});
   if (!policy.ok()) return policy.status();

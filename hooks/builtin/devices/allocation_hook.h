@@ -72,10 +72,11 @@ class AllocationHook : public Hook {
 
  protected:
   // Reads the settings every device hook takes (device_root, on_error),
-  // refuses keys outside those and `known`, and leaves the rest to `more`.
-  // INVALID_ARGUMENT naming the setting.
+  // refuses keys that config/config_keys.cc's table does not give `builtin`
+  // (its type: "gpu"), and leaves the rest to `more`. INVALID_ARGUMENT
+  // naming the setting.
   absl::Status configure(const std::string& name, const std::string& settings_json,
-                         std::initializer_list<std::string_view> known,
+                         std::string_view builtin,
                          const std::function<absl::Status(const HookSettingsReader&)>& more);
 
   // The adjustment for a pod with a record (`pod`: "namespace/name").

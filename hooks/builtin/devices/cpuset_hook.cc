@@ -21,17 +21,17 @@ class CpusetHook final : public AllocationHook, public Reconciler {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json,
                     const BuiltinContext& context) {
-    auto s = configure(name, settings_json, {"unset_cpu_quota", "share_pool"},
-                       [&](const HookSettingsReader& r) -> absl::Status {
-                         for (auto [key, out] : {std::pair{"unset_cpu_quota", &unset_cpu_quota_},
-                                                 std::pair{"share_pool", &share_pool_}}) {
-                           const nlohmann::json* v = r.get(key);
-                           if (v == nullptr) continue;
-                           if (!v->is_boolean()) return r.error(key, "expected true or false");
-                           *out = v->get<bool>();
-                         }
-                         return absl::OkStatus();
-                       });
+    auto s =
+        configure(name, settings_json, "cpuset", [&](const HookSettingsReader& r) -> absl::Status {
+          for (auto [key, out] : {std::pair{"unset_cpu_quota", &unset_cpu_quota_},
+                                  std::pair{"share_pool", &share_pool_}}) {
+            const nlohmann::json* v = r.get(key);
+            if (v == nullptr) continue;
+            if (!v->is_boolean()) return r.error(key, "expected true or false");
+            *out = v->get<bool>();
+          }
+          return absl::OkStatus();
+        });
     if (!s.ok()) return s;
     CpuPools::UpdateFn update;
     if (!context.runtime_endpoint.empty()) {

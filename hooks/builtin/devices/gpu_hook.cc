@@ -137,16 +137,13 @@ class HamiLimits {
 class GpuHook final : public AllocationHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    auto s = configure(name, settings_json,
-                       {"visible_devices", "hami_core_library", "hami_core_lock_dir"},
-                       [&](const HookSettingsReader& r) {
-                         auto v = r.oneOf("visible_devices", {"uuid", "index"});
-                         if (!v.ok()) return v.status();
-                         by_index_ = *v == "index";
-                         if (auto s = r.absolutePath("hami_core_library", hami_library_); !s.ok())
-                           return s;
-                         return r.absolutePath("hami_core_lock_dir", hami_lock_dir_);
-                       });
+    auto s = configure(name, settings_json, "gpu", [&](const HookSettingsReader& r) {
+      auto v = r.oneOf("visible_devices", {"uuid", "index"});
+      if (!v.ok()) return v.status();
+      by_index_ = *v == "index";
+      if (auto s = r.absolutePath("hami_core_library", hami_library_); !s.ok()) return s;
+      return r.absolutePath("hami_core_lock_dir", hami_lock_dir_);
+    });
     if (!s.ok()) return s;
     // Every node this hook hands out is named nvidia*.
     paths_ = std::make_unique<HostPaths>(

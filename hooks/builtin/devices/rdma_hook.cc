@@ -14,7 +14,7 @@ namespace topo = ::crihook::topology;
 class RdmaHook final : public AllocationHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    auto s = configure(name, settings_json, {"nccl_ib_hca"}, [&](const HookSettingsReader& r) {
+    auto s = configure(name, settings_json, "rdma", [&](const HookSettingsReader& r) {
       if (const auto* v = r.get("nccl_ib_hca")) {
         if (!v->is_boolean())
           return r.error("nccl_ib_hca", cat("expected true or false, got ", shownJson(*v)));

@@ -99,19 +99,18 @@ std::string cpusOffDevices(const std::vector<int>& cpus, const topo::DeviceSet& 
 class TopologyCheckHook final : public AllocationHook {
  public:
   absl::Status init(const std::string& name, const std::string& settings_json) {
-    return configure(
-        name, settings_json, {"on_violation", "pcie_scope"}, [&](const HookSettingsReader& r) {
-          auto v = r.oneOf("on_violation", {"annotate", "reject"});
-          if (!v.ok()) return v.status();
-          reject_ = *v == "reject";
-          // What SamePCIe means: what the Device report's pcieID names
-          // (crihookctl topology --pcie-id), or the check and the scheduler's
-          // view disagree.
-          auto scope = r.oneOf("pcie_scope", {"root-complex", "switch"});
-          if (!scope.ok()) return scope.status();
-          pcie_ = *scope == "switch" ? topo::PcieScope::kSwitch : topo::PcieScope::kRootComplex;
-          return absl::OkStatus();
-        });
+    return configure(name, settings_json, "topology-check", [&](const HookSettingsReader& r) {
+      auto v = r.oneOf("on_violation", {"annotate", "reject"});
+      if (!v.ok()) return v.status();
+      reject_ = *v == "reject";
+      // What SamePCIe means: what the Device report's pcieID names
+      // (crihookctl topology --pcie-id), or the check and the scheduler's
+      // view disagree.
+      auto scope = r.oneOf("pcie_scope", {"root-complex", "switch"});
+      if (!scope.ok()) return scope.status();
+      pcie_ = *scope == "switch" ? topo::PcieScope::kSwitch : topo::PcieScope::kRootComplex;
+      return absl::OkStatus();
+    });
   }
 
  private:

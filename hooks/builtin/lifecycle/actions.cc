@@ -6,6 +6,7 @@
 #include "base/bounded_json.h"
 #include "base/quote.h"
 #include "base/text.h"
+#include "config/config_keys.h"
 #include "confine/launcher.h"
 #include "hooks/builtin/devices/allocation.h"
 #include "hooks/builtin/settings.h"
@@ -157,6 +158,10 @@ absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
   Action a;
   bool kind_set = false;
   for (const auto& [k, x] : v.items()) {
+    if (!findConfigKey("hook.settings.action", k, "device-lifecycle")) {
+      return bad("", cat("unknown key ", quote(k), " (known: ",
+                         configKeyList("hook.settings.action", "device-lifecycle"), ")"));
+    }
     if (k == "command") {
       if (!x.is_array() || x.empty())
         return bad(".command", cat("expected a non-empty array of strings, got ", shownJson(x)));
@@ -183,8 +188,6 @@ absl::StatusOr<Action> Action::parse(const json& v, const std::string& field) {
       auto d = positiveDuration(x);
       if (!d.ok()) return bad(".timeout", sv(d.status().message()));
       a.timeout_ = *d;
-    } else {
-      return bad("", cat("unknown key ", quote(k), " (known: command, builtin, timeout)"));
     }
   }
   if (!kind_set) return bad("", "expected \"command\" or \"builtin\"");

@@ -2,6 +2,7 @@
 
 #include "base/bounded_json.h"
 #include "base/text.h"
+#include "config/config_keys.h"
 #include "hooks/builtin/settings.h"
 
 namespace crihook {
@@ -13,8 +14,9 @@ absl::StatusOr<TypeActions> parseTypeActions(const HookSettingsReader& r, const 
   if (!t.is_object()) return r.error(type, cat("expected a table, got ", shownJson(t)));
   TypeActions actions;
   for (const auto& [k, list] : t.items()) {
-    if (k != "init" && k != "cleanup")
-      return r.error(type, cat("unknown key \"", k, "\" (known: init, cleanup)"));
+    if (!findConfigKey("hook.settings.type", k, "device-lifecycle"))
+      return r.error(type, cat("unknown key \"", k, "\" (known: ",
+                               configKeyList("hook.settings.type", "device-lifecycle"), ")"));
     if (!list.is_array())
       return r.error(cat(type, ".", k), cat("expected an array of actions, got ", shownJson(list)));
     for (size_t i = 0; i < list.size(); ++i) {
@@ -33,9 +35,7 @@ absl::StatusOr<LifecycleSettings> LifecycleSettings::parse(const std::string& na
                                                            const BuiltinContext& context) {
   auto r = HookSettingsReader::parse(name, json);
   if (!r.ok()) return r.status();
-  if (auto s = r->checkKnown({"gpu", "rdma", "fpga", "state_dir", "device_root", "retry_initial",
-                              "retry_max", "orphan_grace"});
-      !s.ok())
+  if (auto s = r->checkKnown(configKeyNames("hook.settings", "device-lifecycle")); !s.ok())
     return s;
   LifecycleSettings out;
   for (const char* type : {"gpu", "rdma", "fpga"}) {

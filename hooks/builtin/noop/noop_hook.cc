@@ -1,5 +1,6 @@
 #include "hooks/builtin/noop/noop_hook.h"
 
+#include "config/config_keys.h"
 #include "hooks/builtin/settings.h"
 
 namespace crihook {
@@ -8,7 +9,7 @@ absl::StatusOr<std::shared_ptr<Hook>> NoopHook::create(const std::string& name,
                                                        const std::string& settings_json) {
   auto settings = HookSettingsReader::parse(name, settings_json);
   if (!settings.ok()) return settings.status();
-  if (auto s = settings->checkKnown({"stages"}); !s.ok()) return s;
+  if (auto s = settings->checkKnown(configKeyNames("hook.settings", "noop")); !s.ok()) return s;
   auto stages = settings->stages("stages", {{LifecycleMethod::kCreateContainer, Phase::kPre}});
   if (!stages.ok()) return stages.status();
   return std::make_shared<NoopHook>(name, stageMask(*stages));

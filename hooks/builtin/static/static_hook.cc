@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/text.h"
+#include "config/config_keys.h"
 #include "hooks/builtin/settings.h"
 
 namespace crihook {
@@ -25,10 +26,7 @@ absl::StatusOr<std::shared_ptr<Hook>> StaticHook::create(const std::string& name
                                                          const std::string& settings_json) {
   auto settings = HookSettingsReader::parse(name, settings_json);
   if (!settings.ok()) return settings.status();
-  if (auto s = settings->checkKnown(
-          {"stages", "namespaces", "pod_labels", "pod_annotations", "containers", "adjustment"});
-      !s.ok())
-    return s;
+  if (auto s = settings->checkKnown(configKeyNames("hook.settings", "static")); !s.ok()) return s;
   auto hook = std::make_shared<StaticHook>();
   hook->name_ = name;
   const StageId create{LifecycleMethod::kCreateContainer, Phase::kPre};
