@@ -10,9 +10,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -157,7 +159,8 @@ class FrontTest : public ::testing::Test {
     };
     front_ = std::make_unique<Front>(
         hooks_, options,
-        std::make_shared<spdlog::logger>("nri", std::make_shared<spdlog::sinks::null_sink_mt>()));
+        std::make_shared<spdlog::logger>(
+            "nri", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text_)));
     front_->start();
     ASSERT_TRUE(runtime_.accept());
     runtime_.answerRegistration();
@@ -194,12 +197,22 @@ class FrontTest : public ::testing::Test {
     runtime_.call(stream, "CreateContainer", req.SerializeAsString());
   }
 
+  std::ostringstream log_text_;  // read once front_ stopped: its thread writes it
   ::crihook::testing::TempDir dir_;
   ::crihook::testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};
   GateInterceptor hooks_;
   std::unique_ptr<Front> front_;
   int32_t events_ = 0;
 };
+
+// An operator sees the registration, under the plugin's index and name.
+TEST_F(FrontTest, ARegistrationIsLoggedWithTheSocketIndexAndName) {
+  ASSERT_TRUE(eventually([&] { return front_->registered(); }));
+  front_->stop();  // its thread, which writes the log, is done
+  EXPECT_THAT(log_text_.str(),
+              ::testing::HasSubstr(cat("NRI: registered at ", runtime_.path(), " as 10-crihook")));
+  EXPECT_THAT(log_text_.str(), ::testing::Not(::testing::HasSubstr("ended")));
+}
 
 TEST_F(FrontTest, SubscribesToTheRecordEventsAndNotToPostCreate) {
   EXPECT_TRUE(events_ & eventBit(api::RUN_POD_SANDBOX));
