@@ -56,7 +56,7 @@ struct HookConfig {
   std::vector<std::string> wins_over;
   std::string settings_json = "{}";  // [hook.settings] as JSON, for the hook to read
   std::string origin;                // "config FILE: hook[NAME]", for messages
-  // Hook execution (README "Hook execution"): the worker threads of a hook
+  // Hook execution (docs/hooks.md "Hook execution"): the worker threads of a hook
   // that may block and how many calls may wait for one; and, for a module,
   // isolation = "process" to run it in a helper process of its own.
   int workers = kDefaultHookWorkers;
@@ -80,7 +80,7 @@ struct MountPolicyConfig {
 // spelt differently (hooks/ownership.h). Each class of fields has a key
 // there; its value is "crihook", "koordinator" or "refuse" (a conflict, as
 // between two crihook hooks). This table is the one source of the classes,
-// their defaults and their words in the README and the man page.
+// their defaults and their words in docs/koordinator.md and the man page.
 enum class OwnerSide : uint8_t { kCrihook, kKoordinator, kRefuse };
 enum class OwnerClass : uint8_t { kDeviceEnv, kCpuset, kResources, kOther };
 struct OwnerClassSpec {
@@ -109,7 +109,7 @@ using FieldOwners = std::array<OwnerSide, kOwnerClasses.size()>;
 inline constexpr FieldOwners kDefaultFieldOwners = {kOwnerClasses[0].side, kOwnerClasses[1].side,
                                                     kOwnerClasses[2].side, kOwnerClasses[3].side};
 
-// NRI mode's defaults (README "NRI mode"). containerd drops a plugin that
+// NRI mode's defaults (docs/nri.md). containerd drops a plugin that
 // answers an event later than its plugin_request_timeout (2 s by default) and
 // creates the pod without it: a hook or a Koordinator hook server whose
 // timeout is not given gets 1 s there, not proxy mode's 2 s and 10 s, so one
@@ -177,7 +177,7 @@ struct Config {
   // gRPC's message limit, applied to every message in both directions.
   // kubelet's own limit is 16 MiB; never configure less.
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;
-  // [server] limits against a hostile client (README "Limits and timeouts").
+  // [server] limits against a hostile client (docs/operations.md "Limits and timeouts").
   // Connections served at once; one more is accepted and closed at once.
   // kubelet holds one or two, crictl one per command.
   int max_connections = kDefaultMaxConnections;
@@ -242,7 +242,7 @@ struct Config {
   // TCP on an address other than loopback: the endpoint has no
   // authentication, so exposing it beyond the node is opt-in.
   bool metrics_allow_remote = false;
-  // [security] (README "Confinement")
+  // [security] (docs/security.md "Confinement")
   // crihookd's seccomp filter, installed once started: "errno" (calls off
   // the allow-list fail with EPERM), "kill", "log" (allowed and logged by
   // the kernel: how an operator finds a missing call) or "off".
