@@ -388,8 +388,8 @@ TEST(Config, TheDocsOwnerTableIsTheCodes) {
   ASSERT_TRUE(in) << CRIHOOK_SOURCE_DIR "/docs/koordinator.md";
   const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const OwnerClassSpec& c : kOwnerClasses) {
-    EXPECT_THAT(page, HasSubstr(cat("| `", c.key, "` | ", c.holds, " | `\"",
-                                    ownerSideName(c.side), "\"` | ", c.why, " |\n")))
+    EXPECT_THAT(page, HasSubstr(cat("| `", c.key, "` | ", c.holds, " | `\"", ownerSideName(c.side),
+                                    "\"` | ", c.why, " |\n")))
         << "docs/koordinator.md: the [hooks.owners] row of " << c.key;
   }
 }

@@ -755,9 +755,8 @@ TEST(ActiveCalls, AWaitEndsWhenTheLastCallIsAnswered) {
 
   // A later wait (a second stop) is woken the same way.
   calls.add();
-  waited = std::async(std::launch::async, [&] {
-    return calls.waitForNone(std::chrono::steady_clock::now() + 60s);
-  });
+  waited = std::async(std::launch::async,
+                      [&] { return calls.waitForNone(std::chrono::steady_clock::now() + 60s); });
   ASSERT_TRUE(eventually([&] { return calls.waiting() == 1; }));
   calls.done();
   ASSERT_EQ(waited.wait_for(10s), std::future_status::ready) << "woken by the last answer";
