@@ -126,6 +126,27 @@ TEST(StateStoreTest, UnreadableRecordsAreSkippedAndOddIdsStayInMemory) {
   }
 }
 
+// A sandbox id becomes a file name only when it is letters, digits, '-',
+// '_' and '.' (not first): one with a '/' or any other character stays in
+// memory, and nothing is written outside the state folder.
+TEST(StateStoreTest, OnlyIdsOfSafeCharactersBecomeFileNames) {
+  TempDir dir;
+  {
+    StateStore s(dir.file("state"), nullptr);
+    ASSERT_TRUE(s.load().ok());
+    s.putContainer(container("c1", "sb_1-a.b"));
+    s.putContainer(container("c2", "up/../../escape"));
+    s.putContainer(container("c3", "sp ace"));
+    s.putContainer(container("c4", "new\nline"));
+    for (const char* c : {"c1", "c2", "c3", "c4"}) EXPECT_NE(s.container(c), nullptr) << c;
+  }  // its records written
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (entry.is_regular_file()) files.push_back(entry.path().lexically_relative(dir.path()));
+  }
+  EXPECT_THAT(files, ::testing::ElementsAre("state/pods/sb_1-a.b.json"));
+}
+
 // A logger whose lines the test reads.
 struct CapturedLog {
   std::ostringstream text;
