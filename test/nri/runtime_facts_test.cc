@@ -13,6 +13,8 @@ TEST(RuntimeFacts, VersionsAreReadAsContainerdSendsThem) {
   EXPECT_EQ(parseRuntimeVersion("2.1.9+unknown"), (RuntimeVersion{2, 1, 9}));
   EXPECT_EQ(parseRuntimeVersion("v2.2.6"), (RuntimeVersion{2, 2, 6}));
   EXPECT_EQ(parseRuntimeVersion("2.3.0-rc.1"), (RuntimeVersion{2, 3, 0}));
+  // A part of up to six digits is a version part; seven are not.
+  EXPECT_EQ(parseRuntimeVersion("2.0.123456"), (RuntimeVersion{2, 0, 123456}));
   for (const char* bad : {"", "v", "2", "2.1", "2.x.1", "a.b.c", ".1.2", "1234567.0.0"})
     EXPECT_EQ(parseRuntimeVersion(bad), std::nullopt) << bad;
 }
