@@ -135,6 +135,12 @@ TEST(LaunchRequestTest, RequestsOutOfBoundsAreRefusedNamingTheEntry) {
       std::string(
           validateRequest(command({"/bin/true", std::string(kMaxRequestBytes, 'x')})).message()),
       HasSubstr("bytes, at most 65536"));
+  // Counted as execve counts them, each string with its NUL: exactly the
+  // bound passes, one byte more is refused.
+  const std::string fits(kMaxRequestBytes - 10 - 1, 'x');  // "/bin/true" and its NUL: 10
+  EXPECT_TRUE(validateRequest(command({"/bin/true", fits})).ok());
+  EXPECT_EQ(validateRequest(command({"/bin/true", fits + "x"})).message(),
+            "argv and env: 65537 bytes, at most 65536");
   EXPECT_EQ(validateRequest(command({"/bin/echo", std::string("a\0b", 3)})).message(),
             "argv[1]: holds a NUL byte");
   for (const char* bad : {"NOEQUALS", "=value"}) {
