@@ -335,6 +335,8 @@ TEST(Quantity, ReadsKubernetesQuantitiesRoundingUp) {
   EXPECT_EQ(parseQuantity("1Pi"), int64_t{1} << 50);
   EXPECT_EQ(parseQuantity("7Ei"), int64_t{7} << 60);
   EXPECT_EQ(parseQuantity("1n"), 1);
+  EXPECT_EQ(parseQuantity("1000000000n"), 1);
+  EXPECT_EQ(parseQuantity("1000000001n"), 2);
   EXPECT_EQ(parseQuantity("1000000u"), 1);
   EXPECT_EQ(parseQuantity("1001000u"), 2);
   EXPECT_EQ(parseQuantity("3M"), 3000000);
