@@ -253,6 +253,12 @@ TEST_F(CdiTest, ADeviceNameThatIsNotOneIsRefusedQuoted) {
   EXPECT_EQ(std::string(d.status.message()),
             "container trainer of pod ml/train-0: CDI device \"evil\\x0aname=1\": expected a "
             "name such as vendor.com/class=name");
+  // Each part there: a vendor, a class, a name after the '='.
+  for (const char* bad : {"vendor.com/gpu=", "/gpu=0", "vendor.com/=0", "vendor.com/gpu"}) {
+    d = hook->run(container({bad}));
+    EXPECT_EQ(d.kind, HookDecision::Kind::kReject) << bad;
+    EXPECT_THAT(std::string(d.status.message()), HasSubstr("expected a name such as")) << bad;
+  }
 }
 
 }  // namespace
