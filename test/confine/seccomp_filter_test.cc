@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace crihook::confine {
@@ -49,6 +51,24 @@ TEST(SeccompFilterTest, ModesByName) {
             "expected \"errno\", \"kill\", \"log\" or \"off\", got \"strict\"");
   for (auto m : {SeccompMode::kErrno, SeccompMode::kKill, SeccompMode::kLog, SeccompMode::kOff})
     EXPECT_EQ(*parseSeccompMode(seccompModeName(m)), m);
+}
+
+// The number crihookd logs ("seccomp errno (N system calls allowed)") is the
+// list's calls this architecture has, and clone for threads.
+TEST(SeccompFilterTest, TheCountLoggedIsTheCallsAllowed) {
+  size_t expected = 1;  // clone, allowed apart (threads only)
+  for (std::string_view name : allowedSyscalls(FilterFor::kDaemon)) {
+    if (seccomp_syscall_resolve_name(std::string(name).c_str()) != __NR_SCMP_ERROR) ++expected;
+  }
+  ASSERT_GT(expected, 100u);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto n = installFilter(SeccompMode::kErrno, FilterFor::kDaemon);
+    ::_exit(!n.ok() ? 100 : *n == expected ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 TEST(SeccompFilterTest, ErrnoRefusesCallsOffTheListWithEperm) {
