@@ -6,8 +6,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "base/grpc_wire.h"
@@ -267,6 +270,37 @@ TEST_F(BrokenServerTest, AServerThatHangsUpIsUnavailableAndTheNextCallConnectsAf
   EXPECT_THAT(std::string(reply.status().message()), HasSubstr("closed the connection"));
   EXPECT_TRUE(call("Echo").ok());
   EXPECT_EQ(backend_.connections(), 2);
+}
+
+// A signal that interrupts the wait for a reply is no reason to stop waiting,
+// and a server that hangs up afterwards ends the call, UNAVAILABLE: the
+// interrupted poll() leaves errno at EINTR, and the read that finds the
+// connection closed sets none.
+TEST_F(BrokenServerTest, ACallInterruptedBySignalsEndsWhenTheServerHangsUp) {
+  struct sigaction quiet {
+  }, old{};
+  quiet.sa_handler = [](int) {};
+  sigemptyset(&quiet.sa_mask);  // no SA_RESTART: poll() returns EINTR
+  ASSERT_EQ(::sigaction(SIGUSR1, &quiet, &old), 0);
+  backend_.closeGate();
+  std::atomic<pid_t> caller{0};
+  auto reply = std::async(std::launch::async, [&] {
+    caller = ::gettid();
+    return call("GatedHangup", "hi", 10s);
+  });
+  // The request is at the server: the caller waits for its reply.
+  ASSERT_TRUE(eventually([&] { return backend_.streams() == 1 && caller.load() != 0; }));
+  for (int i = 0; i < 50; ++i) {
+    ::tgkill(::getpid(), caller.load(), SIGUSR1);
+    std::this_thread::yield();
+  }
+  backend_.openGate();
+  const bool ended = reply.wait_for(8s) == std::future_status::ready;
+  ::sigaction(SIGUSR1, &old, nullptr);
+  ASSERT_TRUE(ended) << "the call did not end once the server hung up";
+  auto r = reply.get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("closed the connection"));
 }
 
 // poll() never times out on a socket that always holds a frame: the

@@ -31,6 +31,7 @@ struct Session {
   std::map<int32_t, Stream> by_id;
   nghttp2_session* h2 = nullptr;
   bool hangup = false;
+  bool gated_hangup = false;  // closes without a reply once the gate opens (GatedHangup)
   bool close_after_send = false;
   std::string raw;       // bytes written as they are after nghttp2's next output
   int32_t flood_id = 0;  // a stream to flood with empty DATA frames
@@ -163,6 +164,8 @@ void respond(Session& s, int32_t id) {
   } else if (verb == "Silent") {
   } else if (verb == "Hangup") {
     s.hangup = true;
+  } else if (verb == "GatedHangup") {
+    s.gated_hangup = true;
   } else if (verb == "Chatty" || verb == "BigOpen" || verb == "HalfMessageThenClose") {
     nghttp2_nv h[] = {nv(":status", status200), nv("content-type", grpc)};
     nghttp2_submit_headers(s.h2, NGHTTP2_FLAG_NONE, id, nullptr, h, 2, nullptr);
@@ -332,7 +335,7 @@ void RawH2Backend::serveConnection(int fd) {
       }
       break;
     }
-    if (s.hangup || s.close_after_send) break;
+    if (s.hangup || s.close_after_send || (s.gated_hangup && gate_open_)) break;
     if (releaseHeld(s, gate_open_)) continue;
     if (s.deaf) {
       // Nothing to read; a held message goes when its time comes (above).

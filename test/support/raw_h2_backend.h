@@ -47,6 +47,8 @@
 //   .../GatedEchoThenClose Echo's headers, its message and trailers once the
 //                       gate is open (closeGate(), openGate()), then the
 //                       connection closed
+//   .../GatedHangup     nothing, and the connection closed once the gate is
+//                       open
 // One connection at a time, served on its own thread.
 
 #include <atomic>
@@ -67,7 +69,8 @@ class RawH2Backend {
   int streams() const { return streams_.load(); }
   // Connections whose serving ended, closed by either side.
   int closedConnections() const { return closed_connections_.load(); }
-  // The gate GatedEchoThenClose's replies wait at: open until closed.
+  // The gate GatedEchoThenClose's replies and GatedHangup's close wait at:
+  // open until closed.
   void closeGate() { gate_open_ = false; }
   void openGate() { gate_open_ = true; }
 
