@@ -290,6 +290,36 @@ TEST(NriTranslateTest, ResourcesOfAnUpdateCarryWhatIsSetAndNoZeros) {
   EXPECT_EQ(out.memory().limit().value(), 1);
 }
 
+// An UpdateContainer as nri/front.cc answers it: NRI's resources made CRI's,
+// changed by the hooks' pre stage, and made NRI's again for the update sent
+// back, which replaces the container's resources. A quota the hooks set
+// (the cpuset hook's -1 for a pinned container, a Koordinator server's) or
+// NRI asked for is in it; one nobody set (CRI's 0) is not (NRI would apply 0).
+TEST(NriTranslateTest, AnUpdateCarriesTheCpuQuotaTheHooksSetAndNoneUnset) {
+  api::LinuxResources asked;
+  asked.mutable_cpu()->set_cpus("0-7");
+  asked.mutable_memory()->mutable_limit()->set_value(1 << 30);
+  v1::LinuxContainerResources r = resourcesOf(asked);
+  r.set_cpuset_cpus("2-3");  // a hook pins the container, leaving the quota unset
+  api::LinuxResources sent = nriResourcesOf(r);
+  EXPECT_EQ(sent.cpu().cpus(), "2-3");
+  EXPECT_FALSE(sent.cpu().has_quota()) << sent.ShortDebugString();
+  r.set_cpu_quota(-1);  // the cpuset hook's: no CFS quota on pinned CPUs
+  sent = nriResourcesOf(r);
+  ASSERT_TRUE(sent.cpu().has_quota()) << sent.ShortDebugString();
+  EXPECT_EQ(sent.cpu().quota().value(), -1);
+  r.set_cpu_quota(50000);
+  sent = nriResourcesOf(r);
+  ASSERT_TRUE(sent.cpu().has_quota()) << sent.ShortDebugString();
+  EXPECT_EQ(sent.cpu().quota().value(), 50000);
+  EXPECT_EQ(sent.memory().limit().value(), 1 << 30);
+  // A quota NRI asked for, which no hook changed, goes back as asked.
+  asked.mutable_cpu()->mutable_quota()->set_value(50000);
+  sent = nriResourcesOf(resourcesOf(asked));
+  ASSERT_TRUE(sent.cpu().has_quota()) << sent.ShortDebugString();
+  EXPECT_EQ(sent.cpu().quota().value(), 50000);
+}
+
 TEST(NriTranslateTest, StatDeviceTakesDeviceNodesOnly) {
   auto null = statDevice("/dev/null");
   ASSERT_TRUE(null.ok()) << null.status();

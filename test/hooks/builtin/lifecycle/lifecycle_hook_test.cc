@@ -62,8 +62,10 @@ class LifecycleTest : public ::testing::Test {
   }
   void SetUp() override {
     // act.sh STAGE TYPE MINOR ...: logs its arguments; fails (exit 3) while
-    // fail-STAGE-TYPE-MINOR holds a count above 0. Each run first notes when
-    // it started (wall clock, ms) in `times`.
+    // fail-STAGE-TYPE-MINOR holds a count above 0; while gate-STAGE-TYPE-MINOR
+    // is a FIFO, logs "... waits" and waits for a line written to it (a slow
+    // action, ended by the test) before it logs its arguments. Each run first
+    // notes when it started (wall clock, ms) in `times`.
     std::ofstream(dir_.file("act.sh"))
         << "#!/bin/sh\n"
         << "d=" << dir_.path() << "\n"
@@ -73,6 +75,8 @@ class LifecycleTest : public ::testing::Test {
         << "  echo $(( $(cat \"$f\") - 1 )) > \"$f\"; echo \"$* FAILED\" >> \"$d/log\"\n"
         << "  echo \"device busy\"; exit 3\n"
         << "fi\n"
+        << "g=\"$d/gate-$1-$2-$3\"\n"
+        << "if [ -p \"$g\" ]; then echo \"$* waits\" >> \"$d/log\"; read x < \"$g\"; fi\n"
         << "echo \"$*\" >> \"$d/log\"\n";
     std::filesystem::permissions(dir_.file("act.sh"), std::filesystem::perms::owner_all);
   }
@@ -557,6 +561,46 @@ TEST_F(LifecycleTest, ReconcilingWhileRunningCleansUpOnlyWhatTheListCanSpeakFor)
   EXPECT_THAT(log(),
               ElementsAre("cleanup gpu 2 GPU-00000002-aaaa-bbbb-cccc-dddddddddddd refused-0"));
   EXPECT_EQ(records(), 1u);  // running-0's
+}
+
+// A sandbox gone without crihookd seeing it (found by reconciling) frees
+// its devices at once, while its cleanup still waits its turn on the one
+// retry thread behind a slow one: a pod given its GPU meanwhile has the GPU
+// initialised, and cleans it up when it stops. (Were the gone pod kept as a
+// holder, the new pod's init would be skipped as "shared with" a pod that no
+// longer exists.) The slow cleanup's pod sorts before the gone one, so the
+// retry thread takes it first.
+TEST_F(LifecycleTest, AGoneSandboxsDevicesAreFreeForTheNextPodsInitBeforeItsCleanupRuns) {
+  auto hook = make();
+  Sandbox slow = sandbox("resetting-0", 0, R"({"gpu":[{"minor":7}]})");
+  Sandbox gone = sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})");
+  Sandbox next = sandbox("train-1", 0, R"({"gpu":[{"minor":0}]})");
+  for (Sandbox* s : {&slow, &gone}) {
+    ASSERT_EQ(runPre(*hook, *s).kind, HookDecision::Kind::kContinue);
+    runPost(*hook, *s);
+  }
+  const std::string gate = dir_.file("gate-cleanup-gpu-7");
+  ASSERT_EQ(::mkfifo(gate.c_str(), 0600), 0);
+  clearLog();
+  const std::string slow_cleanup =
+      "cleanup gpu 7 GPU-00000007-aaaa-bbbb-cccc-dddddddddddd resetting-0";
+  // Both sandboxes were removed unseen: a list taken after every change above.
+  dynamic_cast<Reconciler&>(*hook).reconcile(
+      {}, std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+  ASSERT_TRUE(waitForLog(1));
+  ASSERT_THAT(log(), ElementsAre(slow_cleanup + " waits"));
+  EXPECT_EQ(phaseOf(gone), "cleanup-pending");  // queued behind the slow one
+
+  ASSERT_EQ(runPre(*hook, next).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, next);
+  EXPECT_THAT(log(), ElementsAre(slow_cleanup + " waits", cat("init gpu 0 ", kGpu0, " train-1")));
+  std::ofstream(gate) << "go\n";
+  // The gone pod's turn comes: the GPU is train-1's now, not its to clean up.
+  EXPECT_TRUE(waitForPhase(slow, "gone"));
+  EXPECT_TRUE(waitForPhase(gone, "gone"));
+  stopOrRemove(*hook, next, LifecycleMethod::kStopPodSandbox);
+  EXPECT_THAT(log(), ElementsAre(slow_cleanup + " waits", cat("init gpu 0 ", kGpu0, " train-1"),
+                                 slow_cleanup, cat("cleanup gpu 0 ", kGpu0, " train-1")));
 }
 
 TEST_F(LifecycleTest, ASandboxTheRuntimeRefusedIsCleanedUpOneThatTimedOutIsKept) {
