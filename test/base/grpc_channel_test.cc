@@ -4,12 +4,23 @@
 
 #include "base/grpc_channel.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -165,6 +176,104 @@ TEST_F(GrpcLibraryServerTest, AServerStopsAtOnceAfterACall) {
   const auto start = Clock::now();
   server_.stop(std::chrono::milliseconds(5000));
   EXPECT_LT(Clock::now() - start, 2s);
+}
+
+// How many of the process's sockets are connected to `path`: the channel's
+// connections to the server there, open or parked.
+int connectionsTo(const std::string& path) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_un addr{};
+    socklen_t len = sizeof(addr);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        addr.sun_family != AF_UNIX || len <= offsetof(sockaddr_un, sun_path))
+      continue;
+    n += std::string(addr.sun_path, ::strnlen(addr.sun_path, sizeof(addr.sun_path))) == path;
+  }
+  return n;
+}
+
+// A call whose connection is to be parked when the process is at its
+// descriptor limit, so that the idle connections' watcher (epoll set,
+// eventfd, thread) cannot be made. With the call in flight (its connection
+// made), the server's handler closes descriptor 0 and lowers RLIMIT_NOFILE's
+// soft limit to 1: the watcher's epoll set gets descriptor 0, its eventfd
+// fails (EMFILE). What failed, or "" when nothing did.
+std::string callAtTheDescriptorLimit() {
+  if (::fcntl(0, F_GETFD) == -1) ::open("/dev/null", O_RDONLY);  // started without one
+  rlimit open_files{};
+  struct stat stdin_file {};
+  if (::getrlimit(RLIMIT_NOFILE, &open_files) != 0 || ::fstat(0, &stdin_file) != 0)
+    return "getrlimit or fstat of standard input failed";
+  // glibc opens the time zone file at the first localtime() (the gRPC
+  // library's log lines): now, not into descriptor 0 while it is free.
+  const std::time_t now = std::time(nullptr);
+  std::localtime(&now);
+  TempDir dir;
+  const std::string path = dir.file("grpc.sock");
+  FakeCriServer server(path);
+  std::atomic<int> saved_stdin{-1};
+  std::atomic<bool> first{true};
+  server.onUnary(kVersion, [&](FakeCall&, std::string* out) {
+    if (first.exchange(false)) {
+      saved_stdin = ::dup(0);
+      ::close(0);
+      rlimit low = open_files;
+      low.rlim_cur = 1;  // descriptor 0 only
+      ::setrlimit(RLIMIT_NOFILE, &low);
+    }
+    *out = versionReply("answered");
+    return grpc::Status::OK;
+  });
+  server.start();
+  auto channel = std::make_unique<GrpcChannel>(path);
+  absl::StatusOr<std::string> reply;
+  bool fd0_closed = false;
+  {
+    struct RestoreLimit {
+      const rlimit& limit;
+      ~RestoreLimit() { ::setrlimit(RLIMIT_NOFILE, &limit); }
+    } restore{open_files};
+    reply = channel->call(kVersion, "", Clock::now() + 5s);
+    fd0_closed = ::fcntl(0, F_GETFD) == -1;
+  }
+  const bool parked = connectionsTo(path) > 0;
+  if (saved_stdin >= 0) {  // standard input back, as descriptor 0
+    ::dup2(saved_stdin, 0);
+    ::close(saved_stdin);
+  }
+  runtime::v1::VersionResponse r;
+  if (!reply.ok() || !r.ParseFromString(*reply) || r.runtime_name() != "answered")
+    return "the call at the descriptor limit was not answered: " + reply.status().ToString();
+  if (!fd0_closed)
+    return "descriptor 0, the epoll set made before the eventfd failed, was left open";
+  if (parked) return "the call's connection was kept, with no watcher to close it";
+  if (!channel->call(kVersion, "", Clock::now() + 5s).ok())
+    return "the next call, below the limit again, was not answered";
+  channel.reset();  // its idle connection closed, if the server left it open
+  struct stat fd0 {};
+  if (::fstat(0, &fd0) != 0 || fd0.st_dev != stdin_file.st_dev || fd0.st_ino != stdin_file.st_ino)
+    return "descriptor 0 is no longer standard input";
+  return "";
+}
+
+// At the process's descriptor limit, crihookd's gRPC client (hook servers,
+// the runtime's ListPodSandbox, the health probe) still answers: the
+// connection it cannot watch while idle is closed instead of parked, and no
+// descriptor is leaked or closed that it does not own. In a process of its
+// own: the watcher is the process's, made once, with the first connection
+// parked in it.
+TEST(GrpcChannelTest, AtTheDescriptorLimitACallIsAnsweredAndItsConnectionClosed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const std::string failed = callAtTheDescriptorLimit();
+        std::fprintf(stderr, "%s\n", failed.empty() ? "all held" : failed.c_str());
+        std::_Exit(failed.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "all held");
 }
 
 class BrokenServerTest : public ::testing::Test {

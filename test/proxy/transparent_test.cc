@@ -11,14 +11,16 @@
 // TransparentWireTest drives the relay over socketpairs, with the bytes of
 // both peers and the edges of crihookd's reads the test's own: crihookd's
 // frames never land inside a frame or a header block of the peer it relays
-// (found by fuzz/fuzz_transparent.cc); TransparentStandInWireTest the same
-// without a runtime connection.
+// (found by fuzz/fuzz_transparent.cc), and what crihookd takes from the
+// runtime for a kubelet that does not read is bounded;
+// TransparentStandInWireTest the same without a runtime connection.
 
 #include "proxy/transparent.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,6 +187,7 @@ class TransparentWireTest : public ::testing::Test {
     }
     kubelet_ = k[1];
     runtime_ = r[1];
+    crihookd_runtime_end_ = r[0];
     // Held by its loop's handlers only, as crihookd's Connection does: it
     // ends (and closes its sockets) when it closes.
     auto conn = std::make_shared<relay::Transparent>(*loop_, k[0], r[0], ctx_);
@@ -352,9 +355,72 @@ class TransparentWireTest : public ::testing::Test {
   int kubelet_ = -1;
   int runtime_ = -1;
   int saved_stdin_ = -1;
+  // crihookd's end of the runtime connection (the connection's own): only
+  // for what waits in it unread (FIONREAD).
+  int crihookd_runtime_end_ = -1;
   std::string kubelet_got_, runtime_got_;
   bool kubelet_eof_ = false, runtime_eof_ = false;
 };
+
+// Bytes waiting to be read in the socket `fd`.
+size_t unread(int fd) {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 ? static_cast<size_t>(n) : 0;
+}
+
+// kubelet stops reading a reply: crihookd takes the runtime's DATA until
+// more than 1 MiB of it waits for kubelet, then takes no more, and the rest
+// waits in the runtime's socket, where the runtime's own bounds meet it
+// (docs/operations.md, "a peer that does not read"). The windows are far
+// larger: HTTP/2 flow control holds nothing back.
+TEST_F(TransparentWireTest, AKubeletThatDoesNotReadStopsCrihookdReadingTheRuntimePast1MiB) {
+  std::string settings, update, body, reply, data;
+  relay::h2::appendSettings(settings, {{relay::h2::setting::kInitialWindowSize, 1u << 30}});
+  relay::h2::appendWindowUpdate(update, 0, 1u << 30);
+  relay::h2::appendData(body, 1, grpcFrame("v"), true, 16384);
+  send(kubelet_,
+       settings + update + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  relay::h2::appendHeaderBlock(reply, 1, replyHeaders(), false, 16384);
+  send(runtime_, reply);  // read by kubelet, which from here on reads nothing
+  relay::h2::appendData(data, 1, grpcFrame(std::string(16384 - 5, 'r')), false, 16384);
+
+  // What crihookd took from the runtime and holds for kubelet.
+  size_t sent = 0;
+  auto held = [&] {
+    const size_t elsewhere = unread(crihookd_runtime_end_) + unread(kubelet_);
+    return sent > elsewhere ? sent - elsewhere : 0;
+  };
+  // The runtime's reply, frame after frame, as fast as crihookd takes it,
+  // until `enough` or until crihookd takes no more.
+  size_t at = 0;  // in the frame being sent
+  auto flood = [&](auto enough) {
+    while (!enough()) {
+      const ssize_t n =
+          ::send(runtime_, data.data() + at, data.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        at = (at + static_cast<size_t>(n)) % data.size();
+      }
+      size_t ran = 0;
+      for (int i = 0; i < 100; ++i) {
+        const size_t r = loop_->poll();
+        if (r == 0) break;
+        ran += r;
+      }
+      if (n <= 0 && ran == 0) return;
+    }
+  };
+  flood([&] { return held() >= (768u << 10); });
+  ASSERT_GE(held(), 768u << 10) << "crihookd stopped taking the runtime's reply early";
+  EXPECT_EQ(unread(crihookd_runtime_end_), 0u);
+
+  flood([&] { return sent >= (4u << 20); });
+  EXPECT_LT(sent, 4u << 20) << "crihookd never stopped taking the runtime's reply";
+  EXPECT_GT(unread(crihookd_runtime_end_), 0u) << "the rest waits in the runtime's socket";
+  EXPECT_GT(held(), 1u << 20);
+  EXPECT_LE(held(), (1u << 20) + (64u << 10) + data.size())
+      << "crihookd reads at most 64 KiB past the mark (and holds one frame in part)";
+}
 
 TEST_F(TransparentWireTest, ACreditForTheRuntimeWaitsForTheEndOfKubeletsDataFrame) {
   using relay::h2::FrameType;
