@@ -124,6 +124,19 @@ TEST_F(EndpointTest, ServesGetAndClosesTheConnection) {
   EXPECT_THAT(get("garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
 }
 
+// The bound is the request's whole head: exactly max_request_bytes of it,
+// ended, is served; that many with no end yet is refused at once.
+TEST_F(EndpointTest, ARequestHeadOfTheBoundIsServedAndOneThatGoesOnIsRefused) {
+  start({.max_request_bytes = 64});
+  const std::string tail = " HTTP/1.1\r\n\r\n";
+  const std::string head = "GET /" + std::string(64 - 5 - tail.size(), 'a') + tail;
+  ASSERT_EQ(head.size(), 64u);
+  EXPECT_THAT(get(head), StartsWith("HTTP/1.1 404"));
+  const std::string unended = "GET /" + std::string(59, 'a');
+  ASSERT_EQ(unended.size(), 64u);
+  EXPECT_THAT(get(unended), StartsWith("HTTP/1.1 431"));
+}
+
 TEST_F(EndpointTest, AMegabyteRequestLineIsRefusedAndTheConnectionClosed) {
   start();
   int fd = connectUnix(dir_.file("metrics.sock"));
