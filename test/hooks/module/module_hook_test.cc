@@ -6,9 +6,11 @@
 #include "hooks/module/module_hook.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -102,6 +104,35 @@ TEST(ModuleTest, MissingSymbolsAndNonModulesAreRefused) {
   std::ofstream(dir.file("text.so")) << "hello";
   EXPECT_THAT(refusal(dir.file("text.so")), HasSubstr("not an ELF file"));
   EXPECT_THAT(refusal(dir.file("absent.so")), HasSubstr("cannot be read"));
+}
+
+// The module's dynamic string table may be the file's last bytes: a linker
+// is free to put it there. Made so by copying it to the end of the example
+// module and pointing its section header there.
+TEST(ModuleTest, AStringTableThatEndsTheFileIsRead) {
+  std::ifstream in(EXAMPLE_MODULE, std::ios::binary);
+  std::string elf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(elf.size(), sizeof(Elf64_Ehdr));
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  auto header = [&](size_t i) { return eh.e_shoff + i * sizeof(Elf64_Shdr); };
+  Elf64_Shdr dynsym{}, strtab{};
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, elf.data() + header(i), sizeof sh);
+    if (sh.sh_type == SHT_DYNSYM) dynsym = sh;
+  }
+  ASSERT_EQ(dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
+  std::memcpy(&strtab, elf.data() + header(dynsym.sh_link), sizeof strtab);
+  const std::string names = elf.substr(strtab.sh_offset, strtab.sh_size);
+  strtab.sh_offset = elf.size();
+  elf += names;
+  std::memcpy(elf.data() + header(dynsym.sh_link), &strtab, sizeof strtab);
+  TempDir dir;
+  std::ofstream(dir.file("last.so"), std::ios::binary) << elf;
+  auto info = readModuleInfo(dir.file("last.so"));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->abi_version, CRIHOOK_MODULE_ABI_VERSION);
 }
 
 TEST(ModuleTest, FailingSlowAndGarbageModulesAreHookFailures) {
