@@ -71,6 +71,25 @@ TEST(SeccompFilterTest, TheCountLoggedIsTheCallsAllowed) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
+// The spawner's filter lets it start processes: clone without CLONE_THREAD
+// (fork), which the daemon's refuses.
+TEST(SeccompFilterTest, TheSpawnersFilterLetsItFork) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!installFilter(SeccompMode::kErrno, FilterFor::kSpawner).ok()) ::_exit(100);
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    if (child < 0) ::_exit(errno == EPERM ? 1 : 2);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status << " (exit 1: fork refused EPERM)";
+}
+
 TEST(SeccompFilterTest, ErrnoRefusesCallsOffTheListWithEperm) {
   EXPECT_EQ(inFilteredChild(SeccompMode::kErrno, [] { return errnoOf(::unshare(0)); }), EPERM);
   // A process is not a thread: the daemon never forks once confined.
