@@ -85,6 +85,17 @@ TEST(NriTranslateTest, TheRequestStandsForWhatTheRuntimePresented) {
   EXPECT_EQ(runPodSandboxRequestOf(pod()).runtime_handler(), "runc");
 }
 
+// The pod's overhead and resources, as the runtime presents them, reach the
+// hooks' RunPodSandbox request.
+TEST(NriTranslateTest, APodsOverheadAndResourcesAreInItsRequest) {
+  api::PodSandbox p = pod();
+  p.mutable_linux()->mutable_pod_overhead()->mutable_cpu()->mutable_shares()->set_value(25);
+  p.mutable_linux()->mutable_pod_resources()->mutable_memory()->mutable_limit()->set_value(1 << 30);
+  const v1::RunPodSandboxRequest req = runPodSandboxRequestOf(p);
+  EXPECT_EQ(req.config().linux().overhead().cpu_shares(), 25);
+  EXPECT_EQ(req.config().linux().resources().memory_limit_in_bytes(), 1 << 30);
+}
+
 TEST(NriTranslateTest, NothingChangedIsAnEmptyAdjustment) {
   const v1::CreateContainerRequest req = createContainerRequestOf(pod(), container());
   auto answer = adjustmentOf(req, req, fakeLookup);
