@@ -4,6 +4,7 @@
 
 #include "base/env.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -142,6 +143,20 @@ TEST(PosixEnv, ListingIsSortedAndSaysWhatEachEntryIs) {
   EXPECT_TRUE((*list)[2].symlink);
   EXPECT_EQ((*list)[2].mtime_ns, -1);  // dangling
   EXPECT_EQ(env.listDirectory(dir.file("missing")).status().code(), absl::StatusCode::kNotFound);
+}
+
+// An entry's mtime is its nanoseconds since the epoch, to the nanosecond (a
+// CDI spec is read again when it changes).
+TEST(PosixEnv, AnEntrysMtimeIsItsNanosecondsSinceTheEpoch) {
+  TempDir dir;
+  PosixEnv env(nullptr);
+  std::ofstream(dir.file("spec.json")) << "{}";
+  const timespec when[2] = {{1, 5}, {1, 5}};  // atime, mtime: 1 s and 5 ns
+  ASSERT_EQ(::utimensat(AT_FDCWD, dir.file("spec.json").c_str(), when, 0), 0);
+  auto list = env.listDirectory(dir.path());
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].mtime_ns, 1000000005);
 }
 
 TEST(PosixEnv, ABoundedListingHoldsTheFirstEntriesByNameAndCountsTheRest) {
