@@ -66,13 +66,10 @@ class CrihookdTest : public ::testing::Test {
     ::runtime::v1::VersionResponse r;
     return stub->Version(&ctx, ::runtime::v1::VersionRequest(), &r);
   }
-  // crihookd reading Koordinator registrations from hookserver.d (made
-  // empty) in this directory, serving on s.sock; null (test failed) when its
-  // socket does not appear.
-  std::unique_ptr<Daemon> startWithHookServerDir() {
-    std::filesystem::create_directories(dir_.file("hookserver.d"));
-    std::ofstream(dir_.file("c.toml"))
-        << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
+  // crihookd with the configuration c.toml in this directory, serving on
+  // s.sock in front of backend.sock, its log in `log`; null (test failed)
+  // when its socket does not appear.
+  std::unique_ptr<Daemon> startWithConfig() {
     auto d = std::make_unique<Daemon>(
         std::vector<std::string>{"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"),
                                  "--backend", "unix://" + dir_.file("backend.sock")},
@@ -82,6 +79,14 @@ class CrihookdTest : public ::testing::Test {
       return nullptr;
     }
     return d;
+  }
+  // startWithConfig(), reading Koordinator registrations from hookserver.d
+  // (made empty) in this directory.
+  std::unique_ptr<Daemon> startWithHookServerDir() {
+    std::filesystem::create_directories(dir_.file("hookserver.d"));
+    std::ofstream(dir_.file("c.toml"))
+        << "[hooks]\nhookserver_dir = \"" << dir_.file("hookserver.d") << "\"\n";
+    return startWithConfig();
   }
 
   TempDir dir_;

@@ -60,17 +60,15 @@ TEST_F(CrihookdTest, AModuleOfAnotherAbiIsRefusedWithALogLineAndTheDaemonServes)
   std::ofstream(dir_.file("c.toml"))
       << "[hooks]\nhookserver_dir = \"\"\n"
       << "[[hook]]\nname = \"old\"\nmodule = \"" << VARIANT_DIR << "/variant_abi99.so\"\n";
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
-            "unix://" + dir_.file("backend.sock")},
-           dir_.file("log"));
-  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  auto d = startWithConfig();
+  ASSERT_NE(d, nullptr);
   const grpc::Status v = version(dir_.file("s.sock"));
   EXPECT_TRUE(v.ok()) << v.error_message() << "\n" << slurp(dir_.file("log"));
   EXPECT_THAT(slurp(dir_.file("log")),
               HasSubstr("hook[old]: module refused, hook left out: module " VARIANT_DIR
                         "/variant_abi99.so: built for module ABI version 99"));
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(5s), 0);
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(5s), 0);
 }
 
 // An in-process module that loops (declaring itself INLINE all the same):
@@ -90,10 +88,8 @@ TEST_F(CrihookdTest, AnInProcessModuleThatLoopsHoldsNeitherCallsNorTheStop) {
       << "[server]\nshutdown_grace = \"1s\"\n[hooks]\nhookserver_dir = \"\"\n"
       << "[[hook]]\nname = \"spin\"\nmodule = \"" << VARIANT_DIR << "/variant_spin.so\"\n"
       << "timeout = \"300ms\"\nfailure_policy = \"ignore\"\n";
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
-            "unix://" + dir_.file("backend.sock")},
-           dir_.file("log"));
-  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  auto d = startWithConfig();
+  ASSERT_NE(d, nullptr);
   v1::CreateContainerRequest req;
   req.set_pod_sandbox_id("sb");
   req.mutable_config()->mutable_metadata()->set_name("c");
@@ -104,8 +100,8 @@ TEST_F(CrihookdTest, AnInProcessModuleThatLoopsHoldsNeitherCallsNorTheStop) {
   EXPECT_TRUE(stub->CreateContainer(&ctx, req, &resp).ok());  // the module ignored at 300 ms
   // Every new connection is answered, whichever loop it lands on.
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(version(dir_.file("s.sock")).ok()) << i;
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(10s), 0) << slurp(dir_.file("log"));
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(10s), 0) << slurp(dir_.file("log"));
 }
 
 TEST_F(CrihookdTest, BadBuiltInHookSettingsStopStartupNamingTheHook) {
@@ -131,10 +127,8 @@ TEST_F(CrihookdTest, TheReadmesWorkingConfigurationStartsAndItsHooksAct) {
   ASSERT_NE(end, std::string::npos);
   std::ofstream(dir_.file("c.toml")) << readme.substr(begin + 8, end - begin - 8) << "\n";
   backend_.start();
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
-            "unix://" + dir_.file("backend.sock")},
-           dir_.file("log"));
-  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  auto d = startWithConfig();
+  ASSERT_NE(d, nullptr);
   const grpc::Status v = version(dir_.file("s.sock"));
   EXPECT_TRUE(v.ok()) << v.error_message() << "\n" << slurp(dir_.file("log"));
 
@@ -153,8 +147,8 @@ TEST_F(CrihookdTest, TheReadmesWorkingConfigurationStartsAndItsHooksAct) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_THAT(s.error_message(),
               HasSubstr("annotation scheduling.koordinator.sh/device-allocated of pod ml/train-0"));
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(10s), 0) << slurp(dir_.file("log"));
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(10s), 0) << slurp(dir_.file("log"));
 }
 
 TEST_F(CrihookdTest, KoordinatorRegistrationFilesAddedAndRemovedWhileItRuns) {
@@ -300,21 +294,19 @@ TEST_F(CrihookdTest, DiscoversTheTopologyUnderItsRootAndAgainOnSighup) {
   backend_.start();
   std::ofstream(dir_.file("c.toml"))
       << "[topology]\nroot = \"" << fixtureTree("dgx") << "\"\n[hooks]\nhookserver_dir = \"\"\n";
-  Daemon d({"--config", dir_.file("c.toml"), "--listen", dir_.file("s.sock"), "--backend",
-            "unix://" + dir_.file("backend.sock")},
-           dir_.file("log"));
-  ASSERT_TRUE(waitForSocket(dir_.file("s.sock"))) << slurp(dir_.file("log"));
+  auto d = startWithConfig();
+  ASSERT_NE(d, nullptr);
   // The warning: NVML is not asked about a fixture's GPUs (their memory).
   const std::string line = "64 CPUs, 2 NUMA nodes, 8 GPUs, 7 RDMA devices, 1 warnings";
   EXPECT_THAT(slurp(dir_.file("log")), HasSubstr(line));
-  d.signal(SIGHUP);
+  d->signal(SIGHUP);
   EXPECT_TRUE(eventually([&] {
     const std::string log = slurp(dir_.file("log"));
     return log.find(line) != log.rfind(line);
   })) << slurp(dir_.file("log"));
   EXPECT_TRUE(version(dir_.file("s.sock")).ok());  // SIGHUP does not stop it
-  d.signal(SIGTERM);
-  EXPECT_EQ(d.wait(5s), 0);
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(5s), 0);
 }
 
 // A group crihookd does not run as, other than root's: a chown to it shows.
