@@ -13,6 +13,9 @@ import pathlib
 import re
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the tree (the package test copies it)
+from markdown_text import blank_fences  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
 TEST_NAME = re.compile(r"`([A-Z][A-Za-z0-9]*)\.([A-Z][A-Za-z0-9]*)`")
@@ -21,17 +24,8 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
 def prose_lines(text):
-    """(line number, line) outside fenced code blocks, inline code blanked."""
-    fence = None
-    for n, line in enumerate(text.split("\n"), 1):
-        stripped = line.lstrip()
-        if fence:
-            if stripped.startswith(fence):
-                fence = None
-            continue
-        if stripped.startswith("```") or stripped.startswith("~~~"):
-            fence = stripped[:3]
-            continue
+    """(line number, line) with fenced code blocks and inline code blanked."""
+    for n, line in enumerate(blank_fences(text).split("\n"), 1):
         yield n, re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
 
 
@@ -47,15 +41,7 @@ def slug(heading):
 def anchors(path):
     seen = {}
     out = set()
-    fence = None
-    for line in path.read_text(encoding="utf-8").split("\n"):
-        stripped = line.lstrip()
-        if fence:
-            fence = None if stripped.startswith(fence) else fence
-            continue
-        if stripped.startswith("```") or stripped.startswith("~~~"):
-            fence = stripped[:3]
-            continue
+    for line in blank_fences(path.read_text(encoding="utf-8")).split("\n"):
         m = HEADING.match(line)
         if not m:
             continue
@@ -76,15 +62,7 @@ def test_names():
 
 def missing_tests(path, tests):
     problems = []
-    fence = None
-    for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
-        stripped = line.lstrip()
-        if fence:
-            fence = None if stripped.startswith(fence) else fence
-            continue
-        if stripped.startswith("```"):
-            fence = "```"
-            continue
+    for n, line in enumerate(blank_fences(path.read_text(encoding="utf-8")).split("\n"), 1):
         for suite, name in TEST_NAME.findall(line):
             if f"{suite}.{name}" not in tests:
                 problems.append(f"{path.relative_to(ROOT)}:{n}: `{suite}.{name}`: no such test in test/")

@@ -45,6 +45,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cxx_source  # noqa: E402
+from markdown_text import blank_fences  # noqa: E402
 
 # Names the pages cite that are other software's, not crihook's code.
 ALLOWED = {
@@ -143,12 +144,6 @@ class Repo:
 
 def line_of(text, offset):
     return text.count('\n', 0, offset) + 1
-
-
-def blank_fences(text):
-    """The page with fenced code blocks blanked (offsets and lines kept)."""
-    return re.sub(r'^```.*?^```', lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text,
-                  flags=re.M | re.S)
 
 
 def contexts(repo, text):
