@@ -441,9 +441,39 @@ def test_outcome(build, name, timeout, env=None):
     try:
         return "passed" if p.wait(timeout=timeout) == 0 else "failed"
     except subprocess.TimeoutExpired:
+        # meson starts each test in a session of its own: killing meson's
+        # group alone leaves a test that loops spinning, an orphan, for the
+        # rest of the run.
+        below = descendants(p.pid)
         os.killpg(p.pid, signal.SIGKILL)
+        for q in below:
+            for kill in (lambda: os.killpg(os.getpgid(q), signal.SIGKILL), lambda: os.kill(q, signal.SIGKILL)):
+                try:
+                    kill()
+                except OSError:
+                    pass  # gone already
         p.wait()
         return "timed out"
+
+
+def descendants(pid):
+    """Every process below `pid`, by the parent links in /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = (pathlib.Path("/proc") / entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 def judge_test(build, name, tests, durations):
