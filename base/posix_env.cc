@@ -14,6 +14,7 @@
 #include <queue>
 
 #include "base/env.h"
+#include "base/inotify_events.h"
 #include "base/quote.h"
 #include "base/text.h"
 
@@ -100,11 +101,7 @@ class InotifyWatch final : public DirectoryWatch {
     alignas(inotify_event) char buf[4096];
     bool gone = false;
     for (ssize_t n; (n = ::read(fd_, buf, sizeof(buf))) > 0;) {
-      for (char* q = buf; q < buf + n;) {
-        const auto* ev = reinterpret_cast<const inotify_event*>(q);
-        gone = gone || (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0;
-        q += sizeof(inotify_event) + ev->len;
-      }
+      if (inotifyWatchGone(std::string_view(buf, static_cast<size_t>(n)))) gone = true;
     }
     if (gone) {
       ::inotify_rm_watch(fd_, wd_);
@@ -151,6 +148,18 @@ std::string folderError(const std::string& dir) {
 }
 
 }  // namespace
+
+bool inotifyWatchGone(std::string_view events) {
+  bool gone = false;
+  for (size_t at = 0; sizeof(inotify_event) <= events.size() - at;) {
+    inotify_event ev;
+    std::memcpy(&ev, events.data() + at, sizeof(ev));
+    if (ev.len > events.size() - at - sizeof(ev)) break;  // cut short
+    gone = gone || (ev.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) != 0;
+    at += sizeof(ev) + ev.len;
+  }
+  return gone;
+}
 
 MonotonicClock& steadyClock() {
   static RealClock* clock = new RealClock;

@@ -3,10 +3,12 @@
 // it.
 
 #include "base/env.h"
+#include "base/inotify_events.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -222,6 +224,31 @@ TEST(PosixEnv, AWatchSeesTheDirectoryAppearChangeAndGo) {
   }
   std::filesystem::create_directory(dir.file("hookserver.d"));
   EXPECT_TRUE(watch->wait(5s));  // back: watched again
+}
+
+// The events of one read: those it returned are read, the bytes after them
+// (a buffer's stale events from an earlier read) never are, and an event
+// whose name is cut short is left out.
+TEST(InotifyEvents, OnlyTheBytesReadAreEvents) {
+  auto event = [](uint32_t mask, std::string_view name) {
+    inotify_event ev{};
+    ev.mask = mask;
+    ev.len = static_cast<uint32_t>(name.size());
+    std::string bytes(reinterpret_cast<const char*>(&ev), sizeof(ev));
+    return bytes.append(name);
+  };
+  const std::string created = event(IN_CREATE, std::string("a.json\0\0", 8));
+  const std::string gone = event(IN_DELETE_SELF, "");
+  EXPECT_FALSE(inotifyWatchGone(""));
+  EXPECT_FALSE(inotifyWatchGone(created));
+  EXPECT_TRUE(inotifyWatchGone(created + gone));  // the last event read, whole
+  EXPECT_TRUE(inotifyWatchGone(event(IN_IGNORED, "") + created));
+  EXPECT_TRUE(inotifyWatchGone(event(IN_MOVE_SELF, "")));
+  const std::string buffer = created + gone;  // read: `created`; `gone` is stale
+  EXPECT_FALSE(inotifyWatchGone(std::string_view(buffer).substr(0, created.size())));
+  EXPECT_FALSE(inotifyWatchGone(std::string_view(buffer).substr(0, buffer.size() - 1)));
+  std::string cut = event(IN_DELETE_SELF, "long-name");
+  EXPECT_FALSE(inotifyWatchGone(std::string_view(cut).substr(0, cut.size() - 1)));
 }
 
 // stop() from another thread ends a long wait on a watched directory and on
