@@ -126,23 +126,27 @@ void HookManager::reconcileWithRuntime(const std::string& endpoint,
 
 void HookManager::reconcileLoop(const std::string& endpoint, std::chrono::milliseconds every,
                                 const std::vector<std::shared_ptr<Hook>>& hooks) {
-  const std::chrono::milliseconds first_retry(500), last_retry(30000);
-  std::chrono::milliseconds retry = first_retry;
+  std::chrono::milliseconds retry(0);
   for (;;) {
     const auto listed_at = std::chrono::system_clock::now();
     auto sandboxes = listRuntimeSandboxes(endpoint, std::chrono::seconds(10));
     std::chrono::milliseconds wait = every;
     if (sandboxes.ok()) {
       for (const auto& h : hooks) dynamic_cast<Reconciler&>(*h).reconcile(*sandboxes, listed_at);
-      retry = first_retry;
+      retry = std::chrono::milliseconds(0);
     } else {
       log_->warn("cannot reconcile hook records with the runtime yet: {}",
                  sv(sandboxes.status().message()));
+      retry = listingRetryAfter(retry);
       wait = retry;
-      retry = std::min(retry * 2, last_retry);
     }
     if (!waitForNextPass(wait)) return;
   }
+}
+
+std::chrono::milliseconds HookManager::listingRetryAfter(std::chrono::milliseconds last) {
+  const std::chrono::milliseconds first(500), most(30000);
+  return last < first ? first : std::min(last * 2, most);
 }
 
 bool HookManager::waitForNextPass(std::chrono::milliseconds wait) {

@@ -66,6 +66,10 @@ class HookManager {
   // Makes that thread's next pass start now (the runtime just said what it
   // has: NRI's Synchronize). Non-blocking; nothing without the thread.
   void reconcileNow();
+  // The reconciler's wait before it lists the runtime's sandboxes again
+  // after a listing that failed, `last` being the wait before (0 at the first
+  // failure): 0.5 s, doubled each time, at most 30 s.
+  static std::chrono::milliseconds listingRetryAfter(std::chrono::milliseconds last);
 
  private:
   HookManager(const Config& config, std::shared_ptr<spdlog::logger> log, Env& env);

@@ -148,5 +148,16 @@ TEST_F(HookManagerTest, AnUnchangedDirectoryPublishesNoNewChain) {
   EXPECT_EQ(all.find("PreStopContainer"), all.rfind("PreStopContainer")) << all;
 }
 
+// While the runtime does not answer ListPodSandbox, the reconciler tries
+// again after 0.5 s, doubling, at most 30 s; it never overflows however long.
+TEST(HookManagerRetry, ListingIsRetriedFromHalfASecondDoublingUpToThirtySeconds) {
+  using std::chrono::milliseconds;
+  std::vector<int64_t> waits;
+  milliseconds wait(0);
+  for (int i = 0; i < 9; ++i) waits.push_back((wait = HookManager::listingRetryAfter(wait)).count());
+  EXPECT_THAT(waits, ElementsAre(500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000));
+  EXPECT_EQ(HookManager::listingRetryAfter(milliseconds::max() / 4).count(), 30000);
+}
+
 }  // namespace
 }  // namespace crihook::testing
