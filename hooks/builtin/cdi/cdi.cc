@@ -263,7 +263,7 @@ void CdiRegistry::refreshLocked() {
       // A spec dir may hold links to specs kept elsewhere; what they lead to
       // must be a regular file (a FIFO would hang every CDI call).
       auto text = env_->readFile(f, kMaxCdiSpecBytes, FileLinks::kFollow);
-      const bool yaml = f.size() > 5 && (f.ends_with(".yaml") || f.ends_with(".yml"));
+      const bool yaml = ext != ".json";
       absl::Status s = text.ok()
                            ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices, &spec.global)
                            : absl::InvalidArgumentError(cat(f, ": ", sv(text.status().message())));
