@@ -26,8 +26,6 @@ constexpr std::string_view kRuntimeService = "nri.pkg.api.v1alpha1.Runtime";
 constexpr uint32_t kRegisterStream = 1;
 // A runtime that sends a deadline further out than this is held to this.
 constexpr auto kMaxDeadline = std::chrono::hours(1);
-// What may wait to be written before the runtime is taken not to read.
-constexpr size_t kMaxPendingOut = 16 << 20;
 
 absl::Status statusOf(const ::ttrpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.code()), boundedMessage(s.message()));

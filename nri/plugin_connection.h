@@ -72,6 +72,9 @@ class PluginConnection : public std::enable_shared_from_this<PluginConnection> {
   // call is answered RESOURCE_EXHAUSTED (a 0.6.1 runtime sends one at a
   // time).
   static constexpr size_t kMaxCallsInFlight = 64;
+  // What may wait to be written, beyond the write under way, before the
+  // runtime is taken not to read and the connection is ended.
+  static constexpr size_t kMaxPendingOut = 16 << 20;
 
   PluginConnection(std::shared_ptr<boost::asio::io_context> io, Options options,
                    Callbacks callbacks);

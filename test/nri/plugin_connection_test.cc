@@ -215,6 +215,37 @@ TEST_F(PluginConnectionTest, CallsPastTheBoundInFlightAreRefused) {
   EXPECT_TRUE(waitForCalls(PluginConnection::kMaxCallsInFlight + 1));
 }
 
+// A runtime that stops reading: its answers wait for it, up to 16 MiB
+// beyond the one being written; past that the connection ends, saying why.
+TEST_F(PluginConnectionTest, AnswersWaitForARuntimeThatDoesNotReadUpTo16MiB) {
+  auto registered = start();
+  answerRegistration();
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  for (uint32_t i = 0; i < 6; ++i) call(2 * i + 1, "StateChange", "");
+  ASSERT_TRUE(waitForCalls(6));
+  const std::string payload(4'000'000, 'p');  // under ttrpc's 4 MiB
+  ::ttrpc::Response resp;
+  resp.set_payload(payload);
+  std::string wire;
+  ASSERT_TRUE(appendMessage(wire, {kPluginServiceConn, 1, 2, 0, resp.SerializeAsString()}).ok());
+  ASSERT_GT(4 * wire.size(), size_t{15} << 20);  // four waiting: near 16 MiB,
+  ASSERT_LE(4 * wire.size(), size_t{16} << 20);  // not over it
+  // Runs on the connection's thread after everything posted before it.
+  auto closedNow = [this] {
+    auto p = std::make_shared<std::promise<bool>>();
+    boost::asio::post(*io_, [this, p] { p->set_value(conn_->closed()); });
+    return p->get_future().get();
+  };
+  for (size_t i = 0; i < 5; ++i) callAt(i).reply(absl::OkStatus(), payload);
+  EXPECT_FALSE(closedNow()) << "one answer being written, four waiting";
+  callAt(5).reply(absl::OkStatus(), payload);
+  auto closed = closed_.get_future();
+  ASSERT_EQ(closed.wait_for(5s), std::future_status::ready);
+  const absl::Status why = closed.get();
+  EXPECT_EQ(why.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(why.message(), "the NRI runtime does not read what crihookd sends");
+}
+
 TEST_F(PluginConnectionTest, TheRuntimeGoingAwayEndsTheConnectionOnce) {
   auto registered = start();
   answerRegistration();
