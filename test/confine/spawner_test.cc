@@ -295,6 +295,14 @@ TEST_F(RawSpawner, RefusesMalformedAndOutOfBoundsRequestsAndKeepsServing) {
 TEST(SpawnerTest, EveryFieldOfAMessageIsReadWhole) {
   const std::string request = encodeRequest(command({"/bin/true"}));
   ASSERT_TRUE(decodeRequest(request).ok());
+  // The bounds the client checks are the spawner's: a request at them is read.
+  LaunchRequest most = command({"/bin/true"});
+  most.argv.resize(kMaxArgs, "x");
+  most.env.resize(kMaxEnv, "A=1");
+  auto read = decodeRequest(encodeRequest(most));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->argv.size(), kMaxArgs);
+  EXPECT_EQ(read->env.size(), kMaxEnv);
   std::string bad = request;
   bad[3] = 1;  // the version, 1 + 2^24
   EXPECT_THAT(std::string(decodeRequest(bad).status().message()), HasSubstr("request version"));

@@ -470,10 +470,12 @@ TEST_F(ChainTest, ARejectionThatCameLateIsStillTheHooksOwnAnswer) {
   ChainOutcome out = chain_.run(input(), Clock::time_point::max());
   EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(out.status.message()), HasSubstr("init of gpu 0 timed out"));
+  EXPECT_EQ(chain_.counters("remote").timeouts.load(), 1u);  // counted all the same
   // Going on late is still a timeout.
   h->decision = HookDecision::proceed();
   out = chain_.run(input(), Clock::time_point::max());
   EXPECT_EQ(out.status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(chain_.counters("remote").timeouts.load(), 2u);
 }
 
 }  // namespace

@@ -54,6 +54,10 @@ class GateInterceptor final : public Interceptor {
     }
   }
   void pre(std::shared_ptr<InterceptedCall> call, std::function<void(absl::Status)> done) override {
+    {
+      MutexLock lock(mu_);
+      calls_.push_back(call);
+    }
     pass(cat("pre ", methodName(call->method)), [this, call, done] {
       std::function<void(InterceptedCall&)> edit;
       {
@@ -92,6 +96,11 @@ class GateInterceptor final : public Interceptor {
   std::vector<std::string> ran() {
     MutexLock lock(mu_);
     return ran_;
+  }
+  // The last call a pre-stage got, held by whoever else holds it.
+  std::weak_ptr<InterceptedCall> lastCall() {
+    MutexLock lock(mu_);
+    return calls_.empty() ? std::weak_ptr<InterceptedCall>() : calls_.back();
   }
   // Waits (up to 5 s) until `stage` ran.
   bool waitFor(const std::string& stage) {
@@ -144,6 +153,7 @@ class GateInterceptor final : public Interceptor {
   std::set<std::string> closed_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> at_gate_ ABSL_GUARDED_BY(mu_);  // stages held by a closed gate
   std::vector<std::string> ran_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<InterceptedCall>> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -262,6 +272,20 @@ TEST_F(FrontTest, CreateContainerIsAnsweredOnceItsHookRanAndBeforeItsRecords) {
   EXPECT_FALSE(resp.has_status() && resp.status().code() != 0) << resp.status().message();
   hooks_.open();
   EXPECT_TRUE(hooks_.waitFor("post CreateContainer"));
+}
+
+// A StartContainer waits for its PostStart event with its call; a
+// container removed without one (it failed to start) takes its call with it.
+TEST_F(FrontTest, AStartedCallWaitingForItsPostStartGoesWithItsContainer) {
+  stateChange(41, api::START_CONTAINER);
+  ASSERT_EQ(runtime_.answer().first, 41u);
+  const std::weak_ptr<InterceptedCall> started = hooks_.lastCall();
+  ASSERT_FALSE(started.expired()) << "waits for PostStart";
+  ASSERT_EQ(started.lock()->method, LifecycleMethod::kStartContainer);
+  stateChange(43, api::REMOVE_CONTAINER);
+  ASSERT_EQ(runtime_.answer().first, 43u);
+  EXPECT_TRUE(eventually([&] { return started.expired(); }));
+  ASSERT_TRUE(hooks_.waitFor("post RemoveContainer"));
 }
 
 // UpdateContainer: what the hooks changed in the resources goes back as an

@@ -290,15 +290,18 @@ TEST(NriTranslateTest, ResourcesOfAnUpdateCarryWhatIsSetAndNoZeros) {
   EXPECT_FALSE(out.cpu().has_quota());
   EXPECT_FALSE(out.cpu().has_period());
   EXPECT_FALSE(out.memory().has_limit());
+  EXPECT_FALSE(out.memory().has_swap());
   r.set_cpu_shares(1);
   r.set_cpu_quota(1);
   r.set_cpu_period(1);
   r.set_memory_limit_in_bytes(1);
+  r.set_memory_swap_limit_in_bytes(2);
   out = nriResourcesOf(r);
   EXPECT_EQ(out.cpu().shares().value(), 1u);
   EXPECT_EQ(out.cpu().quota().value(), 1);
   EXPECT_EQ(out.cpu().period().value(), 1u);
   EXPECT_EQ(out.memory().limit().value(), 1);
+  EXPECT_EQ(out.memory().swap().value(), 2);
 }
 
 // An UpdateContainer as nri/front.cc answers it: NRI's resources made CRI's,

@@ -232,6 +232,8 @@ TEST_F(RequestHeadersTest, MalformedHeaderBlocksAreResetLikeGrpcGoResetsThem) {
   };
   const Case cases[] = {
       {"an upper-case header name", with(base, "X-Upper", "1")},
+      {"an upper-case A, the first letter, in a header name", with(base, "x-A", "1")},
+      {"an upper-case Z, the last letter, in a header name", with(base, "x-Z", "1")},
       {"a space in a header name", with(base, "bad name", "1")},
       {"a colon inside a header name", with(base, "bad:name", "1")},
       {"a NUL in a value", with(base, "x-note", std::string("a\0b", 3))},

@@ -20,6 +20,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@
 
 #include "cri-api/runtime_v1.pb.h"
 #include "cri/interceptor.h"
+#include "metrics/call_metrics.h"
+#include "metrics/metric_registry.h"
 #include "proxy/event_loop.h"
 #include "proxy/h2_frame.h"
 #include "proxy/hpack.h"
@@ -169,8 +172,8 @@ class TransparentWireTest : public ::testing::Test {
     ctx_.backend_path = dir_.file("no-backend.sock");  // intercepted calls: UNAVAILABLE
     ctx_.backend_endpoint = "unix://" + ctx_.backend_path;
     ctx_.interceptor = &pass_;
-    ctx_.log =
-        std::make_shared<spdlog::logger>("proxy", std::make_shared<spdlog::sinks::null_sink_mt>());
+    ctx_.call_metrics = &call_metrics_;
+    ctx_.log = std::make_shared<spdlog::logger>("proxy", log_);
     auto loop = relay::EventLoop::create();
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
@@ -349,6 +352,10 @@ class TransparentWireTest : public ::testing::Test {
 
   TempDir dir_;
   PassThroughInterceptor pass_;
+  metrics::Registry registry_;
+  metrics::CallMetrics call_metrics_{registry_};
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_ =
+      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
   RelayContext ctx_;
   std::unique_ptr<relay::EventLoop> loop_;
   std::weak_ptr<relay::Transparent> conn_;
@@ -420,6 +427,24 @@ TEST_F(TransparentWireTest, AKubeletThatDoesNotReadStopsCrihookdReadingTheRuntim
   EXPECT_GT(held(), 1u << 20);
   EXPECT_LE(held(), (1u << 20) + (64u << 10) + data.size())
       << "crihookd reads at most 64 KiB past the mark (and holds one frame in part)";
+}
+
+// A relayed call the runtime ends without grpc-status (an HTTP error from
+// something that is not a gRPC server) is counted under the code gRPC gives
+// that HTTP status, as kubelet's client reads it: 503, UNAVAILABLE.
+TEST_F(TransparentWireTest, AReplyWithoutGrpcStatusIsCountedByItsHttpStatus) {
+  sendVersionCall();
+  std::string block;
+  relay::hpack::appendLiteral(block, ":status", "503");
+  relay::hpack::appendLiteral(block, "content-type", "application/grpc");
+  send(runtime_, headersFrames(1, block, true));
+  const auto blocks = decodedBlocks(framesOf(kubelet_got_));
+  ASSERT_FALSE(blocks.empty());
+  EXPECT_TRUE(hasField(blocks.back().second, ":status", "503")) << "relayed as it came";
+  EXPECT_THAT(registry_.expose(),
+              ::testing::HasSubstr("crihook_cri_calls_total{service=\"runtime.v1.RuntimeService\","
+                                   "method=\"Version\",code=\"UNAVAILABLE\"} 1\n"));
+  EXPECT_EQ(ctx_.active_calls.load(), 0);
 }
 
 TEST_F(TransparentWireTest, ACreditForTheRuntimeWaitsForTheEndOfKubeletsDataFrame) {
@@ -556,6 +581,17 @@ TEST_F(TransparentWireTest, KubeletsDataAfterCrihookdsResetNeverReachesTheRuntim
   ASSERT_TRUE(std::any_of(to_kubelet.begin(), to_kubelet.end(), [](const Frame& f) {
     return f.header.type == FrameType::kRstStream && f.header.stream_id == 1;
   }));
+  // Said once, with the stream and its path (later ones within the interval
+  // are counted into the next message).
+  const std::vector<std::string> said = log_->last_formatted();
+  ASSERT_EQ(std::count_if(said.begin(), said.end(),
+                          [](const std::string& l) {
+                            return l.find("refused request stream 1 "
+                                          "path=\"/runtime.v1.RuntimeService/Version\"") !=
+                                   std::string::npos;
+                          }),
+            1)
+      << ::testing::PrintToString(said);
   kubelet_got_.clear();
 
   std::string data;
@@ -570,6 +606,51 @@ TEST_F(TransparentWireTest, KubeletsDataAfterCrihookdsResetNeverReachesTheRuntim
       credited += relay::h2::windowIncrementOf(f.payload).value_or(0);
   }
   EXPECT_EQ(credited, message.size());
+}
+
+// A relayed request over max_message_bytes: crihookd ends kubelet's call
+// (RESOURCE_EXHAUSTED) and cancels the runtime's. A reply the runtime sent
+// before it read the cancel never reaches kubelet as DATA of a call it was
+// told is over; crihookd takes those bytes and credits the runtime for them.
+class TransparentSmallMessagesTest : public TransparentWireTest {
+ protected:
+  void SetUp() override {
+    ctx_.max_message_bytes = 100;
+    open(false);
+  }
+};
+
+TEST_F(TransparentSmallMessagesTest, TheRuntimesReplyToACutCallIsTakenAndCreditedNotRelayed) {
+  using relay::h2::FrameType;
+  std::string settings, body;
+  relay::h2::appendSettings(settings, {});
+  relay::h2::appendData(body, 1, grpcFrame(std::string(200, 'x')), true, 16384);
+  send(kubelet_, settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + body);
+  auto blocks = decodedBlocks(framesOf(kubelet_got_));
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_TRUE(hasField(blocks[0].second, "grpc-status", "8"));
+  const std::vector<Frame> to_runtime = runtimeFrames();
+  ASSERT_TRUE(std::any_of(to_runtime.begin(), to_runtime.end(), [](const Frame& f) {
+    return f.header.type == FrameType::kRstStream && f.header.stream_id == 1;
+  })) << "the runtime's call is cancelled";
+  kubelet_got_.clear();
+  runtime_got_.clear();
+
+  std::string data, trailers;
+  relay::h2::appendData(data, 1, grpcFrame("version"), false, 16384);
+  relay::hpack::appendLiteral(trailers, "grpc-status", "0");
+  send(runtime_, headersFrames(1, replyHeaders(), false) + data + headersFrames(1, trailers, true));
+  for (const Frame& f : framesOf(kubelet_got_))
+    EXPECT_NE(f.header.type, FrameType::kData) << "stream " << f.header.stream_id;
+  uint32_t credited = 0;
+  for (const Frame& f : framesOf(runtime_got_)) {
+    if (f.header.type == FrameType::kWindowUpdate && f.header.stream_id == 0)
+      credited += relay::h2::windowIncrementOf(f.payload).value_or(0);
+  }
+  EXPECT_EQ(credited, data.size() - relay::h2::kFrameHeaderBytes);
+  EXPECT_THAT(registry_.expose(),
+              ::testing::HasSubstr("crihook_cri_calls_total{service=\"runtime.v1.RuntimeService\","
+                                   "method=\"Version\",code=\"RESOURCE_EXHAUSTED\"} 1\n"));
 }
 
 // The runtime answers stream 1, which crihookd answers (gRPC C++ answers a

@@ -544,6 +544,9 @@ TEST_F(FakeNvml, AnNvmlThatCannotAnswerLeavesEveryGpusMemoryUnknownAndSaysWhy) {
 TEST(PciAddress, EveryDigitIsLowerCaseHex) {
   const std::string good = "0000:1f:00.2";
   ASSERT_TRUE(topo::isPciAddress(good));
+  // Each end of a digit's range: device 0x1f is the last, function 7 too.
+  for (const char* edge : {"0000:00:00.0", "0000:ff:1f.7", "ffff:ff:10.0"})
+    EXPECT_TRUE(topo::isPciAddress(edge)) << edge;
   for (size_t i = 0; i < good.size(); ++i) {
     if (good[i] == ':' || good[i] == '.') continue;
     for (char c : {'g', 'F', '/', ' '}) {

@@ -121,6 +121,12 @@ TEST(DeviceAllocated, ReadsKoordinatorsTestAnnotationsVerbatim) {
       "default/test");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(a->gpu[0].resources.empty());
+  // Extension is a pointer: an extension of null is none, as Go's
+  // json.Unmarshal reads it into koordlet's struct.
+  a = parseDeviceAllocated(R"({"rdma":[{"minor":1,"id":"0000:1f:00.0","extension":null}]})",
+                           "default/test");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->rdma[0].vfs.empty());
 }
 
 TEST(DeviceAllocated, ReadsAFullAnnotationWithAndWithoutIds) {

@@ -212,5 +212,23 @@ TEST_F(CpuPoolsTest, ContainersOfSandboxesTheRuntimeNoLongerRunsAreForgotten) {
   EXPECT_EQ(p->sharedCount(), 0u);
 }
 
+// Times on disk are whole seconds, cut down: a pin read back from the
+// listing's own second may have been made after the list was taken, so it
+// is kept; one from a second before is forgotten.
+TEST_F(CpuPoolsTest, APinRecordedInTheListingsOwnSecondIsKept) {
+  std::filesystem::create_directories(dir_.file("cpuset"));
+  std::ofstream(dir_.file("cpuset/pools.json"))
+      << R"({"pinned": {"lsr1": {"sandbox": "sb-lsr", "pod": "ml/lsr", "container": "main",)"
+      << R"( "since": 1700000000, "cpus": "2-3"}}})";
+  auto p = pools();
+  p->start();
+  ASSERT_THAT(p->pinnedCpus(), ElementsAre(2, 3));
+  const std::chrono::system_clock::time_point second(std::chrono::seconds(1700000000));
+  p->keepOnly({}, second);
+  EXPECT_THAT(p->pinnedCpus(), ElementsAre(2, 3));
+  p->keepOnly({}, second + std::chrono::seconds(1));
+  EXPECT_TRUE(p->pinnedCpus().empty());
+}
+
 }  // namespace
 }  // namespace crihook::testing

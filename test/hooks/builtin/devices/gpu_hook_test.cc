@@ -260,11 +260,19 @@ TEST_F(DeviceHooksTest, APassedThroughGpuIsLoggedOncePerPodNotPerContainer) {
   };
   for (const char* uid : {"uid-a", "uid-a", "uid-a", "uid-b", "uid-a"})
     EXPECT_EQ(gpu->run(pod(uid)).adjustment.annotations.size(), 1u);
-  log->sinks().pop_back();
   const std::string text = lines.str();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
   EXPECT_THAT(text,
               HasSubstr(R"(pod ml/train-0: gpu ["Ascend910-0"] not NVIDIA's: passed through)"));
+  // It remembers the last 4096 pods: the oldest one, forgotten once 4096
+  // came after it, is logged again; the next oldest is not.
+  for (int i = 0; i < 4095; ++i) gpu->run(pod("uid-" + std::to_string(i)));
+  lines.str("");
+  gpu->run(pod("uid-b"));
+  gpu->run(pod("uid-a"));
+  log->sinks().pop_back();
+  const std::string again = lines.str();
+  EXPECT_EQ(std::count(again.begin(), again.end(), '\n'), 1) << again;
 }
 
 // The hook reads device nodes from memory (host_paths.h): a node the driver

@@ -269,6 +269,37 @@ TEST_F(LifecycleTest, InitBeforeTheSandboxCleanupAfterItStopsEachOnce) {
             HookDecision::Kind::kContinue);
   EXPECT_EQ(log().size(), 3u);
   EXPECT_EQ(records(), 0u);
+  // A sandbox the hook never saw, its pod unknown too (made before crihookd
+  // ran): stopping and removing it cleans nothing and keeps nothing.
+  const Sandbox stranger = sandbox("stranger-0", 0, kTwoGpusAndAVf);
+  stopOrRemove(*hook, stranger, LifecycleMethod::kStopPodSandbox, /*pod_known=*/false);
+  stopOrRemove(*hook, stranger, LifecycleMethod::kRemovePodSandbox, /*pod_known=*/false);
+  EXPECT_EQ(log().size(), 3u);
+  EXPECT_EQ(records(), 0u);
+}
+
+// A device type with cleanup actions and no init ones (a VF reset after
+// each pod, nothing before it): its devices, last in the pod's list, are
+// cleaned up like the others, though nothing ran for them at the init.
+TEST_F(LifecycleTest, ADeviceWithOnlyCleanupActionsIsCleanedUpToo) {
+  const std::string act = dir_.file("act.sh");
+  auto action = [&](const char* stage, const char* id) {
+    return cat(R"([{"command": [")", act, R"(", ")", stage, R"(", "{type}", "{minor}", ")", id,
+               R"(", "{pod_name}"]}])");
+  };
+  auto hook = make(cat(R"({"gpu": {"init": )", action("init", "{uuid}"), R"(, "cleanup": )",
+                       action("cleanup", "{uuid}"), R"(}, "rdma": {"cleanup": )",
+                       action("cleanup", "{name}"), "}}"));
+  ASSERT_NE(hook, nullptr);
+  Sandbox s = sandbox("train-0", 0, kTwoGpusAndAVf);
+  ASSERT_EQ(runPre(*hook, s).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, s);
+  EXPECT_EQ(log().size(), 2u);  // the two GPUs' inits
+  clearLog();
+  stopOrRemove(*hook, s, LifecycleMethod::kStopPodSandbox);
+  EXPECT_THAT(log(), ElementsAre("cleanup rdma 1 mlx5_6 train-0",
+                                 "cleanup gpu 1 GPU-00000001-aaaa-bbbb-cccc-dddddddddddd train-0",
+                                 cat("cleanup gpu 0 ", kGpu0, " train-0")));
 }
 
 // The annotation as Koordinator's scheduler writes it (Go's encoding/json of
