@@ -1,6 +1,7 @@
 #include "hooks/builtin/lifecycle/lifecycle_hook.h"
 
 #include <optional>
+#include <set>
 
 #include "base/logging.h"
 #include "base/text.h"
@@ -85,6 +86,12 @@ class LifecycleHook final : public Hook, public Reconciler {
   // (UNAVAILABLE) when one fails.
   absl::Status cleanupEarlierSandboxes(const SandboxKey& key, const std::string& pod,
                                        Clock::time_point deadline);
+  // The cleanups other sandboxes still owe on `devices` (their last user's
+  // failed, or waits for the retry thread), done first: the pod is never
+  // given a device before it is cleaned up after the last. The reason
+  // (UNAVAILABLE) when one fails.
+  absl::Status cleanupOwedOn(const std::vector<DeviceFacts>& devices, const SandboxKey& key,
+                             const std::string& pod, Clock::time_point deadline);
   HookDecision initialiseIn(Slot& s, const SandboxKey& key, const std::string& pod,
                             std::vector<DeviceFacts> devices, const HookInput& in)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
@@ -136,6 +143,15 @@ absl::Status LifecycleHook::start() {
   std::vector<std::string> errors;
   auto loaded = records_.open(name_, errors);
   if (!loaded.ok()) return loaded.status();
+  // Holders first, then what the others owe: a device a loaded pod still
+  // shares is left to it, not owed.
+  for (const DeviceRecord& rec : *loaded) {
+    if (rec.phase == DevicePhase::kInitialising || rec.phase == DevicePhase::kReady)
+      (void)holders_.claim(rec);  // nothing is owed yet: cannot be refused
+  }
+  for (const DeviceRecord& rec : *loaded) {
+    if (rec.phase == DevicePhase::kCleanupPending) holders_.release(rec);
+  }
   for (DeviceRecord& rec : *loaded) load(std::move(rec));
   for (const std::string& e : errors) log_->error("{}", e);
   retry_.start();
@@ -146,8 +162,6 @@ void LifecycleHook::load(DeviceRecord rec) {
   log_->info("pod {}/{} (attempt {}): {} device(s), {}", rec.pod.namespace_, rec.pod.name,
              rec.key.attempt, rec.devices.size(), phaseName(rec.phase));
   if (rec.phase == DevicePhase::kCleanupPending) retry_.schedule(rec.key, {});
-  if (rec.phase == DevicePhase::kInitialising || rec.phase == DevicePhase::kReady)
-    holders_.claim(rec);
   const SandboxKey key = rec.key;
   const std::string sandbox_id = rec.sandbox_id;
   auto s = std::make_shared<Slot>();
@@ -175,6 +189,8 @@ HookDecision LifecycleHook::initialise(const HookInput& in) {
                             pod, settings_, *log_);
   if (!devices.ok()) return HookDecision::reject(devices.status());
   if (devices->empty()) return HookDecision::proceed();
+  if (auto st = cleanupOwedOn(*devices, key, pod, in.deadline); !st.ok())
+    return HookDecision::reject(st);
 
   HookDecision decision;
   slots_.withSlot(key, /*create=*/true, [&](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
@@ -197,6 +213,37 @@ absl::Status LifecycleHook::cleanupEarlierSandboxes(const SandboxKey& key, const
                                         ") are not cleaned up yet: ", st.message()));
     }
     if (s->record->removed) forget(*s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LifecycleHook::cleanupOwedOn(const std::vector<DeviceFacts>& devices,
+                                          const SandboxKey& key, const std::string& pod,
+                                          Clock::time_point deadline) {
+  for (const DeviceFacts& d : devices) {
+    // Each sandbox owing d at most once: one that cleaned up no longer owes it.
+    std::set<SandboxKey> tried;
+    for (auto owner = holders_.owedBy(d, key); owner && tried.insert(*owner).second;
+         owner = holders_.owedBy(d, key)) {
+      absl::Status st = absl::OkStatus();
+      const bool known = slots_.withSlot(*owner, /*create=*/false, [&](Slot& o)
+                                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(o.mu) {
+        if (!o.record || o.record->phase != DevicePhase::kCleanupPending) return;
+        DeviceRecord& r = *o.record;
+        log_->info("pod {}: {} is owed its cleanup after pod {}/{}; cleaning up first", pod,
+                   d.describe(), r.pod.namespace_, r.pod.name);
+        if (st = cleanup(r, deadline); !st.ok()) {
+          retryLater(r);
+          st = absl::UnavailableError(cat("pod ", pod, ": ", d.describe(),
+                                          " is not cleaned up yet after pod ", r.pod.namespace_,
+                                          "/", r.pod.name, ", which used it last: ", st.message()));
+          return;
+        }
+        if (r.removed) forget(o);
+      });
+      if (!known) holders_.cleaned(d, *owner);  // forgotten meanwhile: nothing left to clean
+      if (!st.ok()) return st;
+    }
   }
   return absl::OkStatus();
 }
@@ -246,7 +293,13 @@ HookDecision LifecycleHook::initialiseIn(Slot& s, const SandboxKey& key, const s
 absl::Status LifecycleHook::initDevices(Slot& s, Clock::time_point deadline) {
   DeviceRecord& rec = *s.record;
   const std::string pod = cat(rec.pod.namespace_, "/", rec.pod.name);
-  const std::vector<std::string> shared_with = holders_.claim(rec);
+  auto claimed = holders_.claim(rec);
+  if (!claimed.ok()) {
+    return refuseInit(
+        s, cat("pod ", pod, ": devices not initialised: ", claimed.status().message()),
+        absl::StatusCode::kUnavailable, deadline);
+  }
+  const std::vector<std::string>& shared_with = *claimed;
   for (size_t i = 0; i < rec.devices.size(); ++i) {
     const DeviceFacts& d = rec.devices[i];
     const auto& actions = settings_.actionsOf(d.type).init;
@@ -370,6 +423,7 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
       log_->info("pod {}: {} is still used by pod {}; its cleanup is left to the last user", pod,
                  d.describe(), other);
       r.cleaned[i] = true;
+      holders_.cleaned(d, r.key);
       continue;
     }
     if (auto st = cleanupDevice(r, d, deadline); !st.ok()) {
@@ -377,6 +431,7 @@ absl::Status LifecycleHook::cleanup(DeviceRecord& r, Clock::time_point deadline)
       continue;
     }
     r.cleaned[i] = true;
+    holders_.cleaned(d, r.key);
     metrics_.cleanupDone(d.type);
     records_.save(r);
   }

@@ -1,5 +1,6 @@
 // device_holders.h: which sandboxes hold a device shared by several pods,
-// so that its first user initialises it and its last cleans it up.
+// so that its first user initialises it and its last cleans it up; and which
+// owes a device its cleanup, so that no pod gets it before.
 
 #include "hooks/builtin/lifecycle/device_holders.h"
 
@@ -19,6 +20,13 @@ DeviceRecord record(const std::string& name, std::vector<DeviceFacts> devices) {
   return r;
 }
 
+// claim()'s holders; none when it was refused.
+std::vector<std::string> claimed(DeviceHolders& holders, const DeviceRecord& r) {
+  auto c = holders.claim(r);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : std::vector<std::string>{};
+}
+
 const DeviceFacts kGpu0{"gpu", 0, 0, "", "GPU-0", "0000:1a:00.0", "", "nvidia0"};
 const DeviceFacts kGpu1{"gpu", 1, 1, "", "GPU-1", "0000:1b:00.0", "", "nvidia1"};
 
@@ -27,20 +35,20 @@ TEST(DeviceHolders, TheFirstHolderIsAloneEachLaterOneLearnsWhoHoldsItAlready) {
   const DeviceRecord a = record("half-a", {kGpu0});
   const DeviceRecord b = record("half-b", {kGpu0});
   const DeviceRecord c = record("whole-c", {kGpu0, kGpu1});
-  EXPECT_THAT(holders.claim(a), ElementsAre(""));
-  EXPECT_THAT(holders.claim(b), ElementsAre("ml/half-a"));
+  EXPECT_THAT(claimed(holders, a), ElementsAre(""));
+  EXPECT_THAT(claimed(holders, b), ElementsAre("ml/half-a"));
   // Per device, in the record's order: only GPU 0 is held by others.
-  EXPECT_THAT(holders.claim(c), ElementsAre(::testing::AnyOf("ml/half-a", "ml/half-b"), ""));
+  EXPECT_THAT(claimed(holders, c), ElementsAre(::testing::AnyOf("ml/half-a", "ml/half-b"), ""));
   // A sandbox claiming again (an init after an unfinished one) is not its own other.
-  EXPECT_THAT(holders.claim(a), ElementsAre(::testing::AnyOf("ml/half-b", "ml/whole-c")));
+  EXPECT_THAT(claimed(holders, a), ElementsAre(::testing::AnyOf("ml/half-b", "ml/whole-c")));
 }
 
 TEST(DeviceHolders, TheLastHolderIsTheOneThatFindsTheDeviceFree) {
   DeviceHolders holders;
   const DeviceRecord a = record("half-a", {kGpu0});
   const DeviceRecord b = record("half-b", {kGpu0});
-  holders.claim(a);
-  holders.claim(b);
+  claimed(holders, a);
+  claimed(holders, b);
   EXPECT_EQ(holders.heldBy(kGpu0, a.key), "ml/half-b");
   EXPECT_EQ(holders.heldBy(kGpu0, b.key), "ml/half-a");
   holders.release(a);
@@ -50,7 +58,7 @@ TEST(DeviceHolders, TheLastHolderIsTheOneThatFindsTheDeviceFree) {
   EXPECT_EQ(holders.heldBy(kGpu0, a.key), "");
   EXPECT_EQ(holders.heldBy(kGpu1, a.key), "");  // never held
   holders.release(b);                           // twice: nothing to release
-  EXPECT_THAT(holders.claim(b), ElementsAre(""));
+  EXPECT_THAT(claimed(holders, b), ElementsAre(""));
 }
 
 TEST(DeviceHolders, ADeviceIsKnownByItsTypeAndPciAddressOrItsMinorWithoutOne) {
@@ -63,9 +71,62 @@ TEST(DeviceHolders, ADeviceIsKnownByItsTypeAndPciAddressOrItsMinorWithoutOne) {
   DeviceFacts same = kGpu0;
   same.index = 4;
   DeviceHolders holders;
-  holders.claim(record("a", {kGpu0}));
-  EXPECT_THAT(holders.claim(record("b", {same})), ElementsAre("ml/a"));
-  EXPECT_THAT(holders.claim(record("c", {fpga, no_pci})), ElementsAre("", ""));
+  claimed(holders, record("a", {kGpu0}));
+  EXPECT_THAT(claimed(holders, record("b", {same})), ElementsAre("ml/a"));
+  EXPECT_THAT(claimed(holders, record("c", {fpga, no_pci})), ElementsAre("", ""));
+}
+
+// The last holder that lets go of a device it touched owes it its cleanup
+// until that cleanup is done: meanwhile no sandbox can claim it (a reset
+// between tenants is never skipped). A device still shared, untouched or
+// already cleaned up is owed nothing.
+TEST(DeviceHolders, ADeviceLeftUncleanedIsOwedAndGivenToNoOneUntilItsCleanup) {
+  DeviceHolders holders;
+  DeviceRecord a = record("train-a", {kGpu0});
+  a.touched = 1;
+  const DeviceRecord b = record("train-b", {kGpu0, kGpu1});
+  claimed(holders, a);
+  holders.release(a);  // its cleanup not done (yet)
+  EXPECT_EQ(holders.owedBy(kGpu0, b.key), a.key);
+  EXPECT_EQ(holders.owedBy(kGpu0, a.key), std::nullopt) << "not owed to itself";
+  auto refused = holders.claim(b);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("still owes its cleanup after pod ml/train-a"));
+  EXPECT_EQ(holders.heldBy(kGpu1, a.key), "") << "nothing claimed";
+  holders.cleaned(kGpu0, a.key);
+  EXPECT_EQ(holders.owedBy(kGpu0, b.key), std::nullopt);
+  EXPECT_THAT(claimed(holders, b), ElementsAre("", ""));
+
+  // Shared: the one that lets go first owes nothing; the last one does.
+  DeviceRecord c = record("half-c", {kGpu1});
+  c.touched = 1;
+  DeviceHolders shared;
+  DeviceRecord d = record("half-d", {kGpu1});
+  d.touched = 1;
+  claimed(shared, c);
+  claimed(shared, d);
+  shared.release(c);
+  EXPECT_EQ(shared.owedBy(kGpu1, b.key), std::nullopt);
+  shared.release(d);
+  EXPECT_EQ(shared.owedBy(kGpu1, b.key), d.key);
+  // Released again once cleaned up (forgotten): owed no more.
+  d.cleaned = {true};
+  shared.release(d);
+  EXPECT_EQ(shared.owedBy(kGpu1, b.key), std::nullopt);
+
+  // Untouched (an init that stopped before it) or cleaned: nothing owed.
+  DeviceHolders other;
+  DeviceRecord untouched = record("early", {kGpu0});
+  claimed(other, untouched);
+  other.release(untouched);
+  DeviceRecord clean = record("done", {kGpu1});
+  clean.touched = 1;
+  clean.cleaned = {true};
+  claimed(other, clean);
+  other.release(clean);
+  EXPECT_THAT(claimed(other, b), ElementsAre("", ""));
 }
 
 }  // namespace

@@ -594,14 +594,13 @@ TEST_F(LifecycleTest, ReconcilingWhileRunningCleansUpOnlyWhatTheListCanSpeakFor)
   EXPECT_EQ(records(), 1u);  // running-0's
 }
 
-// A sandbox gone without crihookd seeing it (found by reconciling) frees
-// its devices at once, while its cleanup still waits its turn on the one
-// retry thread behind a slow one: a pod given its GPU meanwhile has the GPU
-// initialised, and cleans it up when it stops. (Were the gone pod kept as a
-// holder, the new pod's init would be skipped as "shared with" a pod that no
-// longer exists.) The slow cleanup's pod sorts before the gone one, so the
-// retry thread takes it first.
-TEST_F(LifecycleTest, AGoneSandboxsDevicesAreFreeForTheNextPodsInitBeforeItsCleanupRuns) {
+// A sandbox gone without crihookd seeing it (found by reconciling) owes its
+// devices their cleanup, which waits its turn on the one retry thread
+// behind a slow one. A pod given its GPU meanwhile runs that cleanup first,
+// then its own init: the GPU is reset between the two pods, not skipped as
+// "used by" the next one. The slow cleanup's pod sorts before the gone
+// one, so the retry thread takes it first.
+TEST_F(LifecycleTest, AGoneSandboxsOwedCleanupRunsBeforeTheNextPodsInit) {
   auto hook = make();
   Sandbox slow = sandbox("resetting-0", 0, R"({"gpu":[{"minor":7}]})");
   Sandbox gone = sandbox("train-0", 0, R"({"gpu":[{"minor":0}]})");
@@ -624,14 +623,49 @@ TEST_F(LifecycleTest, AGoneSandboxsDevicesAreFreeForTheNextPodsInitBeforeItsClea
 
   ASSERT_EQ(runPre(*hook, next).kind, HookDecision::Kind::kContinue);
   runPost(*hook, next);
-  EXPECT_THAT(log(), ElementsAre(slow_cleanup + " waits", cat("init gpu 0 ", kGpu0, " train-1")));
+  EXPECT_THAT(log(), ElementsAre(slow_cleanup + " waits", cat("cleanup gpu 0 ", kGpu0, " train-0"),
+                                 cat("init gpu 0 ", kGpu0, " train-1")));
+  EXPECT_EQ(phaseOf(gone), "gone");
   std::ofstream(gate) << "go\n";
-  // The gone pod's turn comes: the GPU is train-1's now, not its to clean up.
   EXPECT_TRUE(waitForPhase(slow, "gone"));
-  EXPECT_TRUE(waitForPhase(gone, "gone"));
   stopOrRemove(*hook, next, LifecycleMethod::kStopPodSandbox);
-  EXPECT_THAT(log(), ElementsAre(slow_cleanup + " waits", cat("init gpu 0 ", kGpu0, " train-1"),
-                                 slow_cleanup, cat("cleanup gpu 0 ", kGpu0, " train-1")));
+  EXPECT_THAT(log(), ElementsAre(slow_cleanup + " waits", cat("cleanup gpu 0 ", kGpu0, " train-0"),
+                                 cat("init gpu 0 ", kGpu0, " train-1"), slow_cleanup,
+                                 cat("cleanup gpu 0 ", kGpu0, " train-1")));
+}
+
+// A GPU whose cleanup failed after its pod stopped is given to no other pod
+// until that cleanup succeeds: the next pod is refused (UNAVAILABLE, naming
+// the device and the pod it waits on), leaving nothing behind, and kubelet's
+// next try, once the cleanup can succeed, runs it and then the pod's init.
+TEST_F(LifecycleTest, AGpuWhoseCleanupFailedGoesToNoPodUntilItSucceeds) {
+  auto hook = make();
+  Sandbox first = sandbox("train-a", 0, R"({"gpu":[{"minor":0}]})");
+  Sandbox second = sandbox("train-b", 0, R"({"gpu":[{"minor":0}]})");
+  ASSERT_EQ(runPre(*hook, first).kind, HookDecision::Kind::kContinue);
+  runPost(*hook, first);
+  failNext("cleanup-gpu-0", 1000);  // the retry thread's tries fail too
+  stopOrRemove(*hook, first, LifecycleMethod::kRemovePodSandbox);
+  EXPECT_EQ(phaseOf(first), "cleanup-pending");
+  clearLog();
+
+  HookDecision d = runPre(*hook, second);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("is not cleaned up yet after pod ml/train-a, which used it last"));
+  EXPECT_EQ(phaseOf(second), "gone") << "a refused pod leaves nothing";
+  for (const std::string& l : log()) EXPECT_THAT(l, ::testing::Not(HasSubstr("init")));
+
+  failNext("cleanup-gpu-0", 0);
+  d = runPre(*hook, second);
+  ASSERT_EQ(d.kind, HookDecision::Kind::kContinue) << d.status;
+  runPost(*hook, second);
+  const std::vector<std::string> l = log();
+  ASSERT_GE(l.size(), 2u);
+  EXPECT_EQ(l[l.size() - 2], cat("cleanup gpu 0 ", kGpu0, " train-a"));
+  EXPECT_EQ(l.back(), cat("init gpu 0 ", kGpu0, " train-b"));
+  EXPECT_EQ(phaseOf(first), "gone");
 }
 
 TEST_F(LifecycleTest, ASandboxTheRuntimeRefusedIsCleanedUpOneThatTimedOutIsKept) {
