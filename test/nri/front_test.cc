@@ -164,9 +164,7 @@ class FrontTest : public ::testing::Test {
   void SetUp() override {
     Front::Options options;
     options.socket_path = runtime_.path();
-    options.has_hooks = [](LifecycleMethod m, Phase p) {
-      return m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
-    };
+    options.has_hooks = [this](LifecycleMethod m, Phase p) { return hooked(m, p); };
     front_ = std::make_unique<Front>(
         hooks_, options,
         std::make_shared<spdlog::logger>(
@@ -184,6 +182,10 @@ class FrontTest : public ::testing::Test {
   void TearDown() override {
     hooks_.open();
     front_->stop();
+  }
+  // Which stages have a hook (asked at Configure).
+  virtual bool hooked(LifecycleMethod m, Phase p) const {
+    return m == LifecycleMethod::kCreateContainer && p == Phase::kPre;
   }
 
   void stateChange(uint32_t stream, api::Event event) {
@@ -286,6 +288,39 @@ TEST_F(FrontTest, AStartedCallWaitingForItsPostStartGoesWithItsContainer) {
   ASSERT_EQ(runtime_.answer().first, 43u);
   EXPECT_TRUE(eventually([&] { return started.expired(); }));
   ASSERT_TRUE(hooks_.waitFor("post RemoveContainer"));
+}
+
+// Hooks on the post stages of CreateContainer and UpdateContainerResources
+// too: those calls wait for NRI's PostCreate and PostUpdate events.
+class FrontPostHooksTest : public FrontTest {
+ protected:
+  bool hooked(LifecycleMethod m, Phase) const override {
+    return m == LifecycleMethod::kCreateContainer ||
+           m == LifecycleMethod::kUpdateContainerResources;
+  }
+};
+
+// A container removed before its PostCreate or PostUpdate came (it failed
+// to start, an update the runtime gave up) takes the waiting calls with it.
+TEST_F(FrontPostHooksTest, CallsWaitingForTheirDoneEventGoWithTheirContainer) {
+  createContainer(51);
+  ASSERT_EQ(runtime_.answer().first, 51u);
+  const std::weak_ptr<InterceptedCall> created = hooks_.lastCall();
+  api::UpdateContainerRequest req;
+  req.mutable_pod()->set_id("pod-1");
+  req.mutable_container()->set_id("ctr-1");
+  req.mutable_container()->set_pod_sandbox_id("pod-1");
+  req.mutable_linux_resources()->mutable_cpu()->set_cpus("0-3");
+  runtime_.call(53, "UpdateContainer", req.SerializeAsString());
+  ASSERT_EQ(runtime_.answer().first, 53u);
+  const std::weak_ptr<InterceptedCall> updated = hooks_.lastCall();
+  ASSERT_FALSE(created.expired()) << "waits for PostCreate";
+  ASSERT_FALSE(updated.expired()) << "waits for PostUpdate";
+  EXPECT_EQ(created.lock()->method, LifecycleMethod::kCreateContainer);
+  EXPECT_EQ(updated.lock()->method, LifecycleMethod::kUpdateContainerResources);
+  stateChange(55, api::REMOVE_CONTAINER);
+  ASSERT_EQ(runtime_.answer().first, 55u);
+  EXPECT_TRUE(eventually([&] { return created.expired() && updated.expired(); }));
 }
 
 // UpdateContainer: what the hooks changed in the resources goes back as an
