@@ -86,28 +86,6 @@ std::string markdownRow(const ConfigKey& k) {
              markdownCell(boundsText(k)), " | ", markdownCell(k.meaning), " |\n");
 }
 
-// Plain text as a man page line: backslashes, hyphens and quotes escaped,
-// `code` in bold.
-std::string manText(std::string_view text) {
-  std::string out;
-  bool code = false;
-  for (char ch : text) {
-    if (ch == '`') {
-      out += code ? "\\fR" : "\\fB";
-      code = !code;
-    } else if (ch == '\\') {
-      out += "\\e";
-    } else if (ch == '-') {
-      out += "\\-";
-    } else if (ch == '"') {
-      out += "\\(dq";
-    } else {
-      out += ch;
-    }
-  }
-  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out = "\\&" + out;
-  return out;
-}
 
 // The first letter in capitals, unless the first word is a name spelt
 // with capitals of its own ("gRPC's").
@@ -140,6 +118,27 @@ std::vector<const ConfigKey*> keysOf(const ConfigSection& s) {
 }
 
 }  // namespace
+
+std::string manText(std::string_view text) {
+  std::string out;
+  bool code = false;
+  for (char ch : text) {
+    if (ch == '`') {
+      out += code ? "\\fR" : "\\fB";
+      code = !code;
+    } else if (ch == '\\') {
+      out += "\\e";
+    } else if (ch == '-') {
+      out += "\\-";
+    } else if (ch == '"') {
+      out += "\\(dq";
+    } else {
+      out += ch;
+    }
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out = "\\&" + out;
+  return out;
+}
 
 std::string configReferenceMarkdown() {
   std::string out(kMarkdownHead);

@@ -23,6 +23,9 @@ inline constexpr std::string_view kManEnd = ".\\\" END KEY REFERENCE";
 std::string configReferenceMarkdown();
 // The man page's key reference: the lines between kManBegin and kManEnd.
 std::string configReferenceMan();
+// Plain text as a man page line: backslashes, hyphens and double quotes
+// escaped, `code` in bold.
+std::string manText(std::string_view text);
 
 // `page` with the lines between kManBegin and kManEnd replaced by `part`.
 // INVALID_ARGUMENT naming `origin` when the markers are missing or out of order.

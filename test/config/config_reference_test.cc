@@ -34,6 +34,14 @@ std::string unifiedDiff(const GeneratedFile& f) {
 
 // A key added, removed or given another default in the table, the page or
 // the man page alone fails here: rewrite them with `ninja -C build config-reference`.
+// What a key's text may hold reaches the man page as roff reads it: a
+// backslash as \e (not the start of an escape), hyphens and double quotes
+// escaped, backticked code in bold.
+TEST(ConfigReference, ManTextEscapesWhatRoffWouldRead) {
+  EXPECT_EQ(manText(R"(a\b "c" `d-e` f)"), R"(a\eb \(dqc\(dq \fBd\-e\fR f)");
+  EXPECT_EQ(manText(R"(\fB)"), R"(\efB)") << "not a font change";
+}
+
 TEST(ConfigReference, TheCommittedFilesAreWhatTheTablePrints) {
   const std::vector<std::string> problems = checkCommittedReference(CRIHOOK_SOURCE_DIR);
   std::string diffs;
