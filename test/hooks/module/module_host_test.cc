@@ -382,6 +382,18 @@ class PidRecordingLauncher final : public confine::DirectLauncher {
   std::vector<pid_t> pids_;
 };
 
+// A reply over 4 MiB from a helper is refused as over the bound, as one
+// from a module in crihookd is: the helper passes one byte more than the
+// bound, never a reply cut to fit.
+TEST(ModuleTest, AHelpersReplyOverTheBoundIsRefusedNotCut) {
+  auto hook = loadIsolatedModuleHook("huge", variant("huge"), "{}", isolation(), logger("hook"));
+  ASSERT_TRUE(hook.ok()) << hook.status();
+  HookDecision d = (*hook)->run(isolatedInput());
+  ASSERT_EQ(d.kind, HookDecision::Kind::kError);
+  EXPECT_THAT(std::string(d.status.message()),
+              HasSubstr("reply of hook huge: 4194305 bytes, more than the 4194304 allowed"));
+}
+
 // An operator reading ps or top tells a module's helper by its name, not by
 // its program's cut to 15 characters ("crihook-module-").
 TEST(ModuleTest, AHelperIsNamedCrihookModule) {
