@@ -135,6 +135,36 @@ TEST(ModuleTest, AStringTableThatEndsTheFileIsRead) {
   EXPECT_EQ(info->abi_version, CRIHOOK_MODULE_ABI_VERSION);
 }
 
+// A symbol table whose string table is named one past the last section: no
+// string table, though the bytes after the section table would read as the
+// real one's header.
+TEST(ModuleTest, AStringTableLinkPastTheLastSectionIsNone) {
+  std::ifstream in(EXAMPLE_MODULE, std::ios::binary);
+  std::string elf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(elf.size(), sizeof(Elf64_Ehdr));
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  auto header = [&](size_t i) { return eh.e_shoff + i * sizeof(Elf64_Shdr); };
+  ASSERT_EQ(header(eh.e_shnum), elf.size()) << "the section table ends the file";
+  size_t at = 0;
+  Elf64_Shdr dynsym{}, strtab{};
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, elf.data() + header(i), sizeof sh);
+    if (sh.sh_type == SHT_DYNSYM) dynsym = sh, at = i;
+  }
+  ASSERT_EQ(dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
+  std::memcpy(&strtab, elf.data() + header(dynsym.sh_link), sizeof strtab);
+  elf.append(reinterpret_cast<const char*>(&strtab), sizeof strtab);
+  dynsym.sh_link = eh.e_shnum;
+  std::memcpy(elf.data() + header(at), &dynsym, sizeof dynsym);
+  TempDir dir;
+  std::ofstream(dir.file("past.so"), std::ios::binary) << elf;
+  auto info = readModuleInfo(dir.file("past.so"));
+  ASSERT_FALSE(info.ok());
+  EXPECT_THAT(std::string(info.status().message()), HasSubstr("no dynamic string table"));
+}
+
 TEST(ModuleTest, FailingSlowAndGarbageModulesAreHookFailures) {
   HookChain chain(logger("hook"));
   auto fail = loadModuleHook("fails", variant("fail"), "{}");
