@@ -109,21 +109,42 @@ TEST(ModuleTest, MissingSymbolsAndNonModulesAreRefused) {
 // The module's dynamic string table may be the file's last bytes: a linker
 // is free to put it there. Made so by copying it to the end of the example
 // module and pointing its section header there.
-TEST(ModuleTest, AStringTableThatEndsTheFileIsRead) {
-  std::ifstream in(EXAMPLE_MODULE, std::ios::binary);
-  std::string elf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_GT(elf.size(), sizeof(Elf64_Ehdr));
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, elf.data(), sizeof eh);
-  auto header = [&](size_t i) { return eh.e_shoff + i * sizeof(Elf64_Shdr); };
-  Elf64_Shdr dynsym{}, strtab{};
-  for (size_t i = 0; i < eh.e_shnum; ++i) {
+// The example module's bytes, its ELF header and its dynamic symbol
+// table's section header (at index `dynsym_at`).
+struct ExampleElf {
+  std::string elf;
+  Elf64_Ehdr eh{};
+  Elf64_Shdr dynsym{};
+  size_t dynsym_at = 0;
+  size_t header(size_t i) const { return eh.e_shoff + i * sizeof(Elf64_Shdr); }
+  Elf64_Shdr section(size_t i) const {
     Elf64_Shdr sh;
     std::memcpy(&sh, elf.data() + header(i), sizeof sh);
-    if (sh.sh_type == SHT_DYNSYM) dynsym = sh;
+    return sh;
   }
-  ASSERT_EQ(dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
-  std::memcpy(&strtab, elf.data() + header(dynsym.sh_link), sizeof strtab);
+};
+
+ExampleElf exampleElf() {
+  ExampleElf x;
+  std::ifstream in(EXAMPLE_MODULE, std::ios::binary);
+  x.elf.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  EXPECT_GT(x.elf.size(), sizeof(Elf64_Ehdr));
+  if (x.elf.size() < sizeof(Elf64_Ehdr)) return x;
+  std::memcpy(&x.eh, x.elf.data(), sizeof x.eh);
+  for (size_t i = 0; i < x.eh.e_shnum; ++i) {
+    if (x.section(i).sh_type == SHT_DYNSYM) x.dynsym = x.section(i), x.dynsym_at = i;
+  }
+  EXPECT_EQ(x.dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
+  return x;
+}
+
+TEST(ModuleTest, AStringTableThatEndsTheFileIsRead) {
+  ExampleElf x = exampleElf();
+  ASSERT_EQ(x.dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
+  std::string& elf = x.elf;
+  auto header = [&](size_t i) { return x.header(i); };
+  const Elf64_Shdr& dynsym = x.dynsym;
+  Elf64_Shdr strtab = x.section(dynsym.sh_link);
   const std::string names = elf.substr(strtab.sh_offset, strtab.sh_size);
   strtab.sh_offset = elf.size();
   elf += names;
@@ -139,25 +160,15 @@ TEST(ModuleTest, AStringTableThatEndsTheFileIsRead) {
 // string table, though the bytes after the section table would read as the
 // real one's header.
 TEST(ModuleTest, AStringTableLinkPastTheLastSectionIsNone) {
-  std::ifstream in(EXAMPLE_MODULE, std::ios::binary);
-  std::string elf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_GT(elf.size(), sizeof(Elf64_Ehdr));
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, elf.data(), sizeof eh);
-  auto header = [&](size_t i) { return eh.e_shoff + i * sizeof(Elf64_Shdr); };
-  ASSERT_EQ(header(eh.e_shnum), elf.size()) << "the section table ends the file";
-  size_t at = 0;
-  Elf64_Shdr dynsym{}, strtab{};
-  for (size_t i = 0; i < eh.e_shnum; ++i) {
-    Elf64_Shdr sh;
-    std::memcpy(&sh, elf.data() + header(i), sizeof sh);
-    if (sh.sh_type == SHT_DYNSYM) dynsym = sh, at = i;
-  }
-  ASSERT_EQ(dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
-  std::memcpy(&strtab, elf.data() + header(dynsym.sh_link), sizeof strtab);
+  ExampleElf x = exampleElf();
+  ASSERT_EQ(x.dynsym.sh_type, static_cast<uint32_t>(SHT_DYNSYM));
+  std::string& elf = x.elf;
+  ASSERT_EQ(x.header(x.eh.e_shnum), elf.size()) << "the section table ends the file";
+  const Elf64_Shdr strtab = x.section(x.dynsym.sh_link);
   elf.append(reinterpret_cast<const char*>(&strtab), sizeof strtab);
-  dynsym.sh_link = eh.e_shnum;
-  std::memcpy(elf.data() + header(at), &dynsym, sizeof dynsym);
+  Elf64_Shdr dynsym = x.dynsym;
+  dynsym.sh_link = x.eh.e_shnum;
+  std::memcpy(elf.data() + x.header(x.dynsym_at), &dynsym, sizeof dynsym);
   TempDir dir;
   std::ofstream(dir.file("past.so"), std::ios::binary) << elf;
   auto info = readModuleInfo(dir.file("past.so"));
