@@ -34,6 +34,13 @@ using Acceptor = asio::basic_socket_acceptor<Generic>;
 
 namespace {
 
+// Backing off accept() after it failed (out of descriptors or kernel memory,
+// most often): the pending connection stays in the backlog, the listener
+// stays readable and accepting again at once fails again at once, a core
+// spun for as long as the shortage lasts. As crihookd's CRI listener does.
+constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
+constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
+
 std::string_view reasonPhrase(int status) {
   switch (status) {
     case 200:
@@ -91,6 +98,12 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   std::atomic<size_t> open{0};
   std::atomic<bool> stopped{false};
   uint64_t accepted = 0;  // loop thread only
+  // accept()'s failures: the wait before the next try, how many in a row
+  // (loop thread only), and in all (read by tests).
+  asio::steady_timer accept_timer{loop};
+  std::chrono::milliseconds accept_backoff{0};
+  uint64_t accept_failures_in_a_row = 0;
+  std::atomic<uint64_t> accept_failures{0};
 
   // Handlers capture `this`: they run only inside loop.run(), on the thread
   // that holds the Impl, and are destroyed with the loop, never run later.
@@ -101,8 +114,26 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
   void accept() {
     acceptor->async_accept([this](const boost::system::error_code& ec, Generic::socket socket) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
-      if (!ec) serve(std::move(socket));
-      accept();
+      if (!ec) {
+        if (accept_failures_in_a_row > 0) {
+          log->info("metrics endpoint: accepting again after {} failed accept(s)",
+                    accept_failures_in_a_row);
+        }
+        accept_failures_in_a_row = 0;
+        accept_backoff = std::chrono::milliseconds(0);
+        serve(std::move(socket));
+        return accept();
+      }
+      ++accept_failures;
+      accept_backoff = std::clamp(accept_backoff * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+      if (accept_failures_in_a_row++ == 0) {
+        log->warn("metrics endpoint: accept: {}; retrying after {}ms, backing off up to {}ms",
+                  ec.message(), accept_backoff.count(), kAcceptBackoffMax.count());
+      }
+      accept_timer.expires_after(accept_backoff);
+      accept_timer.async_wait([this](const boost::system::error_code& e) {
+        if (!e) accept();
+      });
     });
   }
 
@@ -248,6 +279,8 @@ HttpEndpoint::HttpEndpoint(HttpEndpointOptions options, Handler handler,
 HttpEndpoint::~HttpEndpoint() { stop(); }
 
 size_t HttpEndpoint::connections() const { return impl_->open.load(); }
+
+uint64_t HttpEndpoint::acceptFailures() const { return impl_->accept_failures.load(); }
 
 absl::Status HttpEndpoint::start() {
   Impl& i = *impl_;

@@ -86,6 +86,9 @@ class HttpEndpoint {
   uint16_t port() const { return port_; }
   // Connections open now (for tests).
   size_t connections() const;
+  // How many times accept() failed (for tests). After a failure the next
+  // try waits, 10 ms doubling up to 1 s, until one succeeds.
+  uint64_t acceptFailures() const;
 
   struct Impl;
 

@@ -3,6 +3,7 @@
 
 #include "confine/spawner.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -196,6 +197,37 @@ TEST(SpawnerTest, HoldsNoneOfItsParentsDescriptors) {
   }
   EXPECT_EQ(above_stdio.size(), 1u) << "more than its socket: " << above_stdio.size();
   std::remove(lock);
+}
+
+// Whatever number its socket has: at 4, the one descriptor below it (3,
+// the parent's file here) is closed as well as those above.
+TEST(SpawnerTest, HoldsNoneOfItsParentsDescriptorsBelowItsSocket) {
+  char file[] = "/tmp/spawner-held-XXXXXX";
+  const int held = ::mkstemp(file);
+  ASSERT_GE(held, 0);
+  int sock[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int high = ::fcntl(sock[1], F_DUPFD, 10);
+    if (high < 0 || ::dup2(held, 3) != 3 || ::dup2(high, 4) != 4) ::_exit(1);
+    spawnerMain(4, SpawnerOptions{});
+    ::_exit(0);
+  }
+  ::close(sock[1]);
+  ::close(held);
+  std::remove(file);
+  char hello[64];
+  ASSERT_EQ(::recv(sock[0], hello, sizeof(hello), 0), 1) << "ready";
+  std::vector<std::string> above_stdio;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    if (std::stoi(e.path().filename().string()) > 2) above_stdio.push_back(e.path().filename());
+  }
+  ::close(sock[0]);  // EOF: the spawner exits
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_THAT(above_stdio, ::testing::ElementsAre("4")) << "its socket only";
 }
 
 TEST(SpawnerTest, AProgramThatCannotRunIsNamed) {

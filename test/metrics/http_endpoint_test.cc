@@ -5,11 +5,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -266,6 +270,56 @@ TEST_F(EndpointTest, ALiveSocketIsNotTakenOver) {
   absl::Status s = second.start();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr(dir_.file("metrics.sock")));
+}
+
+// Out of descriptors, accept() fails at once for as long as the connection
+// waits in the backlog: the endpoint tries again 10 ms later, then 20, 40 ...
+// (not at once, spinning its thread), and serves the connection once
+// descriptors are free again.
+TEST_F(EndpointTest, AFailingAcceptIsRetriedAfterABackoffNotAtOnce) {
+  start();
+  const int client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(client, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = dir_.file("metrics.sock");
+  ASSERT_LT(path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  // The lowest free descriptor becomes the limit: no new one can be made.
+  struct Limit {
+    rlimit saved{};
+    Limit() {
+      ::getrlimit(RLIMIT_NOFILE, &saved);
+      const int lowest_free = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      ::close(lowest_free);
+      rlimit low = saved;
+      low.rlim_cur = static_cast<rlim_t>(lowest_free);
+      ::setrlimit(RLIMIT_NOFILE, &low);
+    }
+    ~Limit() { ::setrlimit(RLIMIT_NOFILE, &saved); }
+  };
+  uint64_t failures = 0;
+  std::chrono::steady_clock::duration elapsed{};
+  {
+    Limit limit;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+        << strerror(errno);
+    ASSERT_TRUE(eventually([&] { return endpoint_->acceptFailures() >= 3; }));
+    failures = endpoint_->acceptFailures();
+    elapsed = std::chrono::steady_clock::now() - t0;
+  }
+  // Failure k comes at least 10 * (2^(k-1) - 1) ms after the first.
+  const double ms = std::chrono::duration<double, std::milli>(elapsed).count();
+  EXPECT_LE(static_cast<double>(failures), 1 + std::log2(ms / 10 + 1))
+      << failures << " failed accepts in " << ms << "ms";
+  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(::send(client, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string out;
+  EXPECT_TRUE(readUntilClosed(client, out, 5s));
+  ::close(client);
+  EXPECT_THAT(out, StartsWith("HTTP/1.1 200 OK")) << "served once descriptors are free";
 }
 
 TEST(EndpointTcpTest, ServesOnLoopback) {

@@ -151,6 +151,31 @@ TEST_F(PluginConnectionTest, RegistersThenAnswersTheRuntimesCalls) {
   EXPECT_TRUE(failed.payload().empty());
 }
 
+// Responses to nothing crihookd asked are dropped: one on a stream it never
+// opened is not its registration's answer, and a second answer to the
+// registration changes nothing; the connection goes on serving.
+TEST_F(PluginConnectionTest, ResponsesToNothingCrihookdAskedAreDropped) {
+  auto registered = start();
+  const Message reg = next();
+  ::ttrpc::Response refusal;
+  refusal.mutable_status()->set_code(static_cast<int>(absl::StatusCode::kPermissionDenied));
+  refusal.mutable_status()->set_message("not an answer to crihookd");
+  sendToPlugin({kRuntimeServiceConn, reg.stream + 6, 2, 0, refusal.SerializeAsString()});
+  sendToPlugin({kRuntimeServiceConn, reg.stream, 2, 0, ::ttrpc::Response().SerializeAsString()});
+  ASSERT_EQ(registered.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(registered.get().ok()) << "the answer on the registration's stream decides";
+
+  sendToPlugin({kRuntimeServiceConn, reg.stream, 2, 0, refusal.SerializeAsString()});
+  sendToPlugin({kRuntimeServiceConn, reg.stream + 8, 2, 0, refusal.SerializeAsString()});
+  call(1, "Configure", "");
+  ASSERT_TRUE(waitForCalls(1));
+  callAt(0).reply(absl::OkStatus(), "configured");
+  auto [stream, got] = answer();
+  EXPECT_EQ(stream, 1u);
+  EXPECT_EQ(got.payload(), "configured");
+  EXPECT_EQ(closed_.get_future().wait_for(0s), std::future_status::timeout) << "still open";
+}
+
 TEST_F(PluginConnectionTest, ARefusedRegistrationIsNamedAndEndsTheConnection) {
   auto registered = start();
   answerRegistration(absl::InvalidArgumentError("invalid plugin index"));

@@ -799,6 +799,25 @@ TEST_F(TransparentWireTest, ADoneConnectionWaitsForKubeletToCloseIt) {
   EXPECT_TRUE(conn_.expired()) << "kubelet closed; so does crihookd";
 }
 
+// kubelet gone with bytes it never read: its end resets the connection, and
+// crihookd's read fails with ECONNRESET instead of finding the end of the
+// stream. The connection ends all the same, and the runtime's with it.
+TEST_F(TransparentWireTest, AKubeletThatResetsItsConnectionEndsTheRuntimesToo) {
+  sendVersionCall();
+  std::string reply;
+  relay::h2::appendHeaderBlock(reply, 1, replyHeaders(), false, 16384);
+  ASSERT_EQ(::send(runtime_, reply.data(), reply.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(reply.size()));
+  for (int i = 0; i < 100 && loop_->poll() > 0; ++i) {
+  }
+  ASSERT_GT(unread(kubelet_), 0u) << "the reply waits in kubelet's socket";
+  ::close(kubelet_);
+  kubelet_ = -1;
+  settle();
+  EXPECT_TRUE(conn_.expired()) << "crihookd still holds the connection kubelet reset";
+  EXPECT_TRUE(runtime_eof_) << "the runtime's connection is closed too";
+}
+
 TEST_F(TransparentWireTest, AKubeletThatDoesNotCloseADoneConnectionIsClosedAfterALinger) {
   std::string settings;
   relay::h2::appendSettings(settings, {});

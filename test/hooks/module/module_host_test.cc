@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -116,11 +117,21 @@ std::string helperPid(const absl::Status& status) {
   return m.substr(at + 5, m.find(')', at) - at - 5);
 }
 
+// The state letter of process `pid` (/proc/PID/stat: R, S, Z ...); NUL when
+// there is no such process.
+char processState(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t name_end = stat.rfind(") ");
+  return name_end == std::string::npos || name_end + 2 >= stat.size() ? '\0' : stat[name_end + 2];
+}
+
 TEST(ModuleTest, AHungModuleOutOfProcessIsCutAtItsDeadlineAndReplaced) {
   auto hook = loadIsolatedModuleHook("hang", variant("hang"), "{}", isolation(), logger("hook"));
   ASSERT_TRUE(hook.ok()) << hook.status();
   const size_t threads = threadCount();
   std::set<std::string> helpers;
+  std::string first;
   for (int i = 0; i < 3; ++i) {
     // Every call is cut at its deadline. One that finds the replacement
     // still starting (a start can take longer than 50 ms on a loaded
@@ -139,10 +150,18 @@ TEST(ModuleTest, AHungModuleOutOfProcessIsCutAtItsDeadlineAndReplaced) {
     EXPECT_THAT(std::string(d.status.message()),
                 HasSubstr("did not answer in time; it is replaced"));
     helpers.insert(helperPid(d.status));
+    if (i == 0) first = helperPid(d.status);
   }
   EXPECT_EQ(helpers.size(), 3u) << "a new helper each time";
   // (Fewer, not more: other tests' abandoned workers may end meanwhile.)
   EXPECT_LE(threadCount(), threads) << "no thread of crihookd's waits on a hung helper";
+  // A cut helper ends a grace after its call (its watchdog), while its
+  // replacements run: it was still running when the next one started. The
+  // next start reaps it (crihookd started it), so no zombie is left.
+  ASSERT_TRUE(eventually([&] { return processState(first) == 'Z'; }, 10s))
+      << "helper " << first << " ended, unreaped";
+  (void)(*hook)->run(isolatedInput(50ms));  // a start, which reaps what ended first
+  EXPECT_EQ(processState(first), '\0') << "helper " << first << " is left a zombie";
 }
 
 // Starts helpers behind a relay the test steers, so that events, not time,
