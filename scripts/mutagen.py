@@ -373,7 +373,8 @@ def cmd_coverage(args):
                         runs = per.setdefault(str(ln["line_number"]), [])
                         if ln["count"] > 0 and name not in runs:
                             runs.append(name)
-    data = {"files": {src: {"sha1": file_digest(src), "lines": per} for src, per in lines.items()
+    data = {"tests": sorted(tests),
+            "files": {src: {"sha1": file_digest(src), "lines": per} for src, per in lines.items()
                       if (ROOT / src).exists()}}
     target = cov / "mutagen-coverage.json"
     target.write_text(json.dumps(data))
@@ -401,7 +402,17 @@ def tests_running(m, cov_data, linked):
     runs = f["lines"].get(str(m["line"]))
     if runs is None:
         return linked  # no code of its own on the line (a declaration, a brace)
-    return [n for n in linked if n in runs] or None
+    # Tests newer than the coverage data: every one that links the file.
+    return [n for n in linked if n in runs or n not in known_tests(cov_data)] or None
+
+
+def known_tests(cov_data):
+    """The tests the coverage data was made with (older data: those it names)."""
+    if "known" not in cov_data:
+        cov_data["known"] = set(cov_data.get("tests") or
+                                {n for f in cov_data["files"].values() for runs in f["lines"].values()
+                                 for n in runs})
+    return cov_data["known"]
 
 
 # --- running -------------------------------------------------------------------
