@@ -1,8 +1,10 @@
 #include "base/growing_pool.h"
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
+#include "base/logging.h"
 #include "base/thread_name.h"
 
 namespace crihook {
@@ -12,8 +14,14 @@ struct GrowingPool::Worker {
   bool ended = false;  // its loop returned: join() will not block (guarded by the pool's mu_)
 };
 
-GrowingPool::GrowingPool(std::string name, size_t max_threads, std::chrono::milliseconds idle)
-    : name_(std::move(name)), max_threads_(std::max<size_t>(max_threads, 1)), idle_(idle) {}
+GrowingPool::GrowingPool(std::string name, size_t max_threads, std::chrono::milliseconds idle,
+                         ThreadStarter start)
+    : name_(std::move(name)),
+      max_threads_(std::max<size_t>(max_threads, 1)),
+      idle_(idle),
+      start_(start ? std::move(start) : [](const std::string& n, std::function<void()> fn) {
+        return namedThread(n, std::move(fn));
+      }) {}
 
 GrowingPool::~GrowingPool() {
   std::list<std::unique_ptr<Worker>> workers;
@@ -37,9 +45,23 @@ void GrowingPool::post(std::function<void()> task) {
   }
   auto worker = std::make_unique<Worker>();
   Worker* self = worker.get();
-  ++running_;
   // The thread reads nothing of `self` before it takes mu_, which this holds.
-  worker->thread = namedThread(name_, [this, self] { run(self); });
+  try {
+    worker->thread = start_(name_, [this, self] { run(self); });
+  } catch (const std::system_error& e) {
+    ++start_failures_;
+    if (!failing_) {
+      logger("crihookd")->error(
+          "cannot start a {} thread: {}; {} task(s) wait for a running one ({} run) or the next "
+          "start",
+          name_, e.what(), tasks_.size(), running_);
+    }
+    failing_ = true;
+    return;
+  }
+  if (failing_) logger("crihookd")->info("{} threads start again", name_);
+  failing_ = false;
+  ++running_;
   workers_.push_back(std::move(worker));
 }
 
@@ -84,6 +106,11 @@ size_t GrowingPool::threads() const {
 size_t GrowingPool::idle() const {
   MutexLock lock(mu_);
   return idle_count_;
+}
+
+uint64_t GrowingPool::startFailures() const {
+  MutexLock lock(mu_);
+  return start_failures_;
 }
 
 size_t GrowingPool::queued() const {

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <future>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "base/mutex.h"
@@ -103,6 +105,38 @@ TEST(GrowingPool, DestructionRunsEveryPostedTask) {
     gate.letGo();
   }
   EXPECT_EQ(ran, 10);
+}
+
+// A thread the system will not give (std::thread throws, as it does at a
+// task limit) leaves the task queued, not thrown at the caller: a running
+// worker takes it, or the thread the next post() starts.
+TEST(GrowingPool, ATaskNoThreadCanBeStartedForWaitsForTheNextOne) {
+  std::atomic<bool> refuse{true};
+  std::atomic<int> starts{0};
+  GrowingPool pool("test-pool", 4, 30s, [&](const std::string&, std::function<void()> fn) {
+    if (refuse) throw std::system_error(EAGAIN, std::generic_category(), "thread");
+    starts++;
+    return std::thread(std::move(fn));
+  });
+  std::atomic<int> ran{0};
+  pool.post([&ran] { ran++; });
+  EXPECT_EQ(pool.startFailures(), 1u);
+  EXPECT_EQ(pool.threads(), 0u) << "no thread counted that never started";
+  EXPECT_EQ(pool.queued(), 1u);
+
+  // One worker running, busy: a task whose thread fails waits for it.
+  refuse = false;
+  Gate gate;
+  pool.post(gate.task());
+  ASSERT_TRUE(eventually([&] { return gate.in == 1 && ran == 1; }))
+      << "the next start took the queued task first";
+  refuse = true;
+  pool.post([&ran] { ran++; });
+  EXPECT_EQ(pool.startFailures(), 2u);
+  EXPECT_EQ(pool.threads(), 1u);
+  gate.letGo();
+  EXPECT_TRUE(eventually([&] { return ran == 2; })) << "the running worker took it";
+  EXPECT_EQ(starts, 1);
 }
 
 }  // namespace
