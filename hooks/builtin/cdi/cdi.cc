@@ -241,41 +241,65 @@ CdiRegistry::CdiRegistry(std::vector<std::string> dirs, Env& env)
 
 void CdiRegistry::refreshLocked() {
   namespace fs = std::filesystem;
-  std::vector<std::string> order;
+  std::vector<std::string> order, unread;
   std::map<std::string, Spec> next;
+  size_t bytes = 0;  // of the specs read, every directory's
   for (const std::string& dir : dirs_) {
     // A missing or unreadable directory has no specs (CDI's own rule).
-    auto entries = env_->listDirectory(dir);
-    if (!entries.ok()) continue;
-    for (const DirEntry& e : *entries) {  // sorted by name
+    auto listed = env_->listDirectoryFirst(dir, kMaxCdiDirEntries);
+    if (!listed.ok()) continue;
+    if (listed->total > listed->entries.size()) {
+      unread.push_back(cat(dir, ": ", listed->total, " entries; only the first ",
+                           kMaxCdiDirEntries, " by name are looked at"));
+    }
+    size_t files = 0;
+    for (const DirEntry& e : listed->entries) {  // sorted by name
       const std::string ext = fs::path(e.name).extension().string();
       if (ext != ".json" && ext != ".yaml" && ext != ".yml") continue;
       if (e.mtime_ns < 0) continue;  // gone, or a dangling link
       const std::string f = (fs::path(dir) / e.name).string();
+      if (++files > kMaxCdiSpecFiles) {
+        unread.push_back(cat(dir, ": more than ", kMaxCdiSpecFiles, " spec files; ", quote(e.name, 200),
+                             " and the ones after it by name are not read"));
+        break;
+      }
       const int64_t mtime = e.mtime_ns;
-      order.push_back(f);
-      if (auto old = specs_.find(f); old != specs_.end() && old->second.mtime_ns == mtime) {
-        next[f] = std::move(old->second);
-        continue;
-      }
       Spec spec;
-      spec.mtime_ns = mtime;
-      // A spec dir may hold links to specs kept elsewhere; what they lead to
-      // must be a regular file (a FIFO would hang every CDI call).
-      auto text = env_->readFile(f, kMaxCdiSpecBytes, FileLinks::kFollow);
-      const bool yaml = ext != ".json";
-      absl::Status s = text.ok()
-                           ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices, &spec.global)
-                           : absl::InvalidArgumentError(cat(f, ": ", sv(text.status().message())));
-      if (!s.ok()) {
-        spec.error = std::string(s.message());
-        spec.devices.clear();
+      if (auto old = specs_.find(f); old != specs_.end() && old->second.mtime_ns == mtime) {
+        spec = std::move(old->second);
+      } else {
+        spec.mtime_ns = mtime;
+        // A spec dir may hold links to specs kept elsewhere; what they lead
+        // to must be a regular file (a FIFO would hang every CDI call).
+        auto text = env_->readFile(f, kMaxCdiSpecBytes, FileLinks::kFollow);
+        if (text.ok()) spec.bytes = text->size();
+        const bool yaml = ext != ".json";
+        absl::Status s = text.ok() ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices,
+                                                  &spec.global)
+                                   : absl::InvalidArgumentError(
+                                         cat(f, ": ", sv(text.status().message())));
+        if (!s.ok()) {
+          spec.error = std::string(s.message());
+          spec.devices.clear();
+        }
       }
+      if (bytes + spec.bytes > kMaxCdiSpecsBytes) {
+        unread.push_back(cat(quote(f, 300), ": the specs before it hold ", bytes, " bytes; with its ",
+                             spec.bytes, " they would pass ", kMaxCdiSpecsBytes,
+                             ": it and the specs after it are not used"));
+        specs_ = std::move(next);
+        order_ = std::move(order);
+        unread_ = std::move(unread);
+        return;
+      }
+      bytes += spec.bytes;
+      order.push_back(f);
       next[f] = std::move(spec);
     }
   }
   specs_ = std::move(next);
   order_ = std::move(order);
+  unread_ = std::move(unread);
 }
 
 std::vector<absl::StatusOr<CdiEdits>> CdiRegistry::resolve(const std::vector<std::string>& names,
@@ -286,6 +310,7 @@ std::vector<absl::StatusOr<CdiEdits>> CdiRegistry::resolve(const std::vector<std
     for (const std::string& path : order_) {
       if (!specs_.at(path).error.empty()) errors->push_back(specs_.at(path).error);
     }
+    errors->insert(errors->end(), unread_.begin(), unread_.end());
   }
   std::vector<absl::StatusOr<CdiEdits>> out;
   for (const std::string& name : names) {

@@ -34,6 +34,15 @@ namespace crihook {
 
 inline constexpr std::string_view kCdiUnsupportedAnnotation = "crihook.io/cdi-unsupported";
 
+// What the spec directories may hold, read at each call that needs them:
+// entries looked at per directory (the first by name), spec files read per
+// directory, and the bytes of every spec read together (each at most
+// kMaxCdiSpecBytes). A node's vendors write a few specs of kilobytes; what
+// lies past a bound is named among the call's errors, not read.
+inline constexpr size_t kMaxCdiDirEntries = 1024;
+inline constexpr size_t kMaxCdiSpecFiles = 64;
+inline constexpr size_t kMaxCdiSpecsBytes = 16u << 20;
+
 // What one CDI device (with its spec's global edits) adds to a container.
 struct CdiEdits {
   Adjustment adjustment;
@@ -49,13 +58,15 @@ class CdiRegistry {
 
   // Edits for each fully qualified device name, in order (the spec files
   // checked once for all of them); NOT_FOUND for a name no spec defines.
-  // `errors` gets a line per spec file that could not be used.
+  // `errors` gets a line per spec file that could not be used, and one per
+  // bound that left files unread.
   std::vector<absl::StatusOr<CdiEdits>> resolve(const std::vector<std::string>& names,
                                                 std::vector<std::string>* errors);
 
  private:
   struct Spec {
     int64_t mtime_ns = 0;
+    size_t bytes = 0;  // of its text
     std::string kind;  // vendor.com/class
     std::map<std::string, CdiEdits> devices;
     CdiEdits global;
@@ -68,6 +79,7 @@ class CdiRegistry {
   Mutex mu_;
   std::map<std::string, Spec> specs_ ABSL_GUARDED_BY(mu_);  // by path
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);     // paths, lowest priority first
+  std::vector<std::string> unread_ ABSL_GUARDED_BY(mu_);    // what a bound left unread
 };
 
 // Parses one spec's text (JSON, or YAML when `yaml`). Errors name the file

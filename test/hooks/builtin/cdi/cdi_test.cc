@@ -228,6 +228,52 @@ TEST_F(CdiTest, DeepOrHugeSpecsAreRefusedNamingTheFile) {
                   dir_.file("run/zero.json") + ": a character device, not a regular file"));
 }
 
+// A spec of kind vendor.com/b defining device `name`, `bytes` long at least.
+std::string paddedSpec(const std::string& name, size_t bytes = 0) {
+  std::string spec = R"({"cdiVersion":"0.6.0","kind":"vendor.com/b","devices":[{"name":")" + name +
+                     R"(","containerEdits":{"env":["PAD=)";
+  return spec + std::string(bytes > spec.size() + 8 ? bytes - spec.size() - 8 : 1, 'x') +
+         R"("]}}]})";
+}
+
+// A directory of many entries costs the first 1024 by name; at most 64
+// specs of a directory and 16 MiB of specs in all are read; what a bound
+// leaves out is named among the errors.
+TEST_F(CdiTest, WhatTheDirectoriesMayHoldIsBoundedAndWhatIsLeftUnreadNamed) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir_.file("many"));
+  for (int i = 0; i < 1030; ++i) std::ofstream(dir_.file("many/a" + std::to_string(1000 + i)));
+  std::ofstream(dir_.file("many/z.json")) << paddedSpec("late");
+  fs::create_directories(dir_.file("specs"));
+  for (int i = 0; i < 65; ++i)
+    std::ofstream(dir_.file("specs/s" + std::to_string(100 + i) + ".json")) << paddedSpec(cat(i));
+  CdiRegistry r({dir_.file("many"), dir_.file("specs")});
+  std::vector<std::string> errors;
+  auto got = r.resolve({"vendor.com/b=late", "vendor.com/b=63", "vendor.com/b=64"}, &errors);
+  EXPECT_EQ(got[0].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(got[1].ok()) << got[1].status();
+  EXPECT_EQ(got[2].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(errors,
+              ElementsAre(dir_.file("many") + ": 1031 entries; only the first 1024 by name are looked at",
+                          dir_.file("specs") + ": more than 64 spec files; \"s164.json\" and the ones "
+                                               "after it by name are not read"));
+
+  fs::create_directories(dir_.file("big"));
+  const size_t each = kMaxCdiSpecBytes - 1000;
+  const size_t fit = kMaxCdiSpecsBytes / each;
+  for (size_t i = 0; i <= fit; ++i)
+    std::ofstream(dir_.file("big/b" + std::to_string(100 + i) + ".json")) << paddedSpec(cat(i), each);
+  CdiRegistry big({dir_.file("big")});
+  errors.clear();
+  got = big.resolve({cat("vendor.com/b=", fit - 1), cat("vendor.com/b=", fit)}, &errors);
+  EXPECT_TRUE(got[0].ok()) << got[0].status();
+  EXPECT_EQ(got[1].status().code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr(dir_.file("big/b" + std::to_string(100 + fit) + ".json") +
+                                   "\": the specs before it hold"));
+  EXPECT_THAT(errors[0], HasSubstr("they would pass 16777216: it and the specs after it are not used"));
+}
+
 // A FIFO among the specs hung every CDI call (and its thread) for good.
 TEST_F(CdiTest, AFifoSpecIsNamedAndTheCallReturnsPromptly) {
   ASSERT_EQ(::mkfifo(dir_.file("run/fifo.yaml").c_str(), 0600), 0);
