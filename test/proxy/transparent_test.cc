@@ -23,9 +23,11 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "cri-api/runtime_v1.pb.h"
@@ -843,6 +845,31 @@ class TransparentRuntimeOnFd0Test : public TransparentWireTest {
  protected:
   void SetUp() override { open(false, true); }
 };
+
+// The same for the connection an intercepted call opens to the runtime: the
+// socket it gets may be descriptor 0, and the call goes out on it.
+TEST_F(TransparentWireTest, AnInterceptedCallsRuntimeConnectionOnDescriptor0IsMade) {
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(ctx_.backend_path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, ctx_.backend_path.data(), ctx_.backend_path.size());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  saved_stdin_ = ::dup(0);  // put back as descriptor 0 at TearDown
+  ASSERT_GE(saved_stdin_, 0);
+  ::close(0);
+  std::string settings, body;
+  relay::h2::appendSettings(settings, {});
+  relay::h2::appendData(body, 1, grpcFrame(""), true, 16384);
+  send(kubelet_,
+       settings + requestHeaders(1, "/runtime.v1.RuntimeService/StopContainer", false) + body);
+  const int runtime = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  EXPECT_GE(runtime, 0) << "no connection reached the runtime: " << std::strerror(errno);
+  if (runtime >= 0) ::close(runtime);
+  ::close(listener);
+}
 
 TEST_F(TransparentRuntimeOnFd0Test, KubeletsCallsAreRelayedToTheRuntime) {
   using relay::h2::FrameType;
