@@ -46,6 +46,17 @@ TEST(NriBudget, EveryStageIsRunByExactlyOneEvent) {
   }
 }
 
+// Events tied for the longest: the first in the pod's life is named (one
+// message whatever the order the chain lists its hooks in).
+TEST(NriBudget, OfEventsTiedForTheLongestTheFirstInThePodsLifeIsNamed) {
+  Chain c;
+  c.hooks[{M::kStopContainer, Phase::kPre}] = {{"drain", 3s}};
+  c.hooks[{M::kCreateContainer, Phase::kPre}] = {{"gpu", 3s}};
+  c.hooks[{M::kRemovePodSandbox, Phase::kPost}] = {{"reset", 3s}};
+  auto s = checkBudget(c.fn(), 2s, 100ms);
+  EXPECT_THAT(message(s), HasSubstr("NRI event CreateContainer runs hooks for up to 3s: gpu"));
+}
+
 TEST(NriBudget, HooksThatFitUnderThePluginTimeoutPass) {
   Chain c;
   c.hooks[{M::kCreateContainer, Phase::kPre}] = {{"gpu-check", 900ms}, {"koordlet", 1000ms}};
