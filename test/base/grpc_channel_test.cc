@@ -28,6 +28,7 @@
 #include "cri-api/runtime_v1.pb.h"
 #include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
+#include "test/support/process_stats.h"
 #include "test/support/raw_h2_backend.h"
 
 namespace crihook {
@@ -295,6 +296,8 @@ TEST_F(BrokenServerTest, CallsOneAfterAnotherShareOneConnection) {
     EXPECT_EQ(*reply, m);
   }
   EXPECT_EQ(backend_.connections(), 1);
+  // Parked between calls, watched by the process's one watcher thread.
+  EXPECT_EQ(threadsNamed("grpc-idle"), 1u);
 }
 
 TEST_F(BrokenServerTest, WithNoIdleConnectionsEachCallConnects) {

@@ -23,6 +23,21 @@ inline size_t threadCount(pid_t pid = 0) {
   return n;
 }
 
+// Threads of this process named `name` (their /proc/self/task/TID/comm).
+inline size_t threadsNamed(const std::string& name) {
+  size_t n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string line;
+    n += std::getline(comm, line) && line == name;
+  }
+  ::closedir(d);
+  return n;
+}
+
 // A "Vm...:" figure of `pid` (0: this process) in KiB, from its status.
 inline long statusKiB(pid_t pid, const std::string& field) {
   std::ifstream in(pid == 0 ? std::string("/proc/self/status")
