@@ -93,7 +93,8 @@ class EventLoop {
   // waits for the peer to read, cleared once it went out.
   void wantWritable(int fd, bool on);
   // Stops watching `fd` (before it is closed). The handler is released once
-  // the current task or event has finished, never under its own feet.
+  // the current task or event has finished, never under its own feet. Both
+  // this and wantWritable ignore a descriptor not watched (any more).
   void unwatch(int fd);
 
  private:

@@ -252,6 +252,10 @@ TEST(EventLoop, AnUnwatchedHandlerIsReleasedAfterItsTurnAndHearsNoMore) {
   ASSERT_TRUE(loop->watch(p.ours, std::move(reader)).ok());
   loop->unwatch(p.ours);
   EXPECT_FALSE(weak.expired());  // held until the loop's next task
+  // A descriptor no longer watched is not known: asking for room to write,
+  // or to stop watching it again, is ignored.
+  loop->wantWritable(p.ours, true);
+  loop->unwatch(p.ours);
   ::send(p.theirs, "late", 4, 0);
   loop->poll();
   EXPECT_TRUE(weak.expired());

@@ -295,6 +295,10 @@ TEST(HpackTest, EveryRepresentationIsReadForItsTableChange) {
                                              4)));
   EXPECT_TRUE(hpack::changesDynamicTable("\xff"));
   EXPECT_TRUE(hpack::changesDynamicTable("\xff\xff\xff\xff\xff\xff\x01"));
+  // A literal that ends where its value's (or its name's) length begins.
+  EXPECT_TRUE(hpack::changesDynamicTable(literals + "\x04")) << "cut before the value";
+  EXPECT_TRUE(hpack::changesDynamicTable(literals + std::string("\x00", 1)))
+      << "cut before the name";
 }
 
 // The bound on an integer is 2^32 - 1, whatever its prefix: an indexed
