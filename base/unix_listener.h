@@ -9,6 +9,8 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -36,5 +38,18 @@ bool unixSocketIsLive(const std::string& path);
 // Fills `addr` with `path` (AF_UNIX); false, `addr` untouched, when the path
 // is too long for a Unix socket address.
 bool unixSocketAddress(const std::string& path, sockaddr_un& addr);
+
+// Backing off accept() after it failed, most often out of descriptors
+// (EMFILE, ENFILE) or kernel memory (ENOBUFS, ENOMEM): the pending connection
+// stays in the backlog and accept fails again at once, so retrying at once
+// spins a core. 10 ms lets a descriptor freed by a closing call be used soon;
+// 1 s bounds how long a recovered daemon waits. Both listeners' accept loops
+// (proxy/server.cc, metrics/http_endpoint.cc) wait so.
+inline constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
+inline constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
+// The wait after one more failure, `last` the wait before it (0 after a success).
+inline std::chrono::milliseconds nextAcceptBackoff(std::chrono::milliseconds last) {
+  return std::clamp(last * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+}
 
 }  // namespace crihook

@@ -34,13 +34,6 @@ using Acceptor = asio::basic_socket_acceptor<Generic>;
 
 namespace {
 
-// Backing off accept() after it failed (out of descriptors or kernel memory,
-// most often): the pending connection stays in the backlog, the listener
-// stays readable and accepting again at once fails again at once, a core
-// spun for as long as the shortage lasts. As crihookd's CRI listener does.
-constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
-constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
-
 std::string_view reasonPhrase(int status) {
   switch (status) {
     case 200:
@@ -125,7 +118,7 @@ struct HttpEndpoint::Impl : std::enable_shared_from_this<HttpEndpoint::Impl> {
         return accept();
       }
       ++accept_failures;
-      accept_backoff = std::clamp(accept_backoff * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+      accept_backoff = nextAcceptBackoff(accept_backoff);
       if (accept_failures_in_a_row++ == 0) {
         log->warn("metrics endpoint: accept: {}; retrying after {}ms, backing off up to {}ms",
                   ec.message(), accept_backoff.count(), kAcceptBackoffMax.count());

@@ -22,14 +22,6 @@ namespace crihook {
 
 namespace {
 
-// Backing off accept() while the process is out of descriptors (EMFILE,
-// ENFILE) or kernel memory (ENOBUFS, ENOMEM): the pending connection stays in
-// the backlog and accept fails again at once, so retrying at once spins a
-// core. 10 ms lets a descriptor freed by a closing call be used soon; 1 s
-// bounds how long a recovered daemon waits.
-constexpr std::chrono::milliseconds kAcceptBackoffMin{10};
-constexpr std::chrono::milliseconds kAcceptBackoffMax{1000};
-
 bool outOfResources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
 
 }  // namespace
@@ -173,7 +165,7 @@ void Server::acceptReady() {
       if (e == EAGAIN || e == EWOULDBLOCK) return;  // drained: the next edge tells
       if (e == EINTR || e == ECONNABORTED) continue;
       if (outOfResources(e)) {
-        accept_backoff_ = std::clamp(accept_backoff_ * 2, kAcceptBackoffMin, kAcceptBackoffMax);
+        accept_backoff_ = nextAcceptBackoff(accept_backoff_);
         if (accept_log_.allow(held_back)) {
           ctx_.log->warn(
               "accept: {}; retrying after {}ms, backing off up to {}ms; {} more failures "
