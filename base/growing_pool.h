@@ -47,9 +47,9 @@ class GrowingPool {
   // called from the destructor's thread once it has begun.
   void post(std::function<void()> task);
 
-  size_t threads() const;  // started and not yet ended
-  size_t idle() const;     // of those, waiting for a task
-  size_t queued() const;   // tasks no thread has taken yet
+  size_t threads() const;          // started and not yet ended
+  size_t idle() const;             // of those, waiting for a task
+  size_t queued() const;           // tasks no thread has taken yet
   uint64_t startFailures() const;  // threads that could not be started
 
  private:

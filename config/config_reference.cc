@@ -86,7 +86,6 @@ std::string markdownRow(const ConfigKey& k) {
              markdownCell(boundsText(k)), " | ", markdownCell(k.meaning), " |\n");
 }
 
-
 // The first letter in capitals, unless the first word is a name spelt
 // with capitals of its own ("gRPC's").
 std::string capitalized(std::string_view text) {

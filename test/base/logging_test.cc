@@ -26,7 +26,8 @@ TEST(LoggingTest, ALineIsTimeLevelLoggerAndMessage) {
     log->warn("careful");
   });
   // 2026-12-04T15:53:31.889784+00:00 I hook: ...
-  const std::string time = R"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}[+-][0-9]{2}:[0-9]{2})";
+  const std::string time =
+      R"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}[+-][0-9]{2}:[0-9]{2})";
   EXPECT_TRUE(std::regex_match(
       out, std::regex(time + " I logging-test: hello 1\n" + time + " W logging-test: careful\n")))
       << out;

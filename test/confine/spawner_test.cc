@@ -221,7 +221,8 @@ TEST(SpawnerTest, HoldsNoneOfItsParentsDescriptorsBelowItsSocket) {
   char hello[64];
   ASSERT_EQ(::recv(sock[0], hello, sizeof(hello), 0), 1) << "ready";
   std::vector<std::string> above_stdio;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
     if (std::stoi(e.path().filename().string()) > 2) above_stdio.push_back(e.path().filename());
   }
   ::close(sock[0]);  // EOF: the spawner exits

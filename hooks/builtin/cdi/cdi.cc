@@ -243,14 +243,16 @@ void CdiRegistry::refreshLocked() {
   namespace fs = std::filesystem;
   std::vector<std::string> order, unread;
   std::map<std::string, Spec> next;
-  size_t bytes = 0;  // of the specs read, every directory's
-  for (const std::string& dir : dirs_) {
+  size_t bytes = 0;   // of the specs read, every directory's
+  bool full = false;  // kMaxCdiSpecsBytes reached: nothing more is used
+  for (size_t d = 0; d < dirs_.size() && !full; ++d) {
+    const std::string& dir = dirs_[d];
     // A missing or unreadable directory has no specs (CDI's own rule).
     auto listed = env_->listDirectoryFirst(dir, kMaxCdiDirEntries);
     if (!listed.ok()) continue;
     if (listed->total > listed->entries.size()) {
-      unread.push_back(cat(dir, ": ", listed->total, " entries; only the first ",
-                           kMaxCdiDirEntries, " by name are looked at"));
+      unread.push_back(cat(dir, ": ", listed->total, " entries; only the first ", kMaxCdiDirEntries,
+                           " by name are looked at"));
     }
     size_t files = 0;
     for (const DirEntry& e : listed->entries) {  // sorted by name
@@ -259,8 +261,8 @@ void CdiRegistry::refreshLocked() {
       if (e.mtime_ns < 0) continue;  // gone, or a dangling link
       const std::string f = (fs::path(dir) / e.name).string();
       if (++files > kMaxCdiSpecFiles) {
-        unread.push_back(cat(dir, ": more than ", kMaxCdiSpecFiles, " spec files; ", quote(e.name, 200),
-                             " and the ones after it by name are not read"));
+        unread.push_back(cat(dir, ": more than ", kMaxCdiSpecFiles, " spec files; ",
+                             quote(e.name, 200), " and the ones after it by name are not read"));
         break;
       }
       const int64_t mtime = e.mtime_ns;
@@ -274,23 +276,20 @@ void CdiRegistry::refreshLocked() {
         auto text = env_->readFile(f, kMaxCdiSpecBytes, FileLinks::kFollow);
         if (text.ok()) spec.bytes = text->size();
         const bool yaml = ext != ".json";
-        absl::Status s = text.ok() ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices,
-                                                  &spec.global)
-                                   : absl::InvalidArgumentError(
-                                         cat(f, ": ", sv(text.status().message())));
+        absl::Status s =
+            text.ok() ? parseCdiSpec(f, *text, yaml, &spec.kind, &spec.devices, &spec.global)
+                      : absl::InvalidArgumentError(cat(f, ": ", sv(text.status().message())));
         if (!s.ok()) {
           spec.error = std::string(s.message());
           spec.devices.clear();
         }
       }
       if (bytes + spec.bytes > kMaxCdiSpecsBytes) {
-        unread.push_back(cat(quote(f, 300), ": the specs before it hold ", bytes, " bytes; with its ",
-                             spec.bytes, " they would pass ", kMaxCdiSpecsBytes,
-                             ": it and the specs after it are not used"));
-        specs_ = std::move(next);
-        order_ = std::move(order);
-        unread_ = std::move(unread);
-        return;
+        unread.push_back(cat(quote(f, 300), ": the specs before it hold ", bytes,
+                             " bytes; with its ", spec.bytes, " they would pass ",
+                             kMaxCdiSpecsBytes, ": it and the specs after it are not used"));
+        full = true;
+        break;
       }
       bytes += spec.bytes;
       order.push_back(f);

@@ -253,16 +253,18 @@ TEST_F(CdiTest, WhatTheDirectoriesMayHoldIsBoundedAndWhatIsLeftUnreadNamed) {
   EXPECT_EQ(got[0].status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(got[1].ok()) << got[1].status();
   EXPECT_EQ(got[2].status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(errors,
-              ElementsAre(dir_.file("many") + ": 1031 entries; only the first 1024 by name are looked at",
-                          dir_.file("specs") + ": more than 64 spec files; \"s164.json\" and the ones "
-                                               "after it by name are not read"));
+  EXPECT_THAT(
+      errors,
+      ElementsAre(dir_.file("many") + ": 1031 entries; only the first 1024 by name are looked at",
+                  dir_.file("specs") + ": more than 64 spec files; \"s164.json\" and the ones "
+                                       "after it by name are not read"));
 
   fs::create_directories(dir_.file("big"));
   const size_t each = kMaxCdiSpecBytes - 1000;
   const size_t fit = kMaxCdiSpecsBytes / each;
   for (size_t i = 0; i <= fit; ++i)
-    std::ofstream(dir_.file("big/b" + std::to_string(100 + i) + ".json")) << paddedSpec(cat(i), each);
+    std::ofstream(dir_.file("big/b" + std::to_string(100 + i) + ".json"))
+        << paddedSpec(cat(i), each);
   CdiRegistry big({dir_.file("big")});
   errors.clear();
   got = big.resolve({cat("vendor.com/b=", fit - 1), cat("vendor.com/b=", fit)}, &errors);
@@ -271,7 +273,8 @@ TEST_F(CdiTest, WhatTheDirectoriesMayHoldIsBoundedAndWhatIsLeftUnreadNamed) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_THAT(errors[0], HasSubstr(dir_.file("big/b" + std::to_string(100 + fit) + ".json") +
                                    "\": the specs before it hold"));
-  EXPECT_THAT(errors[0], HasSubstr("they would pass 16777216: it and the specs after it are not used"));
+  EXPECT_THAT(errors[0],
+              HasSubstr("they would pass 16777216: it and the specs after it are not used"));
 }
 
 // A FIFO among the specs hung every CDI call (and its thread) for good.
