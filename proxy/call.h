@@ -55,6 +55,10 @@ struct Call {
   // Response: runtime -> kubelet.
   size_t resp_header_bytes = 0;  // decoded, as the request's are counted
   bool resp_headers_over = false;
+  // The final (not 1xx) response headers came: a HEADERS frame after them
+  // is the trailers. nghttp2 files a final response that follows a 1xx one
+  // under NGHTTP2_HCAT_HEADERS, as it files trailers.
+  bool resp_final = false;
   Headers resp_headers;
   Headers resp_trailers;
   ByteQueue resp_body;

@@ -380,6 +380,7 @@ void OwnStreams::onUpstreamStreamClosed(Call& call, uint32_t error_code) {
     // request is still whole here: send it on a fresh connection.
     call.retried = true;
     call.resp_headers.clear();
+    call.resp_final = false;
     side_.forward(call);
     return;
   }

@@ -121,11 +121,7 @@ int Upstream::onHeader(const nghttp2_frame& frame, std::string_view name, std::s
     return 0;
   }
   Header h{std::string(name), std::string(value)};
-  if (frame.headers.cat == NGHTTP2_HCAT_RESPONSE) {
-    call->resp_headers.push_back(std::move(h));
-  } else if (frame.headers.cat == NGHTTP2_HCAT_HEADERS) {
-    call->resp_trailers.push_back(std::move(h));
-  }
+  (call->resp_final ? call->resp_trailers : call->resp_headers).push_back(std::move(h));
   return 0;
 }
 
@@ -146,12 +142,13 @@ int Upstream::onFrameRecv(const nghttp2_frame& frame) {
     return 0;
   }
   if (frame.hd.type == NGHTTP2_HEADERS) {
-    if (frame.headers.cat == NGHTTP2_HCAT_RESPONSE) {
+    if (!call->resp_final) {
       const std::string* status = findHeader(call->resp_headers, ":status");
       if (status && !status->empty() && (*status)[0] == '1') {  // informational: not the response
         call->resp_headers.clear();
         return 0;
       }
+      call->resp_final = true;
       if (end) {
         // Trailers-only: the status is in these headers.
         call->resp_trailers_only = true;
@@ -159,7 +156,9 @@ int Upstream::onFrameRecv(const nghttp2_frame& frame) {
       } else {
         owner->onResponseHeaders(*call);
       }
-    } else if (frame.headers.cat == NGHTTP2_HCAT_HEADERS && end) {
+    } else {
+      // Trailers: nghttp2 (HTTP messaging) resets a stream whose trailers
+      // lack END_STREAM before this callback.
       owner->onResponseEnd(*call);
     }
   } else if (frame.hd.type == NGHTTP2_DATA && end) {

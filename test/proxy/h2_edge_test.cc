@@ -120,6 +120,28 @@ TEST_F(H2EdgeTest, InterceptedCallsWorkAgainstAPlainHttp2Peer) {
   EXPECT_EQ(reply, req.SerializeAsString()) << "the echo of the exact bytes sent";
 }
 
+// A 1xx reply (:status 100) before the runtime's answer is informational
+// (RFC 9113 8.1): the answer after it is the call's reply, headers, message
+// and trailers, and a trailers-only answer after it carries the status.
+TEST_F(H2EdgeTest, AnInterceptedCallsReplyAfterAnInformationalOneIsTheReply) {
+  RawH2Backend raw(dir_.file("backend.sock"));
+  raw.informationalFirst(true);
+  startProxy();
+  auto ch = proxyChannel();
+  runtime::v1::StopContainerRequest req;
+  req.set_container_id("c1");
+  std::string reply;
+  grpc::Status s =
+      call("/runtime.v1.RuntimeService/StopContainer", req.SerializeAsString(), &reply, ch);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(reply, req.SerializeAsString());
+
+  raw.answerAs("TrailersOnly");
+  s = call("/runtime.v1.RuntimeService/StopContainer", req.SerializeAsString(), &reply, ch);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(s.error_message(), "denied by raw backend");
+}
+
 }  // namespace
 }  // namespace crihook::testing
 

@@ -332,6 +332,23 @@ TEST_F(OwnStreamsTest, AForwardedCallGoesAsItComesAndKubeletIsCreditedAsTheRunti
   EXPECT_TRUE(streams_->empty());
 }
 
+// A 1xx reply before the runtime's answer is informational (RFC 9113
+// 8.1): kubelet gets the answer after it, headers, message and trailers.
+TEST_F(OwnStreamsTest, AForwardedCallsReplyAfterAnInformationalOneIsTheReply) {
+  RawH2Backend runtime(ctx_.backend_path);  // echoes the request
+  runtime.informationalFirst(true);
+  const std::string body = message("after a 100");
+  streams_->forward(1, request("/runtime.v1.RuntimeService/Echo"), {}, false);
+  send(1, body);
+  ASSERT_TRUE(runUntil([&] { return endedOn(1); }));
+  EXPECT_EQ(dataOf(1), body);
+  auto b = blocks();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(field(b[0], ":status"), "200");
+  EXPECT_EQ(field(b[0], "grpc-status"), "(none)");
+  EXPECT_EQ(field(b[1], "grpc-status"), "0");
+}
+
 // The runtime closes the side connection inside a forwarded reply's
 // message: kubelet's stream is reset (INTERNAL_ERROR), never ended with a
 // status after half a message.

@@ -137,9 +137,14 @@ void echo(Session& s, int32_t id, const std::string& verb) {
 
 void respond(Session& s, int32_t id) {
   Stream& st = s.by_id[id];
-  const std::string verb = st.path.substr(st.path.rfind('/') + 1);
+  const std::string answer_as = s.owner->answerAs();
+  const std::string verb = answer_as.empty() ? st.path.substr(st.path.rfind('/') + 1) : answer_as;
   static const std::string status200 = "200", grpc = "application/grpc", denied = "7",
-                           denied_msg = "denied by raw backend";
+                           denied_msg = "denied by raw backend", status100 = "100";
+  if (s.owner->informationalFirst()) {
+    nghttp2_nv h[] = {nv(":status", status100)};
+    nghttp2_submit_headers(s.h2, NGHTTP2_FLAG_NONE, id, nullptr, h, 1, nullptr);
+  }
   if (verb == "ResetCancel") {
     nghttp2_submit_rst_stream(s.h2, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
   } else if (verb == "ResetInternal") {

@@ -49,6 +49,9 @@
 //                       connection closed
 //   .../GatedHangup     nothing, and the connection closed once the gate is
 //                       open
+// answerAs() makes every stream answered as that verb, whatever its path
+// (an intercepted method's reply shaped as a test needs); informationalFirst()
+// puts a 1xx HEADERS (:status 100) before every reply.
 // One connection at a time, served on its own thread.
 
 #include <atomic>
@@ -73,6 +76,16 @@ class RawH2Backend {
   // open until closed.
   void closeGate() { gate_open_ = false; }
   void openGate() { gate_open_ = true; }
+  void answerAs(std::string verb) {
+    std::lock_guard lock(mu_);
+    answer_as_ = std::move(verb);
+  }
+  std::string answerAs() const {
+    std::lock_guard lock(mu_);
+    return answer_as_;
+  }
+  void informationalFirst(bool on) { informational_first_ = on; }
+  bool informationalFirst() const { return informational_first_; }
 
  private:
   void serve();
@@ -85,8 +98,10 @@ class RawH2Backend {
   std::atomic<int> streams_{0};
   std::atomic<int> closed_connections_{0};
   std::atomic<bool> gate_open_{true};
+  std::atomic<bool> informational_first_{false};
   std::thread thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  std::string answer_as_;             // under mu_
   std::set<int> open_fds_;            // under mu_
   std::vector<std::thread> workers_;  // serve()'s thread only, then the destructor
 };
