@@ -588,8 +588,9 @@ TEST_F(TransparentWireTest, KubeletsDataAfterCrihookdsResetNeverReachesTheRuntim
   const std::vector<std::string> said = log_->last_formatted();
   ASSERT_EQ(std::count_if(said.begin(), said.end(),
                           [](const std::string& l) {
-                            return l.find("refused request stream 1 "
-                                          "path=\"/runtime.v1.RuntimeService/Version\"") !=
+                            return l.find(
+                                       "refused request stream 1 "
+                                       "path=\"/runtime.v1.RuntimeService/Version\"") !=
                                    std::string::npos;
                           }),
             1)
@@ -869,6 +870,60 @@ TEST_F(TransparentWireTest, AnInterceptedCallsRuntimeConnectionOnDescriptor0IsMa
   EXPECT_GE(runtime, 0) << "no connection reached the runtime: " << std::strerror(errno);
   if (runtime >= 0) ::close(runtime);
   ::close(listener);
+}
+
+// The runtime's DATA relayed to kubelet uses kubelet's connection window as
+// crihookd's own replies do: what crihookd sends of its own is bounded by
+// what the runtime's relayed reply left of it. Streams' windows here are far
+// larger than the connection's, so the connection's is what binds.
+TEST_F(TransparentWireTest, CrihookdsOwnReplyHasOnlyWhatTheRuntimesDataLeftOfKubeletsWindow) {
+  using relay::h2::FrameType;
+  RawH2Backend side(ctx_.backend_path);  // crihookd's side connection: echoes the request
+  std::string settings, version, reply;
+  relay::h2::appendSettings(settings, {{relay::h2::setting::kInitialWindowSize, 1u << 20}});
+  relay::h2::appendData(version, 1, grpcFrame("v"), true, 16384);
+  send(kubelet_,
+       settings + requestHeaders(1, "/runtime.v1.RuntimeService/Version", false) + version);
+  // 48 KiB of the runtime's reply, which kubelet reads and grants nothing
+  // back for: 16,383 bytes of its 65,535-byte connection window are left.
+  constexpr size_t kRelayed = 3 * 16384;
+  relay::h2::appendHeaderBlock(reply, 1, replyHeaders(), false, 16384);
+  relay::h2::appendData(reply, 1, grpcFrame(std::string(kRelayed - 5, 'r')), false, 16384);
+  send(runtime_, reply);
+  auto dataOn = [&](uint32_t stream) {
+    size_t n = 0;
+    for (const Frame& f : framesOf(kubelet_got_))
+      if (f.header.type == FrameType::kData && f.header.stream_id == stream) n += f.header.length;
+    return n;
+  };
+  ASSERT_EQ(dataOn(1), kRelayed);
+
+  // An intercepted call whose reply (the echo, 30 KB) crihookd sends itself.
+  runtime::v1::StopContainerRequest req;
+  req.set_container_id(std::string(30000, 'c'));
+  const std::string message = grpcFrame(req.SerializeAsString());
+  std::string stop;
+  relay::h2::appendData(stop, 3, message, true, 16384);
+  send(kubelet_, requestHeaders(3, "/runtime.v1.RuntimeService/StopContainer", false) + stop);
+  ASSERT_TRUE(eventually([&] {
+    settle();
+    return dataOn(3) > 0;
+  })) << "crihookd's reply never began";
+  settle();
+  EXPECT_EQ(dataOn(3), 65535 - kRelayed) << "kubelet's connection window, less the runtime's DATA";
+
+  // kubelet grants the connection what it read: the rest comes, then the status.
+  std::string update;
+  relay::h2::appendWindowUpdate(update, 0, static_cast<uint32_t>(kRelayed + dataOn(3)));
+  send(kubelet_, update);
+  ASSERT_TRUE(eventually([&] {
+    settle();
+    return dataOn(3) == message.size();
+  })) << dataOn(3);
+  auto blocks = decodedBlocks(framesOf(kubelet_got_));
+  ASSERT_FALSE(blocks.empty());
+  EXPECT_EQ(blocks.back().first, 3u);
+  EXPECT_TRUE(hasField(blocks.back().second, "grpc-status", "0"));
 }
 
 TEST_F(TransparentRuntimeOnFd0Test, KubeletsCallsAreRelayedToTheRuntime) {
