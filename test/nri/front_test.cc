@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <algorithm>
 #include <set>
@@ -423,14 +424,24 @@ class ConfigureTest : public ::testing::Test {
       MutexLock lock(mu_);
       synchronized_.push_back(sync);
     };
-    front_ = std::make_unique<Front>(
-        hooks_, options,
-        std::make_shared<spdlog::logger>("nri", std::make_shared<spdlog::sinks::null_sink_mt>()));
+    options.on_registration = [this](bool registered) {
+      MutexLock lock(mu_);
+      registration_changes_.push_back(registered);
+    };
+    options.reconnect_first = 10ms;
+    front_ =
+        std::make_unique<Front>(hooks_, options, std::make_shared<spdlog::logger>("nri", log_));
     front_->start();
     ASSERT_TRUE(runtime_.accept());
     runtime_.answerRegistration();
   }
   void TearDown() override { front_->stop(); }
+
+  bool logged(const std::string& text) const {
+    const auto lines = log_->last_formatted();
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
 
   // The runtime's Configure on stream 1: its name, version and (NRI >= 0.7)
   // request timeout in ms, 0 for none; the plugin's answer.
@@ -450,22 +461,31 @@ class ConfigureTest : public ::testing::Test {
     req.add_pods()->set_id(pod);
     runtime_.call(stream, "Synchronize", req.SerializeAsString());
   }
-  ::ttrpc::Response runPod(uint32_t stream) {
+  // A part of `pods` pods and `containers` containers; its answer.
+  ::ttrpc::Response synchronizeMany(uint32_t stream, bool more, int pods, int containers) {
+    api::SynchronizeRequest req;
+    req.set_more(more);
+    for (int i = 0; i < pods; ++i) req.add_pods()->set_id(cat("p", stream, "-", i));
+    for (int i = 0; i < containers; ++i) req.add_containers()->set_id(cat("c", stream, "-", i));
+    runtime_.call(stream, "Synchronize", req.SerializeAsString());
+    return runtime_.answer().second;
+  }
+  ::ttrpc::Response runPod(uint32_t stream, const std::string& pod = "pod-1") {
     api::StateChangeEvent ev;
     ev.set_event(api::RUN_POD_SANDBOX);
-    ev.mutable_pod()->set_id("pod-1");
+    ev.mutable_pod()->set_id(pod);
     ev.mutable_pod()->set_name("train-0");
     ev.mutable_pod()->set_namespace_("default");
     runtime_.call(stream, "StateChange", ev.SerializeAsString());
     return runtime_.answer().second;
   }
-  ::ttrpc::Response createContainer(uint32_t stream) {
+  ::ttrpc::Response createContainer(uint32_t stream, const std::string& pod = "pod-1") {
     api::CreateContainerRequest req;
-    req.mutable_pod()->set_id("pod-1");
+    req.mutable_pod()->set_id(pod);
     req.mutable_pod()->set_name("train-0");
     req.mutable_pod()->set_namespace_("default");
     req.mutable_container()->set_id("ctr-1");
-    req.mutable_container()->set_pod_sandbox_id("pod-1");
+    req.mutable_container()->set_pod_sandbox_id(pod);
     req.mutable_container()->set_name("main");
     runtime_.call(stream, "CreateContainer", req.SerializeAsString());
     return runtime_.answer().second;
@@ -477,11 +497,14 @@ class ConfigureTest : public ::testing::Test {
   ::crihook::testing::TempDir dir_;
   ::crihook::testing::FakeNriRuntime runtime_{dir_.file("nri.sock")};
   RefusingInterceptor hooks_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> log_ =
+      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
   std::unique_ptr<Front> front_;
   Mutex mu_;
   std::vector<std::chrono::milliseconds> checked_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> refused_ ABSL_GUARDED_BY(mu_);
   std::vector<Synchronized> synchronized_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> registration_changes_ ABSL_GUARDED_BY(mu_);
 };
 
 // The case: crihookd told 12 s, containerd at 2 s, a 3 s device
@@ -579,6 +602,8 @@ TEST_F(ConfigureTest, OnARuntimeThatLeaksARefusedSandboxItsContainersAreRefusedI
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("containerd 2.1.9+unknown"));
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("devices: init of gpu 0 failed"));
   for (const auto& stage : hooks_.ran()) EXPECT_NE(stage, "pre CreateContainer");
+  EXPECT_TRUE(logged("NRI: CreateContainer pod=default/train-0 sandbox=pod-1 container=ctr-1: "))
+      << "the refused container named in the log";
 
   api::StateChangeEvent removed;
   removed.set_event(api::REMOVE_POD_SANDBOX);
@@ -587,6 +612,62 @@ TEST_F(ConfigureTest, OnARuntimeThatLeaksARefusedSandboxItsContainersAreRefusedI
   EXPECT_FALSE(failed(runtime_.answer().second));
   // A container of a pod id seen again (a runtime reusing it) is not refused.
   EXPECT_FALSE(failed(createContainer(11)));
+}
+
+// The runtime going away (containerd restarting): the plugin says it is no
+// longer registered, connects again after its back-off and registers anew.
+TEST_F(ConfigureTest, ARuntimeThatGoesAwayIsConnectedToAgainAndRegisteredAnew) {
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  synchronize(3, false, "pod-a");
+  runtime_.answer();
+  ASSERT_TRUE(front_->registered());
+  runtime_.hangUp();
+  ASSERT_TRUE(eventually([&] { return !front_->registered(); }));
+  ASSERT_TRUE(runtime_.accept()) << "no new connection";
+  runtime_.answerRegistration();
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  synchronize(3, false, "pod-b");
+  runtime_.answer();
+  EXPECT_TRUE(front_->registered());
+  EXPECT_EQ(front_->registrations(), 2);
+  MutexLock lock(mu_);
+  EXPECT_EQ(registration_changes_, (std::vector<bool>{true, false, true}));
+  ASSERT_EQ(synchronized_.size(), 2u);
+  EXPECT_EQ(synchronized_[1].pods[0].sandbox_id, "pod-b");
+}
+
+// The pods whose containers are refused are kept up to 4,096: the oldest
+// is forgotten when one more comes (a runtime that never reports their
+// removal cannot grow the set for ever).
+TEST_F(ConfigureTest, OfRefusedSandboxesLetThroughTheLast4096AreKept) {
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  synchronize(3, false, "other");
+  runtime_.answer();
+  uint32_t stream = 5;
+  for (int i = 0; i <= 4096; ++i, stream += 2)
+    ASSERT_FALSE(failed(runPod(stream, cat("pod-", i)))) << i;
+  EXPECT_EQ(front_->refusedAtContainers(), 4097u);
+  EXPECT_FALSE(failed(createContainer(stream, "pod-0"))) << "the oldest, forgotten";
+  EXPECT_TRUE(failed(createContainer(stream + 2, "pod-1")));
+  EXPECT_TRUE(failed(createContainer(stream + 4, "pod-4096")));
+}
+
+// A Synchronize in parts holds up to 65,536 pods and containers in all;
+// the part that passes that is refused, and the parts before it forgotten.
+TEST_F(ConfigureTest, ASynchronizeInPartsPast65536ObjectsIsRefusedAndForgotten) {
+  ASSERT_FALSE(failed(configure("containerd", "2.1.9+unknown", 5000)));
+  ASSERT_FALSE(failed(synchronizeMany(3, true, 65535, 0)));
+  ASSERT_FALSE(failed(synchronizeMany(5, true, 0, 1))) << "65,536 in all: taken";
+  const ::ttrpc::Response over = synchronizeMany(7, true, 1, 0);
+  ASSERT_TRUE(failed(over));
+  EXPECT_EQ(over.status().code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(over.status().message(),
+              ::testing::HasSubstr("NRI Synchronize: over 65536 pods and containers"));
+  ASSERT_FALSE(failed(synchronizeMany(9, false, 1, 0)));
+  MutexLock lock(mu_);
+  ASSERT_EQ(synchronized_.size(), 1u);
+  EXPECT_EQ(synchronized_[0].pods.size(), 1u) << "the refused parts are not delivered";
+  EXPECT_TRUE(synchronized_[0].containers.empty());
 }
 
 }  // namespace
