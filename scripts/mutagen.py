@@ -487,6 +487,16 @@ def descendants(pid):
     return out
 
 
+def keep_log(build, mutant_id):
+    """The killing test's log, kept as build/meson-logs/mutagen-ID.txt (the
+    next test run writes over mutagen.txt): what a kill was, to check it."""
+    logs = build / "meson-logs"
+    try:
+        (logs / f"mutagen-{mutant_id}.txt").write_bytes((logs / "mutagen.txt").read_bytes())
+    except OSError:
+        pass  # no log to keep: the verdict stands without it
+
+
 def judge_test(build, name, tests, durations):
     """A mutant's test: "passed", "failed" or "timed out" (twice, the second
     time under the test's own meson timeout)."""
@@ -563,6 +573,7 @@ def cmd_run(args):
                         outcome = judge_test(build, n, tests, durations)
                         if outcome != "passed":
                             result, by = "killed", n if outcome == "failed" else f"{n} (timed out)"
+                            keep_log(build, m["id"])
                             break
             row = dict(m, result=result, by=by, seconds=round(time.monotonic() - t0, 1))
             results.append(row)
