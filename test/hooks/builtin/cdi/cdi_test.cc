@@ -25,6 +25,7 @@ namespace {
 namespace hv1 = ::crihook::hook::v1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class CdiTest : public ::testing::Test {
  protected:
@@ -308,6 +309,23 @@ TEST_F(CdiTest, ADeviceNameThatIsNotOneIsRefusedQuoted) {
     EXPECT_EQ(d.kind, HookDecision::Kind::kReject) << bad;
     EXPECT_THAT(std::string(d.status.message()), HasSubstr("expected a name such as")) << bad;
   }
+  // Each character from the name's set: letters, digits, '.', '-', '_', and
+  // ':' after the '='.
+  for (const char* bad : {"vendor.com/gpu=0 1", "vendor.com/gp$u=0", "vendor.com/gpu=a\x7f",
+                          "vendor.com/gpu=\xc3\xa9", "ven:dor.com/gpu=0", "vendor.com/g=p=0"}) {
+    d = hook->run(container({bad}));
+    EXPECT_EQ(d.kind, HookDecision::Kind::kReject) << bad;
+    EXPECT_THAT(std::string(d.status.message()), HasSubstr("expected a name such as")) << bad;
+  }
+  // Up to 256 bytes: a name that is one is looked up (and not found here).
+  const std::string longest = "v.com/c=" + std::string(248, 'n');
+  for (const std::string& good : {std::string("Vendor-1.example_x/GPU.2=a-b_c.d:e"), longest}) {
+    d = hook->run(container({good}));
+    EXPECT_THAT(std::string(d.status.message()), Not(HasSubstr("expected a name such as"))) << good;
+  }
+  d = hook->run(container({longest + "n"}));
+  EXPECT_EQ(d.kind, HookDecision::Kind::kReject);
+  EXPECT_THAT(std::string(d.status.message()), HasSubstr("expected a name such as"));
 }
 
 }  // namespace

@@ -193,6 +193,27 @@ TEST_F(CpuPoolsTest, AFailedMoveIsRetriedAndAContainerTheRuntimeLostIsForgotten)
   EXPECT_TRUE(moves().empty());
 }
 
+// A container recorded again (its record replaced) starts with no failures
+// behind it: its move is tried at once, not after the back-off the record it
+// replaces had reached.
+TEST_F(CpuPoolsTest, AContainerRecordedAgainIsMovedAtOnceNotAfterTheOldBackoff) {
+  auto p = pools();
+  p->start();
+  p->addShared("ls1", {"sb-ls", "ml/ls", "main"}, cpus("0-7"), "0", "0-7");
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  {
+    MutexLock lock(mu_);
+    failures_ = 1;
+  }
+  p->reserve("sb-lsr/main/0", cpus("0"));  // ls1 to 1-7: refused, retried in 0.5 s
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(), ElementsAre(Move{"ls1", "1-7", "0"}));
+  p->addShared("ls1", {"sb-ls", "ml/ls", "main"}, cpus("0-7"), "0", "0-7");
+  ASSERT_TRUE(p->settle(std::chrono::seconds(5)));
+  EXPECT_THAT(moves(), ElementsAre(Move{"ls1", "1-7", "0"})) << "tried again at once";
+  EXPECT_EQ(p->owedMoves(), 0u);
+}
+
 TEST_F(CpuPoolsTest, ContainersOfSandboxesTheRuntimeNoLongerRunsAreForgotten) {
   auto p = pools();
   p->start();
