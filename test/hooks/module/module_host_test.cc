@@ -24,6 +24,7 @@
 #include "confine/launcher.h"
 #include "hooks/chain.h"
 #include "test/hooks/module/module_test_input.h"
+#include "test/support/child_process.h"
 #include "test/support/eventually.h"
 #include "test/support/fake_cri_server.h"
 #include "test/support/process_stats.h"
@@ -42,6 +43,28 @@ ModuleIsolation isolation() {
   m.launcher = std::make_shared<confine::DirectLauncher>();
   return m;
 }
+
+// A DirectLauncher whose helpers write their standard error to `path`
+// (crihookd's helpers share its own, the journal's stream).
+class StderrToFileLauncher final : public confine::DirectLauncher {
+ public:
+  explicit StderrToFileLauncher(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) {}
+  ~StderrToFileLauncher() override { ::close(fd_); }
+  absl::StatusOr<pid_t> start(const confine::LaunchRequest& request, int channel) override {
+    std::lock_guard lock(mu_);
+    const int saved = ::fcntl(2, F_DUPFD_CLOEXEC, 3);
+    ::dup2(fd_, 2);  // inherited by the helper as its descriptor 2
+    absl::StatusOr<pid_t> pid = DirectLauncher::start(request, channel);
+    ::dup2(saved, 2);
+    ::close(saved);
+    return pid;
+  }
+
+ private:
+  const int fd_;
+  std::mutex mu_;
+};
 
 HookInput crashingInput() {
   HookInput in = createInput({{"test", "segv"}});  // the segv variant crashes on it
@@ -127,7 +150,10 @@ char processState(const std::string& pid) {
 }
 
 TEST(ModuleTest, AHungModuleOutOfProcessIsCutAtItsDeadlineAndReplaced) {
-  auto hook = loadIsolatedModuleHook("hang", variant("hang"), "{}", isolation(), logger("hook"));
+  TempDir dir;
+  ModuleIsolation iso = isolation();
+  iso.launcher = std::make_shared<StderrToFileLauncher>(dir.file("helpers.err"));
+  auto hook = loadIsolatedModuleHook("hang", variant("hang"), "{}", iso, logger("hook"));
   ASSERT_TRUE(hook.ok()) << hook.status();
   const size_t threads = threadCount();
   std::set<std::string> helpers;
@@ -160,6 +186,10 @@ TEST(ModuleTest, AHungModuleOutOfProcessIsCutAtItsDeadlineAndReplaced) {
   // next start reaps it (crihookd started it), so no zombie is left.
   ASSERT_TRUE(eventually([&] { return processState(first) == 'Z'; }, 10s))
       << "helper " << first << " ended, unreaped";
+  // Its watchdog said why, a whole line of its own on the standard error it
+  // shares with crihookd's log.
+  EXPECT_THAT(readFile(dir.file("helpers.err")),
+              HasSubstr("crihook-module-host: the module overran its call; exiting\n"));
   (void)(*hook)->run(isolatedInput(50ms));  // a start, which reaps what ended first
   EXPECT_EQ(processState(first), '\0') << "helper " << first << " is left a zombie";
 }
