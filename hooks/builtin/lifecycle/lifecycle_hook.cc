@@ -275,7 +275,6 @@ HookDecision LifecycleHook::initialiseIn(Slot& s, const SandboxKey& key, const s
   r.pod = {meta.namespace_(), meta.name(), meta.uid()};
   r.devices = std::move(devices);
   if (auto st = records_.create(r); !st.ok()) {
-    if (!s.record) slots_.forget(key, "");  // nothing was done for it
     return HookDecision::reject(absl::UnavailableError(
         cat("pod ", pod,
             ": devices not initialised, their cleanup could not be guaranteed: ", st.message())));

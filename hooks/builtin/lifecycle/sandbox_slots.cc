@@ -16,6 +16,12 @@ bool SandboxSlots::holds(const SandboxKey& key, const Slot* slot) const {
   return it != slots_.end() && it->second.get() == slot;
 }
 
+void SandboxSlots::forgetEmpty(const SandboxKey& key, const Slot* slot) {
+  MutexLock lock(mu_);
+  auto it = slots_.find(key);
+  if (it != slots_.end() && it->second.get() == slot) slots_.erase(it);
+}
+
 std::vector<SandboxSlots::Entry> SandboxSlots::all() const {
   MutexLock lock(mu_);
   return {slots_.begin(), slots_.end()};

@@ -44,7 +44,9 @@ class SandboxSlots {
   // there is none and `create`; false without calling it when there is none
   // and !create. A slot forgotten while this waited for its lock is not
   // handed to `fn` (a record put in it would be lost): the lookup starts
-  // again. `fn` is declared ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu).
+  // again. A slot `fn` leaves without a record is not kept: the table holds
+  // no slot that holds nothing, whatever a caller asked to make. `fn` is
+  // declared ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu).
   template <typename Fn>
   bool withSlot(const SandboxKey& key, bool create, Fn&& fn) {
     for (;;) {
@@ -56,6 +58,7 @@ class SandboxSlots {
       // ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) to this slot (through a plain
       // call it shifts the arguments by one and names `fn.mu`).
       fn.operator()(*s);
+      if (!s->record) forgetEmpty(key, s.get());
       return true;
     }
   }
@@ -78,6 +81,9 @@ class SandboxSlots {
  private:
   // Whether `slot` is still the sandbox's.
   bool holds(const SandboxKey& key, const Slot* slot) const;
+  // Removes `slot`, left without a record (so never indexed), while it is
+  // still the sandbox's.
+  void forgetEmpty(const SandboxKey& key, const Slot* slot);
 
   mutable Mutex mu_;
   std::map<SandboxKey, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);

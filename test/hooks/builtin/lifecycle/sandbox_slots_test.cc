@@ -36,6 +36,7 @@ TEST(SandboxSlots, TheSlotIsHandedOutWithItsLockHeld) {
   EXPECT_TRUE(slots.withSlot(kA, /*create=*/true, [&](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
     seen = &s;
     ++s.running_calls;
+    s.record = DeviceRecord{};  // kept: it holds something
     locked = true;
     std::thread([&] {
       if (s.mu.try_lock()) {
@@ -50,6 +51,23 @@ TEST(SandboxSlots, TheSlotIsHandedOutWithItsLockHeld) {
   EXPECT_TRUE(slots.withSlot(
       kA, /*create=*/false,
       [&](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { EXPECT_EQ(s.running_calls, 1); }));
+}
+
+// A slot a caller leaves without a record holds nothing and is not kept,
+// even one the caller asked to make: no call leaves an empty slot behind
+// for good (reconciling skips them, so nothing else would remove it).
+TEST(SandboxSlots, ASlotLeftWithoutARecordIsNotKept) {
+  SandboxSlots slots;
+  EXPECT_TRUE(slots.withSlot(kA, /*create=*/true, [](Slot&) {}));
+  EXPECT_EQ(slots.find(kA), nullptr);
+  EXPECT_TRUE(slots.withSlot(kA, /*create=*/true, [](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    s.record = DeviceRecord{};
+  }));
+  ASSERT_NE(slots.find(kA), nullptr);
+  EXPECT_TRUE(slots.withSlot(
+      kA, /*create=*/false, [](Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { s.record.reset(); }));
+  EXPECT_EQ(slots.find(kA), nullptr);
+  EXPECT_TRUE(slots.all().empty());
 }
 
 // A caller waiting for a slot's lock while its holder forgets the sandbox
