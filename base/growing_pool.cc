@@ -51,12 +51,11 @@ void GrowingPool::post(std::function<void()> task) {
   } catch (const std::system_error& e) {
     ++start_failures_;
     if (!failing_) {
-      logger("crihookd")
-          ->error(
-              "cannot start a {} thread: {}; {} task(s) wait for a running one ({} run) or the "
-              "next "
-              "start",
-              name_, e.what(), tasks_.size(), running_);
+      const auto log = logger("crihookd");
+      log->error(
+          "cannot start a {} thread: {}; {} task(s) wait for a running one ({} run) or "
+          "the next start",
+          name_, e.what(), tasks_.size(), running_);
     }
     failing_ = true;
     return;
