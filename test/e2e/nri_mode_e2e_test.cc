@@ -615,6 +615,18 @@ TEST_F(NriModeE2E, KilledAndRestartedItKeepsThePodsItSawAndCleansUpThoseGone) {
   EXPECT_THAT(deviceActions(dir), ElementsAreArray(expected));
   EXPECT_EQ(phaseOf(dir + "/state", run_a.config()), "ready");
   EXPECT_EQ(phaseOf(dir + "/state", run_c.config()), "ready");
+  // The pod records are written by the state store's writer thread moments
+  // after the answer (no fsync, docs/architecture.md); the device records
+  // above before it. The kill comes once both pods' records are on disk:
+  // what this test restarts from, not how fast that thread is on a loaded
+  // machine (a kill before it loses pod c's record, and with it the
+  // "went away" line below).
+  for (const std::string& id : {ra.pod_sandbox_id(), rc.pod_sandbox_id()}) {
+    const std::string record = cat(dir, "/state/pods/", id, ".json");
+    ASSERT_TRUE(eventually([&] { return std::filesystem::exists(record); }, 10s, 5ms))
+        << record << "\n"
+        << crihookd_->log();
+  }
 
   crihookd_->kill();
   ASSERT_TRUE(stopAndRemovePod(kubelet, rc.pod_sandbox_id()).ok());
