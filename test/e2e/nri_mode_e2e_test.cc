@@ -630,13 +630,30 @@ TEST_F(NriModeE2E, KilledAndRestartedItKeepsThePodsItSawAndCleansUpThoseGone) {
 
   crihookd_->kill();
   ASSERT_TRUE(stopAndRemovePod(kubelet, rc.pod_sandbox_id()).ok());
+  // Pod d is made meanwhile: containerd makes it without crihookd.
+  v1::RunPodSandboxRequest run_d;
+  *run_d.mutable_config() = podConfig("e2e-nri-d");
+  v1::RunPodSandboxResponse rd;
+  s = call(kubelet, &RS::RunPodSandbox, run_d, &rd);
+  ASSERT_TRUE(s.ok()) << s.error_message();
   const size_t registered = crihookd_->logCount(Crihookd::kRegistered);
   ASSERT_TRUE(crihookd_->start());
   EXPECT_EQ(crihookd_->logCount(Crihookd::kRegistered), registered + 1);
   EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registered"), 1);
   EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_registrations"), 1);
-  // Pod a was seen made (its record outlived the kill): not "unhooked".
-  EXPECT_EQ(metricSample(crihookd_->metricsSocket(), "crihook_nri_unhooked_pods"), 0);
+  // Pod a was seen made (its record outlived the kill): not "unhooked";
+  // pod d is, and named (counted at the end of the Synchronize the start
+  // waited for the beginning of).
+  EXPECT_TRUE(eventually(
+      [&] { return metricSample(crihookd_->metricsSocket(), "crihook_nri_unhooked_pods") == 1; },
+      10s, 20ms))
+      << crihookd_->log();
+  EXPECT_THAT(
+      crihookd_->log(),
+      HasSubstr(cat("NRI: pod=default/e2e-nri-d sandbox=", rd.pod_sandbox_id().substr(0, 12),
+                    " container=-: the runtime has this pod, but crihookd has no record "
+                    "of it")));
+  EXPECT_EQ(crihookd_->logCount("the runtime has this pod"), 1u) << crihookd_->log();
 
   // Pod c's cleanup is owed and runs; pod a's record stays ready.
   eventually([&] { return phaseOf(dir + "/state", run_c.config()) == "gone"; }, 10s, 20ms);

@@ -71,7 +71,7 @@ absl::StatusOr<Confinement> resolveConfinement(const Config& config, std::string
 // must be done this long before it, since an answer that arrives late drops
 // the plugin.
 constexpr std::chrono::milliseconds kNriAnswerMargin{100};
-// Pods the runtime has that crihookd never saw made are logged one by one
+// Pods the runtime has that crihookd has no record of are logged one by one
 // up to this many per Synchronize, then counted (a node switched to NRI mode
 // may have hundreds).
 constexpr size_t kMaxUnhookedPodLines = 20;
@@ -419,8 +419,9 @@ void Daemon::startNriFront() {
       [&front] { return static_cast<double>(front.refusedAtContainers()); });
   registry.gaugeFunction(
       "crihook_nri_unhooked_pods",
-      "Pods the runtime had at the last Synchronize that crihookd never saw made: their hooks "
-      "did not run (made while crihookd was down or not registered).",
+      "Pods the runtime had at the last Synchronize of which crihookd has no record: made while "
+      "crihookd was down or not registered, their hooks did not run (a crihookd killed in the "
+      "moments between a pod's answer and its record's write counts that pod too).",
       [&p] { return static_cast<double>(p.unhooked_pods.load()); });
   p.log->info("NRI mode: plugin {}-{} at {}, plugin_request_timeout {}ms{}",
               config.nri.plugin_index, config.nri.plugin_name, config.nri.socket_path,
@@ -447,13 +448,14 @@ void Daemon::synchronize(const nri::Synchronized& sync) {
     if (p.state->pod(id.sandbox_id) != nullptr) continue;
     if (++unhooked <= kMaxUnhookedPodLines) {
       p.log->warn(
-          "NRI: {}: the runtime has this pod, but crihookd never saw it made: its hooks did not "
-          "run for it (made while crihookd was down or not registered)",
+          "NRI: {}: the runtime has this pod, but crihookd has no record of it: made while "
+          "crihookd was down or not registered, its hooks did not run (or crihookd was killed in "
+          "the moments between answering for it and writing its record)",
           identityTags(id));
     }
   }
   if (unhooked > kMaxUnhookedPodLines) {
-    p.log->warn("NRI: {} more pods crihookd never saw made", unhooked - kMaxUnhookedPodLines);
+    p.log->warn("NRI: {} more pods crihookd has no record of", unhooked - kMaxUnhookedPodLines);
   }
   p.unhooked_pods = unhooked;
   p.hooks->reconcileNow();

@@ -80,7 +80,7 @@ class Daemon {
   // NRI mode: makes the front and its metrics (not started).
   void startNriFront();
   // NRI's Synchronize: the state store squared with what the runtime has,
-  // pods it never saw made logged and counted, a reconcile pass now.
+  // pods it has no record of logged and counted, a reconcile pass now.
   void synchronize(const nri::Synchronized& sync);
   std::unique_ptr<Parts> parts_;
 };
