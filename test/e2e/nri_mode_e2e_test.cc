@@ -623,9 +623,7 @@ TEST_F(NriModeE2E, KilledAndRestartedItKeepsThePodsItSawAndCleansUpThoseGone) {
   // "went away" line below).
   for (const std::string& id : {ra.pod_sandbox_id(), rc.pod_sandbox_id()}) {
     const std::string record = cat(dir, "/state/pods/", id, ".json");
-    ASSERT_TRUE(eventually([&] { return std::filesystem::exists(record); }, 10s, 5ms))
-        << record << "\n"
-        << crihookd_->log();
+    ASSERT_TRUE(waitForFile(record, 10s)) << record << "\n" << crihookd_->log();
   }
 
   crihookd_->kill();
